@@ -1,0 +1,218 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// DefaultSocket is where the daemon listens unless told otherwise.
+const DefaultSocket = "/run/flyd/flyd.sock"
+
+// Client talks to a daemon over its Unix socket. It implements Backend.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+var _ Backend = (*Client)(nil)
+
+// NewClient returns a client for the daemon listening on socket.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body any, out any) error {
+	resp, err := c.send(ctx, method, path, q, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// send performs a request and turns an error answer into an *Error.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := "http://flyd" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.dialError(err)
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	var eb ErrorBody
+	if json.NewDecoder(resp.Body).Decode(&eb) != nil || eb.Error == nil {
+		return nil, &Error{Status: resp.StatusCode, Code: "internal", Message: resp.Status}
+	}
+	eb.Error.Status = resp.StatusCode
+	return nil, eb.Error
+}
+
+func (c *Client) dialError(err error) error {
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ECONNREFUSED):
+		return fmt.Errorf("%w: no flyd daemon answers on %s (is it running? set --socket or FLYD_SOCKET)", errdefs.ErrUnavailable, c.socket)
+	case errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%w: permission denied on %s (root or group flyd is needed)", errdefs.ErrForbidden, c.socket)
+	}
+	return err
+}
+
+func workloadPath(name string, rest ...string) string {
+	p := "/v1/workloads/" + url.PathEscape(name)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var st Status
+	return &st, c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &st)
+}
+
+func (c *Client) List(ctx context.Context) ([]Workload, error) {
+	var ws []Workload
+	return ws, c.do(ctx, http.MethodGet, "/v1/workloads", nil, nil, &ws)
+}
+
+func (c *Client) Get(ctx context.Context, name string) (*Workload, error) {
+	var w Workload
+	if err := c.do(ctx, http.MethodGet, workloadPath(name), nil, nil, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+func (c *Client) Put(ctx context.Context, ws *spec.Workload, start bool) (*Workload, error) {
+	q := url.Values{}
+	if !start {
+		q.Set("start", "false")
+	}
+	var w Workload
+	if err := c.do(ctx, http.MethodPut, workloadPath(ws.Name), q, ws, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+func (c *Client) lifecycle(ctx context.Context, name, op string) (*Workload, error) {
+	var w Workload
+	if err := c.do(ctx, http.MethodPost, workloadPath(name, op), nil, nil, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+func (c *Client) Start(ctx context.Context, name string) (*Workload, error) {
+	return c.lifecycle(ctx, name, "start")
+}
+
+func (c *Client) Stop(ctx context.Context, name string) (*Workload, error) {
+	return c.lifecycle(ctx, name, "stop")
+}
+
+func (c *Client) Restart(ctx context.Context, name string) (*Workload, error) {
+	return c.lifecycle(ctx, name, "restart")
+}
+
+func (c *Client) Signal(ctx context.Context, name string, sig syscall.Signal) error {
+	return c.do(ctx, http.MethodPost, workloadPath(name, "signal"), url.Values{"sig": {strconv.Itoa(int(sig))}}, nil, nil)
+}
+
+func (c *Client) Delete(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, workloadPath(name), nil, nil, nil)
+}
+
+func (c *Client) Logs(ctx context.Context, name string, w io.Writer, tail int, follow bool) error {
+	q := url.Values{"tail": {strconv.Itoa(tail)}}
+	if follow {
+		q.Set("follow", "1")
+	}
+	resp, err := c.send(ctx, http.MethodGet, workloadPath(name, "logs"), q, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (c *Client) Events(ctx context.Context) (<-chan Event, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/events", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan Event)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var ev Event
+			if json.Unmarshal(sc.Bytes(), &ev) != nil {
+				continue
+			}
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}

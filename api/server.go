@@ -1,0 +1,252 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// MaxBodyBytes caps request bodies.
+const MaxBodyBytes = 1 << 20
+
+// Server serves a Backend over HTTP. Access control is a Peer check run on
+// every request with the credentials of the connection's peer.
+type Server struct {
+	backend Backend
+	allow   func(Peer) bool
+	log     *zap.Logger
+	streams atomic.Int64
+	mux     *http.ServeMux
+}
+
+// NewServer returns a server for b. allow decides which peers are served;
+// everyone else gets 403 and nothing else.
+func NewServer(b Backend, allow func(Peer) bool, log *zap.Logger) *Server {
+	s := &Server{backend: b, allow: allow, log: log, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+// HTTPServer wraps s in an http.Server that records each connection's peer.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext:       withPeer,
+		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
+	}
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /v1/status", s.status)
+	m.HandleFunc("GET /v1/workloads", s.list)
+	m.HandleFunc("GET /v1/workloads/{name}", s.get)
+	m.HandleFunc("PUT /v1/workloads/{name}", s.put)
+	m.HandleFunc("DELETE /v1/workloads/{name}", s.delete)
+	m.HandleFunc("POST /v1/workloads/{name}/start", s.lifecycle(Backend.Start))
+	m.HandleFunc("POST /v1/workloads/{name}/stop", s.lifecycle(Backend.Stop))
+	m.HandleFunc("POST /v1/workloads/{name}/restart", s.lifecycle(Backend.Restart))
+	m.HandleFunc("POST /v1/workloads/{name}/signal", s.signal)
+	m.HandleFunc("GET /v1/workloads/{name}/logs", s.logs)
+	m.HandleFunc("GET /v1/events", s.events)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: no route %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
+	})
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, ok := peerFrom(r.Context())
+	if !ok || !s.allow(p) {
+		writeError(w, fmt.Errorf("%w: uid %d may not use this socket", errdefs.ErrForbidden, p.UID))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	s.mux.ServeHTTP(w, r)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st, err := s.backend.Status(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	st.Streams = s.streams.Load()
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	ws, err := s.backend.List(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if ws == nil {
+		ws = []Workload{}
+	}
+	writeJSON(w, http.StatusOK, ws)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	wl, err := s.backend.Get(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wl)
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ws, err := spec.DecodeJSON(r.Body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if ws.Name != name {
+		writeError(w, &spec.FieldError{Field: "name", Msg: fmt.Sprintf("%q does not match the path's %q", ws.Name, name)})
+		return
+	}
+	start := r.URL.Query().Get("start") != "false"
+	wl, err := s.backend.Put(r.Context(), ws, start)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wl)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	if err := s.backend.Delete(r.Context(), r.PathValue("name")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) lifecycle(op func(Backend, context.Context, string) (*Workload, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		wl, err := op(s.backend, r.Context(), r.PathValue("name"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, wl)
+	}
+}
+
+func (s *Server) signal(w http.ResponseWriter, r *http.Request) {
+	sig, err := spec.ParseSignal(r.URL.Query().Get("sig"))
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: sig: %v", errdefs.ErrInvalid, err))
+		return
+	}
+	if err := s.backend.Signal(r.Context(), r.PathValue("name"), sig); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// flushWriter flushes after every write so a stream reaches the client as it
+// happens.
+type flushWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err == nil {
+		err = f.rc.Flush()
+	}
+	return n, err
+}
+
+func (f flushWriter) Flush() { _ = f.rc.Flush() }
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	tail := -1
+	if v := q.Get("tail"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			writeError(w, fmt.Errorf("%w: tail: not a number", errdefs.ErrInvalid))
+			return
+		}
+		tail = n
+	}
+	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
+	name := r.PathValue("name")
+	// Answer not_found as JSON before the stream starts.
+	if _, err := s.backend.Get(r.Context(), name); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	fw := flushWriter{w: w, rc: http.NewResponseController(w)}
+	fw.Flush()
+	if err := s.backend.Logs(r.Context(), name, fw, tail, follow); err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Debug("log stream ended", zap.String("workload", name), zap.Error(err))
+	}
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	ch, err := s.backend.Events(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	enc := json.NewEncoder(w)
+	for ev := range ch {
+		if enc.Encode(ev) != nil || rc.Flush() != nil {
+			return
+		}
+	}
+}
+
+// Serve serves on l until ctx is done, then shuts down: streams are cut,
+// requests in flight get a moment to finish.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	hs := s.HTTPServer()
+	hs.BaseContext = func(net.Listener) context.Context { return ctx }
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-errc
+	return err
+}

@@ -1,0 +1,103 @@
+// Package api is flyd's wire: the JSON types of the local API, the HTTP
+// server that serves a Backend over the Unix socket, and the Go client that
+// the CLI and the tests use. The client implements Backend too, so one
+// interface is served in-process and over the socket.
+//
+// It holds no supervision logic; that lives in package supervisor.
+package api
+
+import (
+	"time"
+
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// State is a workload's place in its lifecycle.
+type State string
+
+const (
+	StatePending   State = "pending"
+	StatePreparing State = "preparing"
+	StateStarting  State = "starting"
+	StateRunning   State = "running"
+	StateStopping  State = "stopping"
+	StateStopped   State = "stopped"
+	StateExited    State = "exited"
+	StateBackoff   State = "backoff"
+	StateFailed    State = "failed"
+)
+
+// States lists every state in lifecycle order.
+var States = []State{StatePending, StatePreparing, StateStarting, StateRunning,
+	StateStopping, StateStopped, StateExited, StateBackoff, StateFailed}
+
+// Workload is one workload as the API shows it. Spec is redacted: secret
+// values never leave the daemon.
+type Workload struct {
+	Name        string         `json:"name"`
+	Kind        spec.Kind      `json:"kind"`
+	State       State          `json:"state"`
+	Since       time.Time      `json:"since"`
+	PID         int            `json:"pid,omitempty"`
+	ContainerID string         `json:"container_id,omitempty"`
+	StartedAt   *time.Time     `json:"started_at,omitempty"`
+	Restarts    int            `json:"restarts"`
+	LastExit    *driver.Exit   `json:"last_exit,omitempty"`
+	LastError   string         `json:"last_error,omitempty"`
+	NextStart   *time.Time     `json:"next_start,omitempty"`
+	Healthy     *bool          `json:"healthy,omitempty"`
+	Ports       []PortMapping  `json:"ports,omitempty"`
+	Spec        *spec.Workload `json:"spec,omitempty"`
+}
+
+// PortMapping publishes one endpoint's allocation.
+type PortMapping struct {
+	Workload  string     `json:"workload"`
+	Endpoint  string     `json:"endpoint"`
+	API       string     `json:"api"`
+	Port      int        `json:"port"`
+	Network   string     `json:"network"`
+	Instances []Instance `json:"instances"`
+}
+
+// Instance is one way to reach an endpoint.
+type Instance struct {
+	Access  string `json:"access"`
+	Address string `json:"address"`
+}
+
+// Status describes the daemon.
+type Status struct {
+	Version   string          `json:"version"`
+	PID       int             `json:"pid"`
+	StartedAt time.Time       `json:"started_at"`
+	Uptime    string          `json:"uptime"`
+	Workloads int             `json:"workloads"`
+	States    map[State]int   `json:"states"`
+	Runtimes  map[string]bool `json:"runtimes"`
+	Registry  string          `json:"registry"`
+	// Streams counts open log and event streams; it returns to zero when
+	// their clients go away.
+	Streams int64 `json:"streams"`
+}
+
+// Event is one change the daemon reports on /v1/events.
+type Event struct {
+	Time     time.Time    `json:"time"`
+	Type     string       `json:"type"`
+	Workload string       `json:"workload,omitempty"`
+	State    State        `json:"state,omitempty"`
+	Message  string       `json:"message,omitempty"`
+	Exit     *driver.Exit `json:"exit,omitempty"`
+}
+
+// Event types.
+const (
+	EventApplied = "applied"
+	EventRemoved = "removed"
+	EventState   = "state"
+	EventExit    = "exit"
+	EventRestart = "restart"
+	EventError   = "error"
+)

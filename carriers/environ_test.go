@@ -1,0 +1,26 @@
+package carriers
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestEnvironPrecedenceAndOrder(t *testing.T) {
+	own := map[string]string{"FLYD_WORKLOAD": "api", "PATH": "/bin"}
+	env := map[string]string{"PATH": "/opt/bin", "LOG": "debug", "DB_PASSWORD": "inline"}
+	secret := map[string]string{"DB_PASSWORD": "s3cret"}
+	got := Environ(own, env, secret)
+	want := []string{"DB_PASSWORD=s3cret", "FLYD_WORKLOAD=api", "LOG=debug", "PATH=/opt/bin"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Environ = %q, want %q", got, want)
+	}
+	if v, ok := Lookup(got, "PATH"); !ok || v != "/opt/bin" {
+		t.Fatalf("Lookup(PATH) = %q, %v", v, ok)
+	}
+	if _, ok := Lookup(got, "NOPE"); ok {
+		t.Fatal("Lookup found a key that is not there")
+	}
+	if v, _ := Lookup([]string{"A=1", "A=2"}, "A"); v != "2" {
+		t.Fatalf("Lookup must return the last occurrence, got %q", v)
+	}
+}

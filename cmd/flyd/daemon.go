@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/supervisor"
+)
+
+func init() {
+	register("daemon", command{"run the daemon in the foreground", "[flags]", cmdDaemon})
+}
+
+type daemonConfig struct {
+	config      string
+	socket      string
+	socketGroup string
+	stateDir    string
+	runDir      string
+	logLevel    string
+	stopOnExit  bool
+}
+
+func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	fs.StringVar(&cfg.config, "config", "/etc/flyd/flyd.yaml", "config file; its keys are these flags' names (absent file = defaults)")
+	fs.StringVar(&cfg.socket, "socket", api.DefaultSocket, "API socket")
+	fs.StringVar(&cfg.socketGroup, "socket-group", "flyd", "group whose members may use the socket")
+	fs.StringVar(&cfg.stateDir, "state-dir", "/var/lib/flyd", "specs and logs")
+	fs.StringVar(&cfg.runDir, "run-dir", "/run/flyd", "runtime state")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
+	return fs
+}
+
+func cmdDaemon(ctx context.Context, c *cli, args []string) error {
+	var cfg daemonConfig
+	fs := daemonFlags(&cfg)
+	fs.SetOutput(c.stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if err := applyConfigFile(fs, cfg.config); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.logLevel)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	defer log.Sync()
+	return runDaemon(ctx, cfg, log)
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	zc.EncoderConfig.TimeKey = "time"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	return zc.Build()
+}
+
+func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{cfg.stateDir, 0o700}, {cfg.runDir, 0o755}, {filepath.Dir(cfg.socket), 0o755}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+	}
+	unlock, err := lockInstance(cfg)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	l, err := listen(cfg.socket, cfg.socketGroup, log)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(cfg.socket)
+
+	sup, err := supervisor.New(supervisor.Config{
+		StateDir:    cfg.stateDir,
+		RunDir:      cfg.runDir,
+		Drivers:     []driver.Driver{native.Driver{}},
+		Logger:      log,
+		Version:     version,
+		StopOnClose: cfg.stopOnExit,
+	})
+	if err != nil {
+		l.Close()
+		return err
+	}
+	gid := lookupGroup(cfg.socketGroup)
+	srv := api.NewServer(sup, api.PeerPolicy(gid), log.Named("api"))
+
+	// The API stops first so that nothing changes while workloads are
+	// released (or stopped) and their state flushed.
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, l) }()
+	log.Info("flyd daemon ready", zap.String("version", version), zap.String("socket", cfg.socket),
+		zap.String("state_dir", cfg.stateDir), zap.String("run_dir", cfg.runDir))
+	notify("READY=1\nMAINPID=" + strconv.Itoa(os.Getpid()))
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	var serveErr error
+	select {
+	case s := <-sigs:
+		log.Info("shutting down", zap.String("signal", s.String()), zap.Bool("stop_workloads", cfg.stopOnExit))
+	case <-ctx.Done():
+		log.Info("shutting down", zap.Bool("stop_workloads", cfg.stopOnExit))
+	case serveErr = <-served:
+		log.Error("API server failed", zap.Error(serveErr))
+	}
+	notify("STOPPING=1")
+	stopServing()
+	if serveErr == nil {
+		<-served
+	}
+	sup.Close()
+	log.Info("flyd daemon stopped")
+	return serveErr
+}
+
+// lockInstance makes sure one daemon at a time owns a socket and a state
+// dir. The lock dies with the process, so a killed daemon never blocks the
+// next one.
+func lockInstance(cfg daemonConfig) (func(), error) {
+	var files []*os.File
+	release := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, p := range []struct{ path, what string }{
+		{cfg.socket + ".lock", "socket " + cfg.socket},
+		{filepath.Join(cfg.stateDir, "flyd.lock"), "state dir " + cfg.stateDir},
+	} {
+		f, err := os.OpenFile(p.path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			holder, _ := os.ReadFile(p.path)
+			f.Close()
+			release()
+			return nil, fmt.Errorf("another flyd daemon (pid %s) is using %s", trimPID(holder), p.what)
+		}
+		_ = f.Truncate(0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		files = append(files, f)
+	}
+	return release, nil
+}
+
+func trimPID(b []byte) string {
+	s := string(b)
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
+		s = s[:len(s)-1]
+	}
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// listen creates the API socket, replacing a stale one (the instance lock
+// proves no daemon serves it). It is 0660 and owned by the socket group
+// when that group exists, else 0600; the mode is set through the umask so
+// the socket is never reachable with looser permissions.
+func listen(path, group string, log *zap.Logger) (net.Listener, error) {
+	if err := os.Remove(path); err == nil {
+		log.Info("removed a stale socket", zap.String("socket", path))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	gid := lookupGroup(group)
+	mode := os.FileMode(0o600)
+	if gid >= 0 {
+		mode = 0o660
+	}
+	old := unix.Umask(0o777 &^ int(mode))
+	l, err := net.Listen("unix", path)
+	unix.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func lookupGroup(name string) int {
+	if name == "" {
+		return -1
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return -1
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return -1
+	}
+	return gid
+}
+
+// notify sends a state to systemd when it asked for notifications.
+func notify(state string) {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return
+	}
+	if addr[0] == '@' {
+		addr = "\x00" + addr[1:]
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_, _ = conn.Write([]byte(state))
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+func printWorkloads(w io.Writer, ws []api.Workload) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tPID\tRESTARTS\tPORTS\tSINCE\tLAST EXIT")
+	for _, wl := range ws {
+		pid := "-"
+		if wl.PID > 0 {
+			pid = strconv.Itoa(wl.PID)
+		}
+		last := "-"
+		if wl.LastExit != nil {
+			last = wl.LastExit.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", wl.Name, wl.Kind, wl.State, pid,
+			wl.Restarts, ports(wl.Ports), ago(wl.Since), last)
+	}
+	tw.Flush()
+}
+
+func ports(ps []api.PortMapping) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%s:%d", p.Endpoint, p.Port)
+	}
+	return strings.Join(parts, ",")
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Second).String() + " ago"
+}
+
+func printStatus(w io.Writer, st *api.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "version\t%s\n", st.Version)
+	fmt.Fprintf(tw, "pid\t%d\n", st.PID)
+	fmt.Fprintf(tw, "uptime\t%s\n", st.Uptime)
+	fmt.Fprintf(tw, "workloads\t%d\n", st.Workloads)
+	for _, s := range api.States {
+		if n := st.States[s]; n > 0 {
+			fmt.Fprintf(tw, "  %s\t%d\n", s, n)
+		}
+	}
+	var rts []string
+	for _, k := range []string{"native", "nix", "containerd"} {
+		if st.Runtimes[k] {
+			rts = append(rts, k)
+		}
+	}
+	fmt.Fprintf(tw, "runtimes\t%s\n", strings.Join(rts, ", "))
+	fmt.Fprintf(tw, "registry\t%s\n", st.Registry)
+	tw.Flush()
+}
+
+func printEvent(w io.Writer, ev api.Event) {
+	fmt.Fprintf(w, "%s  %-20s %-8s %-9s %s\n", ev.Time.Format("15:04:05.000"), ev.Workload, ev.Type, ev.State, ev.Message)
+}

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+func init() {
+	register("apply", command{"create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--start=false]", cmdApply})
+	register("ps", command{"list workloads", "", cmdPs})
+	register("inspect", command{"show a workload as JSON", "NAME", cmdInspect})
+	register("start", command{"start workloads", "NAME...|--all", lifecycleCmd("start", (*api.Client).Start)})
+	register("stop", command{"stop workloads", "NAME...|--all", lifecycleCmd("stop", (*api.Client).Stop)})
+	register("restart", command{"restart workloads", "NAME...|--all", lifecycleCmd("restart", (*api.Client).Restart)})
+	register("rm", command{"stop and remove workloads", "NAME...|--all", cmdRm})
+	register("status", command{"show the daemon's status", "", cmdStatus})
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func cmdApply(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	var files stringList
+	fs.Var(&files, "f", "spec file, directory of spec files, or - for stdin (repeatable)")
+	start := fs.Bool("start", true, "start the workloads")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if len(files) == 0 {
+		return usagef("-f is required")
+	}
+	var specs []*spec.Workload
+	for _, f := range files {
+		ws, err := readSpecs(f)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, ws...)
+	}
+	if err := uniqueNames(specs); err != nil {
+		return err
+	}
+	results := make([]*api.Workload, len(specs))
+	errs := make([]error, len(specs))
+	forEach(len(specs), func(i int) {
+		results[i], errs[i] = c.client.Put(ctx, specs[i], *start)
+	})
+	var failed []string
+	for i, w := range results {
+		if errs[i] != nil {
+			fmt.Fprintf(c.stderr, "%s: %s\n", specs[i].Name, errs[i])
+			failed = append(failed, specs[i].Name)
+			continue
+		}
+		if w.State == api.StateFailed {
+			fmt.Fprintf(c.stderr, "%s: failed: %s\n", w.Name, w.LastError)
+			failed = append(failed, w.Name)
+		}
+	}
+	if c.json {
+		if err := printJSON(c.stdout, compact(results)); err != nil {
+			return err
+		}
+	} else {
+		for _, w := range results {
+			if w != nil {
+				fmt.Fprintf(c.stdout, "%s %s\n", w.Name, w.State)
+			}
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d workloads not applied or failed: %s", len(failed), len(specs), strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// readSpecs reads a spec file, every *.yaml, *.yml and *.json file of a
+// directory, or stdin.
+func readSpecs(path string) ([]*spec.Workload, error) {
+	if path == "-" {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return nil, err
+		}
+		ws, err := spec.Parse(b)
+		if err != nil {
+			return nil, fmt.Errorf("stdin: %w", err)
+		}
+		return ws, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return spec.ParseFile(path)
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*spec.Workload
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".yaml", ".yml", ".json":
+		default:
+			continue
+		}
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		ws, err := spec.ParseFile(filepath.Join(path, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ws...)
+	}
+	return out, nil
+}
+
+func uniqueNames(ws []*spec.Workload) error {
+	seen := map[string]bool{}
+	for _, w := range ws {
+		if seen[w.Name] {
+			return fmt.Errorf("workload %q is defined twice", w.Name)
+		}
+		seen[w.Name] = true
+	}
+	return nil
+}
+
+// forEach runs f for 0..n-1 with bounded concurrency: the daemon serves
+// requests in parallel, so a directory of specs applies in parallel.
+func forEach(n int, f func(i int)) {
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+func compact(ws []*api.Workload) []*api.Workload {
+	out := []*api.Workload{}
+	for _, w := range ws {
+		if w != nil {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func cmdPs(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	ws, err := c.client.List(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(c.stdout, ws)
+	}
+	printWorkloads(c.stdout, ws)
+	return nil
+}
+
+func cmdInspect(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("one workload name is needed")
+	}
+	w, err := c.client.Get(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return printJSON(c.stdout, w)
+}
+
+func cmdStatus(ctx context.Context, c *cli, args []string) error {
+	if _, err := c.parse(c.flags(), args); err != nil {
+		return err
+	}
+	st, err := c.client.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(c.stdout, st)
+	}
+	printStatus(c.stdout, st)
+	return nil
+}
+
+// names resolves NAME... or --all to workload names.
+func (c *cli) names(ctx context.Context, pos []string, all bool) ([]string, error) {
+	if all {
+		if len(pos) > 0 {
+			return nil, usagef("names and --all cannot be used together")
+		}
+		ws, err := c.client.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, len(ws))
+		for i, w := range ws {
+			names[i] = w.Name
+		}
+		return names, nil
+	}
+	if len(pos) == 0 {
+		return nil, usagef("name a workload, or use --all")
+	}
+	return pos, nil
+}
+
+// each runs op on every named workload in parallel and reports each
+// failure; the command fails if any did.
+func (c *cli) each(ctx context.Context, verb string, names []string, op func(string) (*api.Workload, error)) error {
+	results := make([]*api.Workload, len(names))
+	errs := make([]error, len(names))
+	forEach(len(names), func(i int) { results[i], errs[i] = op(names[i]) })
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			fmt.Fprintf(c.stderr, "%s: %s\n", names[i], err)
+			failed = append(failed, names[i])
+		}
+	}
+	if c.json {
+		if err := printJSON(c.stdout, compact(results)); err != nil {
+			return err
+		}
+	} else {
+		for _, w := range results {
+			if w != nil {
+				fmt.Fprintf(c.stdout, "%s %s\n", w.Name, w.State)
+			}
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("could not %s %s", verb, strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func lifecycleCmd(verb string, op func(*api.Client, context.Context, string) (*api.Workload, error)) func(context.Context, *cli, []string) error {
+	return func(ctx context.Context, c *cli, args []string) error {
+		fs := c.flags()
+		all := fs.Bool("all", false, "every workload")
+		pos, err := c.parse(fs, args)
+		if err != nil {
+			return err
+		}
+		names, err := c.names(ctx, pos, *all)
+		if err != nil {
+			return err
+		}
+		return c.each(ctx, verb, names, func(n string) (*api.Workload, error) { return op(c.client, ctx, n) })
+	}
+}
+
+func cmdRm(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	all := fs.Bool("all", false, "every workload")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	names, err := c.names(ctx, pos, *all)
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	return c.each(ctx, "remove", names, func(n string) (*api.Workload, error) {
+		if err := c.client.Delete(ctx, n); err != nil {
+			return nil, err
+		}
+		return &api.Workload{Name: n, State: "removed"}, nil
+	})
+}

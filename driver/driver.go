@@ -1,0 +1,102 @@
+// Package driver is the one interface every runtime implements (native, nix,
+// containerd). The supervisor decides when a workload runs; a driver only
+// knows how to start one run of it, watch it, signal it, and adopt it again
+// after the daemon restarts.
+//
+// A driver never restarts anything and never decides policy: that is the
+// supervisor's. Stop is built by the supervisor from Signal, Kill and Done, so
+// that the grace-period logic exists once for every runtime.
+package driver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// Task is everything a driver needs to start one run of a workload. The
+// supervisor has already expanded the command and built the environment.
+type Task struct {
+	Workload string
+	Spec     *spec.Workload
+	Args     []string
+	Env      []string
+	// Log receives the workload's stdout and stderr; the workload writes to it
+	// directly so that a slow or absent daemon never stalls it.
+	Log *os.File
+}
+
+// Driver starts and adopts workloads of one kind.
+type Driver interface {
+	Kind() spec.Kind
+	// Start starts one run. It returns once the program is executing, or with
+	// the reason it could not be (wrapping ErrExec when retrying cannot help).
+	Start(ctx context.Context, t *Task) (Process, error)
+	// Recover adopts a run started by an earlier daemon from its persisted
+	// state. It returns an error wrapping errdefs.ErrNotFound when that run is
+	// no longer alive; a run whose identity no longer matches (a reused pid) is
+	// never adopted.
+	Recover(ctx context.Context, s State) (Process, error)
+}
+
+// Process is one live run of a workload.
+type Process interface {
+	// State is what must be persisted to adopt this run later.
+	State() State
+	// Done is closed once the run has ended and everything it left behind
+	// has been killed.
+	Done() <-chan struct{}
+	// Exit is valid once Done is closed.
+	Exit() Exit
+	// Signal delivers sig to every process of the run.
+	Signal(sig syscall.Signal) error
+	// Kill kills every process of the run, including those that left its
+	// process group or session.
+	Kill() error
+	// Release stops watching the run and leaves it running, for a daemon that
+	// exits and lets the next one adopt it.
+	Release()
+}
+
+// State identifies a run across daemon restarts. A pid alone is never
+// enough: the process start time and the boot id must match too.
+type State struct {
+	Driver      spec.Kind `json:"driver"`
+	PID         int       `json:"pid,omitempty"`
+	StartTicks  uint64    `json:"start_ticks,omitempty"`
+	BootID      string    `json:"boot_id,omitempty"`
+	ContainerID string    `json:"container_id,omitempty"`
+	StartedAt   time.Time `json:"started_at"`
+}
+
+// Exit is how a run ended.
+type Exit struct {
+	Code   int       `json:"code"`
+	Signal string    `json:"signal,omitempty"`
+	At     time.Time `json:"at"`
+	// Unknown is set when the run was adopted from an earlier daemon: it was
+	// not our child, so its status could not be collected.
+	Unknown bool `json:"unknown,omitempty"`
+}
+
+// Success reports a clean exit; an unknown status is not one.
+func (e Exit) Success() bool { return !e.Unknown && e.Signal == "" && e.Code == 0 }
+
+func (e Exit) String() string {
+	switch {
+	case e.Unknown:
+		return "exit status unknown (adopted)"
+	case e.Signal != "":
+		return "killed by " + e.Signal
+	default:
+		return fmt.Sprintf("exit code %d", e.Code)
+	}
+}
+
+// ErrExec marks a start failure that retrying cannot fix: the program does
+// not exist or cannot be executed, the user or workdir is wrong.
+var ErrExec = fmt.Errorf("cannot execute")

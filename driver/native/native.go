@@ -1,0 +1,122 @@
+// Package native runs a workload's program directly on the host: no shell, a
+// session and process group of its own, the spec's workdir and user, and no
+// parent-death signal, so that a workload outlives the daemon that started it.
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// Driver is the native runtime. The zero value is ready to use.
+type Driver struct{}
+
+func (Driver) Kind() spec.Kind { return spec.KindNative }
+
+// Start execs the task's program. Exec failures are reported here, not as a
+// quick exit, because os.StartProcess reports the child's execve error back.
+func (Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(t.Args) == 0 {
+		return nil, fmt.Errorf("%w: empty command", driver.ErrExec)
+	}
+	env := t.Env
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if t.Spec.User != "" {
+		acct, err := lookupUser(t.Spec.User)
+		if err != nil {
+			return nil, fmt.Errorf("%w: user %q: %v", driver.ErrExec, t.Spec.User, err)
+		}
+		attr.Credential = acct.credential()
+		env = acct.fillEnv(env)
+	}
+	path, err := lookPath(t.Args[0], env)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", driver.ErrExec, err)
+	}
+	if t.Spec.Workdir != "" {
+		if fi, err := os.Stat(t.Spec.Workdir); err != nil {
+			return nil, fmt.Errorf("%w: workdir: %v", driver.ErrExec, err)
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("%w: workdir %s is not a directory", driver.ErrExec, t.Spec.Workdir)
+		}
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer devnull.Close()
+
+	pidfd := -1
+	attr.PidFD = &pidfd
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        t.Args,
+		Env:         env,
+		Dir:         t.Spec.Workdir,
+		Stdin:       devnull,
+		Stdout:      t.Log,
+		Stderr:      t.Log,
+		SysProcAttr: attr,
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, classifyStartError(t.Args[0], err)
+	}
+	st := driver.State{
+		Driver:    spec.KindNative,
+		PID:       cmd.Process.Pid,
+		BootID:    bootID(),
+		StartedAt: time.Now(),
+	}
+	// The child is ours and not yet reaped, so its pid cannot be reused
+	// before we read its start time.
+	if ps, err := readStat(st.PID); err == nil {
+		st.StartTicks = ps.startTicks
+	}
+	return watch(st, pidfd, cmd)
+}
+
+// Recover adopts a run of an earlier daemon when pid, start time and boot id
+// all still match.
+func (Driver) Recover(ctx context.Context, st driver.State) (driver.Process, error) {
+	if st.BootID != bootID() {
+		return nil, fmt.Errorf("pid %d: %w (the host rebooted)", st.PID, errGone)
+	}
+	fd, err := pidfdOpen(st.PID)
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", st.PID, errGone)
+	}
+	// Checked after opening the pidfd: from here the pid cannot change owner
+	// under us, so a match now is a match for as long as we watch.
+	ps, err := readStat(st.PID)
+	if err != nil || ps.startTicks != st.StartTicks || ps.zombie {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("pid %d: %w", st.PID, errGone)
+	}
+	return watch(st, fd, nil)
+}
+
+func classifyStartError(argv0 string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	switch {
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.EACCES),
+		errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EPERM),
+		errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.E2BIG):
+		return fmt.Errorf("%w: exec %s: %v", driver.ErrExec, argv0, err)
+	}
+	return fmt.Errorf("exec %s: %w", argv0, err)
+}

@@ -1,0 +1,118 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/errdefs"
+)
+
+var errGone = fmt.Errorf("process is gone: %w", errdefs.ErrNotFound)
+
+// process watches one run through a pidfd registered with Go's poller, so a
+// thousand idle workloads cost a thousand parked goroutines and no threads.
+type process struct {
+	st   driver.State
+	cmd  *exec.Cmd // nil for an adopted run: not our child, cannot be reaped
+	fd   *os.File
+	done chan struct{}
+	exit driver.Exit
+
+	releaseOnce sync.Once
+	released    chan struct{}
+	watching    chan struct{}
+}
+
+func watch(st driver.State, pidfd int, cmd *exec.Cmd) (*process, error) {
+	if err := unix.SetNonblock(pidfd, true); err != nil {
+		syscall.Close(pidfd)
+		return nil, err
+	}
+	p := &process{
+		st:       st,
+		cmd:      cmd,
+		fd:       os.NewFile(uintptr(pidfd), "pidfd"),
+		done:     make(chan struct{}),
+		released: make(chan struct{}),
+		watching: make(chan struct{}),
+	}
+	go p.wait()
+	return p, nil
+}
+
+func (p *process) wait() {
+	defer close(p.watching)
+	rc, err := p.fd.SyscallConn()
+	if err == nil {
+		err = rc.Read(func(fd uintptr) bool { return exited(int(fd)) })
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return // released
+	}
+	// The leader is a zombie now (or gone, if adopted); its pid still names
+	// the group, so nothing else can be signalled by mistake. Kill whatever
+	// it left behind before reaping it.
+	_ = syscall.Kill(-p.st.PID, syscall.SIGKILL)
+	p.exit = driver.Exit{At: time.Now(), Unknown: true}
+	if p.cmd != nil {
+		_ = p.cmd.Wait()
+		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			p.exit.Unknown = false
+			if ws.Signaled() {
+				p.exit.Code = 128 + int(ws.Signal())
+				p.exit.Signal = unix.SignalName(ws.Signal())
+			} else {
+				p.exit.Code = ws.ExitStatus()
+			}
+		}
+	}
+	p.fd.Close()
+	close(p.done)
+}
+
+// exited polls the pidfd without blocking: it becomes readable when the
+// process terminates.
+func exited(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n > 0
+}
+
+func (p *process) State() driver.State   { return p.st }
+func (p *process) Done() <-chan struct{} { return p.done }
+func (p *process) Exit() driver.Exit     { return p.exit }
+
+func (p *process) Signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	err := syscall.Kill(-p.st.PID, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+func (p *process) Kill() error { return p.Signal(syscall.SIGKILL) }
+
+func (p *process) Release() {
+	p.releaseOnce.Do(func() {
+		_ = p.fd.SetReadDeadline(time.Now())
+		<-p.watching
+		select {
+		case <-p.done:
+		default:
+			p.fd.Close()
+		}
+	})
+}

@@ -1,0 +1,49 @@
+package logfile
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// genPath names generation k of the live file at path; 1 is the newest.
+func genPath(path string, k int) string {
+	return path + "." + strconv.Itoa(k)
+}
+
+// tempPattern names a generation while Rotate writes it. The suffix is
+// not a number so nothing mistakes it for a finished generation.
+func tempPattern(path string) string {
+	return filepath.Base(path) + ".rotating-*"
+}
+
+// Remove deletes the live file, generations 1 to generations, and any
+// generation a crashed Rotate left half-written. Files that do not exist
+// are not an error.
+func Remove(path string, generations int) error {
+	var errs []error
+	remove := func(p string) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	remove(path)
+	for k := 1; k <= generations; k++ {
+		remove(genPath(path, k))
+	}
+	dir := filepath.Dir(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	prefix := strings.TrimSuffix(tempPattern(path), "*")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	return errors.Join(errs...)
+}

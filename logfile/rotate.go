@@ -1,0 +1,162 @@
+package logfile
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// maxCopyRounds bounds the catch-up copies so a workload that writes
+// faster than we copy cannot keep Rotate busy forever; whatever it wrote
+// during the last round is still taken by the final round.
+const maxCopyRounds = 4
+
+// testHookAfterCopyRound, when set by tests, runs after each catch-up
+// round so a test can append to the live file at the worst moment.
+var testHookAfterCopyRound func(round int)
+
+// Rotate rotates the live file at path if it has reached maxSize bytes
+// (maxSize <= 0 means DefaultMaxSize), keeping generations old files:
+// path.1 newest … path.N oldest, the oldest dropped. It reports whether it
+// rotated. When there is nothing to do it costs one stat, so call it as
+// often as you like. With generations <= 0 the live file is only
+// truncated. Callers must not rotate the same path concurrently.
+//
+// The workload keeps writing throughout, so Rotate copies the file, then
+// copies again what was appended meanwhile until nothing more arrives,
+// and truncates immediately after the last copy. Only a write landing
+// between that last read and the truncate (a few microseconds, two
+// system calls) can be lost; no byte is ever duplicated. The new
+// generation is renamed into place before the truncate, so once the live
+// file has shrunk, path.1 holds everything that was in it.
+func Rotate(path string, maxSize int64, generations int) (bool, error) {
+	if maxSize <= 0 {
+		maxSize = DefaultMaxSize
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if fi.Size() < maxSize {
+		return false, nil
+	}
+	// Writable because truncation goes through this descriptor; nothing
+	// is ever written through it.
+	live, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false, err
+	}
+	defer live.Close()
+	if generations <= 0 {
+		return true, live.Truncate(0)
+	}
+	if err := shiftGenerations(path, generations); err != nil {
+		return false, err
+	}
+	if err := copyTruncate(live, path, fi.Mode().Perm()); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// shiftGenerations makes room for a new path.1 by renaming each older
+// generation one step older, dropping the one that would exceed the
+// limit. Gaps (a generation missing) are skipped, not closed.
+func shiftGenerations(path string, generations int) error {
+	if err := os.Remove(genPath(path, generations)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for k := generations - 1; k >= 1; k-- {
+		err := os.Rename(genPath(path, k), genPath(path, k+1))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyTruncate copies live into a fresh path.1 and truncates live. The
+// copy is built under a temporary name so path.1 never appears partial.
+func copyTruncate(live *os.File, path string, perm fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), tempPattern(path))
+	if err != nil {
+		return err
+	}
+	// After the rename, removing the temporary name is a harmless no-op,
+	// so this cleanup is safe on every path.
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	// Generations are read by the same people as the live file.
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err := copyUntilStable(tmp, live); err != nil {
+		return err
+	}
+	// Durable before the original is destroyed.
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), genPath(path, 1)); err != nil {
+		return err
+	}
+	// tmp still refers to path.1 after the rename.
+	return drainAndTruncate(tmp, live)
+}
+
+// drainAndTruncate copies what is left in src to dst and truncates src.
+// The read that finds src at its end and the truncate are adjacent
+// system calls with nothing in between, because the gap between them is
+// the whole loss window. io.Copy is avoided here: when copy_file_range
+// finds nothing to copy it falls back to allocating a buffer and reading,
+// which widens the window several times over. If copying fails, src is
+// left alone: better duplicated than lost.
+func drainAndTruncate(dst, src *os.File) error {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return err
+			}
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			return src.Truncate(0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// copyUntilStable copies src from its current offset to dst, then keeps
+// copying what was appended during the previous round, until a round
+// finds the size unchanged or maxCopyRounds is reached. Each round is
+// shorter than the last, which is what shrinks the final loss window to
+// the time of one small read.
+func copyUntilStable(dst, src *os.File) error {
+	var copied int64
+	for round := 1; ; round++ {
+		n, err := io.Copy(dst, src)
+		if err != nil {
+			return err
+		}
+		copied += n
+		if testHookAfterCopyRound != nil {
+			testHookAfterCopyRound(round)
+		}
+		fi, err := src.Stat()
+		if err != nil {
+			return err
+		}
+		if fi.Size() <= copied || round == maxCopyRounds {
+			return nil
+		}
+	}
+}

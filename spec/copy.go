@@ -1,0 +1,72 @@
+package spec
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+)
+
+// RedactedValue replaces every secret_env value in Redacted copies.
+const RedactedValue = "<redacted>"
+
+// Clone returns a deep copy: nothing in it is shared with w.
+func (w *Workload) Clone() *Workload {
+	if w == nil {
+		return nil
+	}
+	c := *w
+	c.Identity = clonePtr(w.Identity)
+	c.Command = slices.Clone(w.Command)
+	c.Env = maps.Clone(w.Env)
+	c.SecretEnv = maps.Clone(w.SecretEnv)
+	c.Endpoints = slices.Clone(w.Endpoints)
+	c.After = slices.Clone(w.After)
+	c.Resources = clonePtr(w.Resources)
+	c.Nix = clonePtr(w.Nix)
+	c.Containerd = clonePtr(w.Containerd)
+	if w.Health != nil {
+		h := *w.Health
+		h.HTTP = clonePtr(w.Health.HTTP)
+		h.Exec = slices.Clone(w.Health.Exec)
+		c.Health = &h
+	}
+	if w.Registry != nil {
+		r := *w.Registry
+		r.Tags = slices.Clone(w.Registry.Tags)
+		r.Metadata = maps.Clone(w.Registry.Metadata)
+		c.Registry = &r
+	}
+	return &c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
+}
+
+// Redacted returns a deep copy safe to log or return from the API: secret
+// values are replaced, keys are kept so users can see what is set.
+func (w *Workload) Redacted() *Workload {
+	c := w.Clone()
+	if c != nil {
+		for k := range c.SecretEnv {
+			c.SecretEnv[k] = RedactedValue
+		}
+	}
+	return c
+}
+
+// Equal reports whether a and b describe the same workload once defaults are
+// applied, so that applying an unchanged spec can be a no-op.
+func Equal(a, b *Workload) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	a, b = a.Clone(), b.Clone()
+	a.SetDefaults()
+	b.SetDefaults()
+	return reflect.DeepEqual(a, b)
+}

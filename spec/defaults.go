@@ -1,0 +1,106 @@
+package spec
+
+import "time"
+
+const (
+	defaultMaxRestarts    = 5
+	defaultWindow         = time.Minute
+	defaultBackoffInitial = 250 * time.Millisecond
+	defaultBackoffMax     = 30 * time.Second
+	defaultStopSignal     = "SIGTERM"
+	defaultStopTimeout    = 10 * time.Second
+	defaultAPI            = "tcp"
+	defaultInterval       = 2 * time.Second
+	defaultHealthTimeout  = time.Second
+	defaultFailures       = 3
+	defaultHTTPPath       = "/"
+	defaultHTTPExpect     = 200
+	defaultRegistryTTL    = 30 * time.Second
+	defaultNixShell       = "default"
+)
+
+// SetDefaults fills every unset field with its default. It is idempotent, and
+// it also normalizes (empty lists and maps become nil, signal names become
+// "SIGxxx") so that Equal can compare two workloads field by field.
+func (w *Workload) SetDefaults() {
+	if w.Kind == "" {
+		w.Kind = KindNative
+	}
+	if w.Network == "" {
+		w.Network = NetworkHost
+	}
+	w.Restart.setDefaults()
+	w.Stop.setDefaults()
+	for i := range w.Endpoints {
+		setDefault(&w.Endpoints[i].API, defaultAPI)
+		if w.Endpoints[i].Port.Mode == "" {
+			w.Endpoints[i].Port.Mode = PortHashed
+		}
+	}
+	if w.Health != nil {
+		w.Health.setDefaults()
+	}
+	if w.Registry != nil {
+		setDefault(&w.Registry.TTL.Duration, defaultRegistryTTL)
+		w.Registry.Tags = nilIfEmpty(w.Registry.Tags)
+		w.Registry.Metadata = nilIfEmptyMap(w.Registry.Metadata)
+	}
+	if w.Nix != nil && w.Nix.Flake != "" && w.Nix.Package == "" {
+		setDefault(&w.Nix.Shell, defaultNixShell)
+	}
+	w.Command = nilIfEmpty(w.Command)
+	w.After = nilIfEmpty(w.After)
+	w.Endpoints = nilIfEmpty(w.Endpoints)
+	w.Env = nilIfEmptyMap(w.Env)
+	w.SecretEnv = nilIfEmptyMap(w.SecretEnv)
+}
+
+func (r *Restart) setDefaults() {
+	setDefault(&r.Policy, RestartOnFailure)
+	setDefault(&r.MaxRestarts, defaultMaxRestarts)
+	setDefault(&r.Window.Duration, defaultWindow)
+	setDefault(&r.Backoff.Initial.Duration, defaultBackoffInitial)
+	// A long initial delay with the default cap would be invalid; the cap
+	// follows instead, since the user only asked for slower restarts.
+	setDefault(&r.Backoff.Max.Duration, max(defaultBackoffMax, r.Backoff.Initial.Duration))
+}
+
+func (s *Stop) setDefaults() {
+	setDefault(&s.Signal, defaultStopSignal)
+	if sig, err := ParseSignal(s.Signal); err == nil {
+		s.Signal = signalName(sig)
+	}
+	setDefault(&s.Timeout.Duration, defaultStopTimeout)
+}
+
+func (h *Health) setDefaults() {
+	setDefault(&h.Interval.Duration, defaultInterval)
+	setDefault(&h.Timeout.Duration, defaultHealthTimeout)
+	setDefault(&h.Failures, defaultFailures)
+	if h.HTTP != nil {
+		setDefault(&h.HTTP.Path, defaultHTTPPath)
+		setDefault(&h.HTTP.Expect, defaultHTTPExpect)
+	}
+	h.Exec = nilIfEmpty(h.Exec)
+}
+
+func setDefault[T comparable](field *T, value T) {
+	var zero T
+	if *field == zero {
+		*field = value
+	}
+}
+
+func nilIfEmpty[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func nilIfEmptyMap[M ~map[K]V, K comparable, V any](m M) M {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}

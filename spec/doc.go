@@ -1,0 +1,12 @@
+// Package spec defines the workload spec: the document that tells flyd what
+// to run and how to keep it running.
+//
+// It owns the Go types, strict decoding of YAML and JSON (unknown keys and
+// wrong types are refused with the path of the offending field), defaults and
+// validation. Every problem that concerns one field is a *FieldError so that
+// the CLI and the HTTP API can point at it.
+//
+// The package only describes workloads. It does not start processes, resolve
+// users, allocate ports, expand ${VARS} or talk to nix or containerd; those
+// belong to the packages that consume a validated *Workload.
+package spec

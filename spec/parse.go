@@ -1,0 +1,118 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// Parse reads workloads from YAML (one or more documents separated by ---,
+// each a workload or a list of workloads) or JSON (one object or an array of
+// objects).
+// Every workload comes back with defaults applied and validated; errors carry
+// the source line when it is known.
+func Parse(data []byte) ([]*Workload, error) {
+	roots, err := readDocuments(data)
+	if err != nil {
+		return nil, err
+	}
+	var ws []*Workload
+	defined := make(map[string]bool)
+	for _, root := range roots {
+		docs := []*node{root}
+		if root.kind == listNode {
+			docs = root.items
+		}
+		for _, doc := range docs {
+			w, err := build(doc)
+			if err != nil {
+				return nil, err
+			}
+			if defined[w.Name] {
+				return nil, atLine(doc.lineOf("name"), fieldErrorf("name", "workload %q is defined more than once", w.Name))
+			}
+			defined[w.Name] = true
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		return nil, errors.New("no workload found")
+	}
+	return ws, nil
+}
+
+// readDocuments reads input that looks like JSON as JSON. When that fails
+// but the input is valid YAML, such as a flow mapping `{name: x}`, it is
+// taken as YAML; otherwise the JSON error is the one that explains it.
+func readDocuments(data []byte) ([]*node, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
+		return readYAML(data)
+	}
+	root, jsonErr := readJSON(data)
+	if jsonErr == nil {
+		return []*node{root}, nil
+	}
+	if roots, err := readYAML(data); err == nil {
+		return roots, nil
+	}
+	return nil, jsonErr
+}
+
+// ParseFile is Parse of the file's content, with errors prefixed by its path.
+func ParseFile(path string) ([]*Workload, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ws, nil
+}
+
+// DecodeJSON reads exactly one workload as a JSON object, with the same
+// strictness, defaults and validation as Parse. It reads r to the end;
+// callers facing the network should bound r (http.MaxBytesReader).
+func DecodeJSON(r io.Reader) (*Workload, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	root, err := readJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	return build(root)
+}
+
+// build decodes, defaults and validates one workload, and points validation
+// errors at the line of the field they concern.
+func build(n *node) (*Workload, error) {
+	w, err := decodeWorkload(n)
+	if err != nil {
+		return nil, err
+	}
+	w.SetDefaults()
+	err = w.Validate()
+	if err == nil {
+		return w, nil
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = slices.Clone(joined.Unwrap())
+	}
+	for i, e := range errs {
+		if fe, ok := e.(*FieldError); ok {
+			errs[i] = atLine(n.lineOf(fe.Field), fe)
+		}
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, errors.Join(errs...)
+}

@@ -1,0 +1,150 @@
+package spec
+
+import (
+	"errors"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Validate checks a workload that has had SetDefaults applied. It reports
+// every problem it finds, each a *FieldError, joined with errors.Join (a
+// single problem is returned as the *FieldError itself).
+func (w *Workload) Validate() error {
+	var p problems
+	if !validName(w.Name) {
+		p.add("name", "%s", nameRule)
+	}
+	w.validateKind(&p)
+	w.validateCommand(&p)
+	if w.Workdir != "" && (!filepath.IsAbs(w.Workdir) || strings.ContainsRune(w.Workdir, 0)) {
+		p.add("workdir", "must be an absolute path")
+	}
+	if strings.ContainsAny(w.User, ": \t\n\x00") {
+		p.add("user", "must be a user name or a numeric uid, without a group")
+	}
+	validateEnv(&p, "env", w.Env)
+	validateEnv(&p, "secret_env", w.SecretEnv)
+	for _, k := range sortedKeys(w.SecretEnv) {
+		if _, dup := w.Env[k]; dup {
+			p.add(joinPath("secret_env", k), "is also set in env")
+		}
+	}
+	w.validateEndpoints(&p)
+	if w.Network != NetworkHost && !validName(w.Network) {
+		p.add("network", "must be %q or a network name that %s", NetworkHost, strings.TrimPrefix(nameRule, "must be "))
+	}
+	w.Restart.validate(&p)
+	w.Stop.validate(&p)
+	if w.Health != nil {
+		w.validateHealth(&p)
+	}
+	if w.Resources != nil {
+		w.Resources.validate(&p)
+	}
+	w.validateAfter(&p)
+	if w.Registry != nil {
+		w.Registry.validate(&p)
+	}
+	return p.err()
+}
+
+// problems collects FieldErrors so one run reports everything wrong.
+type problems []error
+
+func (p *problems) add(field, format string, args ...any) {
+	*p = append(*p, fieldErrorf(field, format, args...))
+}
+
+func (p problems) err() error {
+	if len(p) == 1 {
+		return p[0]
+	}
+	return errors.Join(p...)
+}
+
+func (w *Workload) validateKind(p *problems) {
+	switch w.Kind {
+	case KindNative, KindNix, KindContainerd:
+	default:
+		p.add("kind", "must be %s, %s or %s", KindNative, KindNix, KindContainerd)
+	}
+	switch {
+	case w.Kind == KindNix && w.Nix == nil:
+		p.add("nix", "is required for kind nix")
+	case w.Kind == KindNix && w.Nix.Flake != "" && w.Nix.Package != "":
+		p.add("nix", "set either flake or package, not both")
+	case w.Kind == KindNix && w.Nix.Flake == "" && w.Nix.Package == "":
+		p.add("nix", "needs a flake or a package")
+	case w.Kind == KindNix && w.Nix.Package != "" && w.Nix.Shell != "":
+		p.add("nix.shell", "only applies to a flake's devShell, not to a package")
+	case w.Kind != KindNix && w.Nix != nil:
+		p.add("nix", "only applies to kind nix")
+	}
+	switch {
+	case w.Kind == KindContainerd && (w.Containerd == nil || w.Containerd.Image == ""):
+		p.add("containerd.image", "is required for kind containerd")
+	case w.Kind != KindContainerd && w.Containerd != nil:
+		p.add("containerd", "only applies to kind containerd")
+	}
+}
+
+func (w *Workload) validateCommand(p *problems) {
+	// A containerd image brings its own entrypoint.
+	if len(w.Command) == 0 && w.Kind != KindContainerd {
+		p.add("command", "is required for kind %s", w.Kind)
+	}
+	validateArgv(p, "command", w.Command)
+}
+
+func validateArgv(p *problems, field string, argv []string) {
+	if len(argv) > 0 && argv[0] == "" {
+		p.add(indexPath(field, 0), "must not be empty")
+	}
+	for i, arg := range argv {
+		if strings.ContainsRune(arg, 0) {
+			p.add(indexPath(field, i), "must not contain a NUL byte")
+		}
+	}
+}
+
+// validateEnv never puts a value in a message: for secret_env that would be
+// the secret itself.
+func validateEnv(p *problems, field string, env map[string]string) {
+	for _, k := range sortedKeys(env) {
+		if !envKeyRE.MatchString(k) {
+			p.add(joinPath(field, k), "variable name %s", envKeyRule)
+		}
+		if strings.ContainsRune(env[k], 0) {
+			p.add(joinPath(field, k), "value must not contain a NUL byte")
+		}
+	}
+}
+
+func (w *Workload) validateAfter(p *problems) {
+	seen := make(map[string]bool, len(w.After))
+	for i, name := range w.After {
+		field := indexPath("after", i)
+		switch {
+		case !validName(name):
+			p.add(field, "%s", nameRule)
+		case name == w.Name:
+			p.add(field, "a workload cannot wait for itself")
+		case seen[name]:
+			p.add(field, "%q is listed twice", name)
+		}
+		seen[name] = true
+	}
+}
+
+// sortedKeys makes the order of reported problems stable.
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func positive(p *problems, field string, d Duration) {
+	if d.Duration <= 0 {
+		p.add(field, "must be greater than 0, got %s", d.Duration)
+	}
+}

@@ -1,0 +1,140 @@
+package spec
+
+import (
+	"math"
+	"strconv"
+	"strings"
+)
+
+var apis = map[string]bool{"tcp": true, "http": true, "rest": true, "grpc": true, "other": true}
+
+func (w *Workload) validateEndpoints(p *problems) {
+	names := make(map[string]int, len(w.Endpoints))
+	ports := make(map[int]int, len(w.Endpoints))
+	for i, e := range w.Endpoints {
+		field := indexPath("endpoints", i)
+		if j, dup := names[e.Name]; dup {
+			p.add(joinPath(field, "name"), "%q is already the name of endpoints[%d]", e.Name, j)
+		} else if !validName(e.Name) {
+			p.add(joinPath(field, "name"), "%s", nameRule)
+		}
+		names[e.Name] = i
+		if !apis[e.API] {
+			p.add(joinPath(field, "api"), "must be tcp, http, rest, grpc or other")
+		}
+		switch e.Port.Mode {
+		case PortHashed, PortEphemeral:
+		case PortFixed:
+			if e.Port.Number < 1 || e.Port.Number > 65535 {
+				p.add(joinPath(field, "port"), "must be between 1 and 65535, got %d", e.Port.Number)
+			} else if j, dup := ports[e.Port.Number]; dup {
+				p.add(joinPath(field, "port"), "%d is already the port of endpoints[%d]", e.Port.Number, j)
+			}
+			ports[e.Port.Number] = i
+		default:
+			p.add(joinPath(field, "port"), "must be hashed, ephemeral or a port number")
+		}
+	}
+}
+
+func (r *Restart) validate(p *problems) {
+	switch r.Policy {
+	case RestartNever, RestartOnFailure, RestartAlways:
+	default:
+		p.add("restart.policy", "must be %s, %s or %s", RestartNever, RestartOnFailure, RestartAlways)
+	}
+	if r.MaxRestarts < UnlimitedRestarts {
+		p.add("restart.max_restarts", "must be -1 (unlimited) or a positive number")
+	}
+	positive(p, "restart.window", r.Window)
+	positive(p, "restart.backoff.initial", r.Backoff.Initial)
+	if r.Backoff.Max.Duration < r.Backoff.Initial.Duration {
+		p.add("restart.backoff.max", "must not be less than restart.backoff.initial (%s)", r.Backoff.Initial.Duration)
+	}
+}
+
+func (s *Stop) validate(p *problems) {
+	if _, err := ParseSignal(s.Signal); err != nil {
+		p.add("stop.signal", "%v", err)
+	}
+	if s.Timeout.Duration < 0 {
+		p.add("stop.timeout", "must not be negative")
+	}
+}
+
+func (w *Workload) validateHealth(p *problems) {
+	h := w.Health
+	set := 0
+	for _, ok := range []bool{h.TCP != "", h.HTTP != nil, len(h.Exec) > 0} {
+		if ok {
+			set++
+		}
+	}
+	if set != 1 {
+		p.add("health", "set exactly one of tcp, http or exec")
+	}
+	if h.TCP != "" && !w.hasEndpoint(h.TCP) {
+		p.add("health.tcp", "no endpoint is named %q", h.TCP)
+	}
+	if h.HTTP != nil {
+		if !w.hasEndpoint(h.HTTP.Endpoint) {
+			p.add("health.http.endpoint", "no endpoint is named %q", h.HTTP.Endpoint)
+		}
+		if !strings.HasPrefix(h.HTTP.Path, "/") {
+			p.add("health.http.path", "must start with /")
+		}
+		if h.HTTP.Expect < 100 || h.HTTP.Expect > 599 {
+			p.add("health.http.expect", "must be an HTTP status code, got %d", h.HTTP.Expect)
+		}
+	}
+	validateArgv(p, "health.exec", h.Exec)
+	positive(p, "health.interval", h.Interval)
+	positive(p, "health.timeout", h.Timeout)
+	if h.Failures < 1 {
+		p.add("health.failures", "must be at least 1")
+	}
+	if h.StartPeriod.Duration < 0 {
+		p.add("health.start_period", "must not be negative")
+	}
+}
+
+func (w *Workload) hasEndpoint(name string) bool {
+	for _, e := range w.Endpoints {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Resources) validate(p *problems) {
+	if r.MemoryMax < 0 {
+		p.add("resources.memory_max", "must not be negative")
+	}
+	if r.CPUMax != "" {
+		cores, err := strconv.ParseFloat(r.CPUMax, 64)
+		if err != nil || !(cores > 0) || math.IsInf(cores, 1) { // !(> 0) also refuses NaN
+			p.add("resources.cpu_max", "must be a positive number of cores, like \"0.5\" or \"2\"")
+		}
+	}
+	if r.CPUWeight < 0 || r.CPUWeight > 10000 {
+		p.add("resources.cpu_weight", "must be between 1 and 10000")
+	}
+	if r.PidsMax < 0 {
+		p.add("resources.pids_max", "must not be negative")
+	}
+}
+
+func (r *Registry) validate(p *problems) {
+	if r.TTL.Duration < 0 {
+		p.add("registry.ttl", "must not be negative")
+	}
+	for i, tag := range r.Tags {
+		if strings.TrimSpace(tag) == "" {
+			p.add(indexPath("registry.tags", i), "must not be empty")
+		}
+	}
+	if _, ok := r.Metadata[""]; ok {
+		p.add("registry.metadata", "keys must not be empty")
+	}
+}

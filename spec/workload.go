@@ -1,0 +1,90 @@
+package spec
+
+// Kind selects how a workload's process is produced.
+type Kind string
+
+const (
+	KindNative     Kind = "native"     // command runs directly on the host
+	KindNix        Kind = "nix"        // command runs inside a nix devShell or uses a nix package
+	KindContainerd Kind = "containerd" // image runs under containerd
+)
+
+// NetworkHost is the default network: the workload shares the host's.
+const NetworkHost = "host"
+
+// Workload is one supervised unit. Parse and DecodeJSON return it with
+// defaults applied and validated; code that builds one by hand should call
+// SetDefaults and Validate before using it.
+type Workload struct {
+	Name       string            `json:"name"`
+	Kind       Kind              `json:"kind,omitempty"`
+	Identity   *Identity         `json:"identity,omitempty"`
+	Command    []string          `json:"command,omitempty"`
+	Workdir    string            `json:"workdir,omitempty"`
+	User       string            `json:"user,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	SecretEnv  map[string]string `json:"secret_env,omitempty"`
+	Endpoints  []Endpoint        `json:"endpoints,omitempty"`
+	Network    string            `json:"network,omitempty"`
+	Restart    Restart           `json:"restart"`
+	Stop       Stop              `json:"stop"`
+	Health     *Health           `json:"health,omitempty"`
+	Resources  *Resources        `json:"resources,omitempty"`
+	After      []string          `json:"after,omitempty"`
+	Registry   *Registry         `json:"registry,omitempty"`
+	Nix        *Nix              `json:"nix,omitempty"`
+	Containerd *Containerd       `json:"containerd,omitempty"`
+}
+
+// Identity places the workload in the workspace/module/service hierarchy; it
+// is the input of hashed ports and the registry entry, so it must be stable.
+type Identity struct {
+	Workspace string `json:"workspace,omitempty"`
+	Module    string `json:"module,omitempty"`
+	Service   string `json:"service,omitempty"`
+}
+
+// Endpoint is a named port the workload listens on. Its number reaches the
+// process as PORT_<EnvName(Name)>.
+type Endpoint struct {
+	Name string `json:"name"`
+	API  string `json:"api,omitempty"` // tcp (default) | http | rest | grpc | other
+	Port Port   `json:"port,omitzero"`
+}
+
+// Stop says how to ask the workload to exit before it is killed.
+type Stop struct {
+	Signal  string   `json:"signal,omitempty"` // default SIGTERM
+	Timeout Duration `json:"timeout,omitzero"` // default 10s; then SIGKILL
+}
+
+// Resources are cgroup limits; a zero value means "no limit".
+type Resources struct {
+	MemoryMax Size   `json:"memory_max,omitempty"`
+	CPUMax    string `json:"cpu_max,omitempty"`    // cores as a decimal, e.g. "0.5"
+	CPUWeight int    `json:"cpu_weight,omitempty"` // 1..10000
+	PidsMax   int    `json:"pids_max,omitempty"`
+}
+
+// Registry publishes the workload in the service registry.
+type Registry struct {
+	Name     string            `json:"name,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	TTL      Duration          `json:"ttl,omitzero"` // default 30s
+}
+
+// Nix is required for kind nix: either a flake whose devShell provides the
+// environment for Command, or a package to build and run from.
+type Nix struct {
+	Flake   string `json:"flake,omitempty"`
+	Shell   string `json:"shell,omitempty"` // devShell name, default "default"; only with Flake
+	Package string `json:"package,omitempty"`
+}
+
+// Containerd is required for kind containerd. Archive, when set, is an image
+// tarball imported before Image is looked up, for hosts without a registry.
+type Containerd struct {
+	Image   string `json:"image,omitempty"`
+	Archive string `json:"archive,omitempty"`
+}

@@ -1,0 +1,379 @@
+// Package supervisor decides what runs. It keeps each workload's desired
+// state on disk, starts runs through a driver, restarts them by policy with
+// backoff, stops them without leaving a process behind, adopts the runs of
+// an earlier daemon, and reports every change as an event.
+//
+// Each workload is owned by one goroutine that serialises its lifecycle;
+// the API's calls are messages to it. Drivers only run things; the
+// supervisor never knows how.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// Config is what a supervisor is built from.
+type Config struct {
+	StateDir string // desired state and logs
+	RunDir   string // runtime state; gone after a reboot
+	Drivers  []driver.Driver
+	Logger   *zap.Logger
+	Version  string
+	// LogMaxSize and LogGenerations rotate each workload's log file.
+	LogMaxSize     int64
+	LogGenerations int
+	// StopOnClose stops every workload on Close instead of leaving it
+	// running for the next daemon to adopt.
+	StopOnClose bool
+}
+
+// Supervisor owns every workload of one daemon. It implements api.Backend.
+type Supervisor struct {
+	cfg     Config
+	log     *zap.Logger
+	store   *store
+	drivers map[spec.Kind]driver.Driver
+	events  *bus
+	started time.Time
+	logDir  string
+
+	mu        sync.Mutex
+	workloads map[string]*workload
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ api.Backend = (*Supervisor)(nil)
+
+// New opens the state, adopts or restarts the workloads an earlier daemon
+// left, and removes runs that no spec owns any more.
+func New(cfg Config) (*Supervisor, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.LogMaxSize <= 0 {
+		cfg.LogMaxSize = logfile.DefaultMaxSize
+	}
+	if cfg.LogGenerations <= 0 {
+		cfg.LogGenerations = logfile.DefaultGenerations
+	}
+	st, err := newStore(cfg.StateDir, cfg.RunDir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Supervisor{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		store:     st,
+		drivers:   map[spec.Kind]driver.Driver{},
+		events:    newBus(),
+		started:   time.Now(),
+		logDir:    filepath.Join(cfg.StateDir, "logs"),
+		workloads: map[string]*workload{},
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	for _, d := range cfg.Drivers {
+		s.drivers[d.Kind()] = d
+	}
+	if err := os.MkdirAll(s.logDir, 0o750); err != nil {
+		cancel()
+		return nil, err
+	}
+	s.restore()
+	s.wg.Add(1)
+	go s.rotateLogs()
+	return s, nil
+}
+
+// restore brings back the previous daemon's workloads.
+func (s *Supervisor) restore() {
+	recs, bad := s.store.loadSpecs()
+	for path, err := range bad {
+		s.log.Error("cannot load workload", zap.String("file", path), zap.Error(err))
+	}
+	owned := map[string]bool{}
+	for _, r := range recs {
+		owned[r.Spec.Name] = true
+		w := s.newWorkload(r.Spec)
+		w.post(func() { w.restore(r) })
+	}
+	// A run recorded without a spec belongs to a workload removed while the
+	// daemon was down, or whose spec was lost: nothing may keep it alive.
+	for _, name := range s.store.runNames() {
+		if !owned[name] {
+			s.killOrphan(name)
+		}
+	}
+}
+
+func (s *Supervisor) killOrphan(name string) {
+	rec, ok, err := s.store.loadRun(name)
+	if ok && err == nil {
+		if d := s.drivers[rec.Process.Driver]; d != nil {
+			if p, err := d.Recover(s.ctx, rec.Process); err == nil {
+				s.log.Warn("killing a run no spec owns", zap.String("workload", name), zap.Int("pid", rec.Process.PID))
+				_ = p.Kill()
+				<-p.Done()
+			}
+		}
+	}
+	_ = s.store.removeRun(name)
+}
+
+func (s *Supervisor) newWorkload(sp *spec.Workload) *workload {
+	w := &workload{
+		s:      s,
+		name:   sp.Name,
+		spec:   sp,
+		cmds:   make(chan func(), 1),
+		exited: make(chan struct{}),
+		log:    s.log.With(zap.String("workload", sp.Name)),
+	}
+	w.view = api.Workload{Name: sp.Name, State: api.StatePending, Since: time.Now()}
+	w.setSpec(sp)
+	s.mu.Lock()
+	s.workloads[sp.Name] = w
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go w.loop()
+	return w
+}
+
+func (s *Supervisor) lookup(name string) (*workload, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.workloads[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: no workload named %q", errdefs.ErrNotFound, name)
+	}
+	return w, nil
+}
+
+func (s *Supervisor) all() []*workload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := make([]*workload, 0, len(s.workloads))
+	for _, w := range s.workloads {
+		ws = append(ws, w)
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].name < ws[j].name })
+	return ws
+}
+
+func (s *Supervisor) forget(w *workload) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.workloads[w.name] == w {
+		delete(s.workloads, w.name)
+	}
+}
+
+func (s *Supervisor) logPath(name string) string {
+	return filepath.Join(s.logDir, name+".log")
+}
+
+func (s *Supervisor) publish(ev api.Event) {
+	ev.Time = time.Now()
+	s.events.publish(ev)
+}
+
+// rotateLogs rotates every workload's log file by size. One goroutine for
+// all workloads: a stat each per second is cheap, a goroutine each is not.
+func (s *Supervisor) rotateLogs() {
+	defer s.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, w := range s.all() {
+			if _, err := logfile.Rotate(s.logPath(w.name), s.cfg.LogMaxSize, s.cfg.LogGenerations); err != nil {
+				w.log.Warn("log rotation failed", zap.Error(err))
+			}
+		}
+	}
+}
+
+// Close stops watching: every workload is released to run on (or stopped,
+// with StopOnClose), its state flushed for the next daemon.
+func (s *Supervisor) Close() {
+	var wg sync.WaitGroup
+	for _, w := range s.all() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = w.call(context.Background(), func() error { w.detach(s.cfg.StopOnClose); return nil })
+		}()
+	}
+	wg.Wait()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// --- api.Backend ---
+
+func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
+	st := &api.Status{
+		Version:   s.cfg.Version,
+		PID:       os.Getpid(),
+		StartedAt: s.started,
+		Uptime:    time.Since(s.started).Round(time.Second).String(),
+		States:    map[api.State]int{},
+		Runtimes:  map[string]bool{},
+		Registry:  "off",
+	}
+	for _, k := range []spec.Kind{spec.KindNative, spec.KindNix, spec.KindContainerd} {
+		st.Runtimes[string(k)] = s.drivers[k] != nil
+	}
+	for _, w := range s.all() {
+		st.Workloads++
+		st.States[w.snapshot(false).State]++
+	}
+	return st, nil
+}
+
+func (s *Supervisor) List(ctx context.Context) ([]api.Workload, error) {
+	ws := s.all()
+	out := make([]api.Workload, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, w.snapshot(false))
+	}
+	return out, nil
+}
+
+func (s *Supervisor) Get(ctx context.Context, name string) (*api.Workload, error) {
+	w, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	v := w.snapshot(true)
+	return &v, nil
+}
+
+func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*api.Workload, error) {
+	sp = sp.Clone()
+	sp.SetDefaults()
+	if err := sp.Validate(); err != nil {
+		return nil, err
+	}
+	if s.drivers[sp.Kind] == nil {
+		return nil, fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, sp.Kind)
+	}
+	if _, err := makePlan(sp); err != nil {
+		return nil, err
+	}
+	for {
+		s.mu.Lock()
+		w, exists := s.workloads[sp.Name]
+		s.mu.Unlock()
+		if !exists {
+			if err := s.store.saveSpec(specRecord{Spec: sp, Running: start, Rest: api.StateStopped}); err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			if _, raced := s.workloads[sp.Name]; raced {
+				s.mu.Unlock()
+				continue
+			}
+			s.mu.Unlock()
+			w = s.newWorkload(sp)
+			s.publish(api.Event{Type: api.EventApplied, Workload: sp.Name, Message: "created"})
+			err := w.call(ctx, func() error {
+				if start {
+					return w.userStart()
+				}
+				w.setState(api.StateStopped, "")
+				return nil
+			})
+			return w.result(err)
+		}
+		err := w.call(ctx, func() error { return w.replace(sp, start) })
+		if errors.Is(err, errRemoved) {
+			continue // removed while we waited: create it anew
+		}
+		return w.result(err)
+	}
+}
+
+func (s *Supervisor) lifecycle(ctx context.Context, name string, f func(w *workload) error) (*api.Workload, error) {
+	w, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return w.result(w.call(ctx, func() error { return f(w) }))
+}
+
+func (s *Supervisor) Start(ctx context.Context, name string) (*api.Workload, error) {
+	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStart() })
+}
+
+func (s *Supervisor) Stop(ctx context.Context, name string) (*api.Workload, error) {
+	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStop() })
+}
+
+func (s *Supervisor) Restart(ctx context.Context, name string) (*api.Workload, error) {
+	return s.lifecycle(ctx, name, func(w *workload) error {
+		if err := w.stopRun(); err != nil {
+			return err
+		}
+		return w.userStart()
+	})
+}
+
+func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal) error {
+	w, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	return w.call(ctx, func() error { return w.signal(sig) })
+}
+
+func (s *Supervisor) Delete(ctx context.Context, name string) error {
+	w, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	err = w.call(ctx, w.remove)
+	if errors.Is(err, errRemoved) {
+		return fmt.Errorf("%w: no workload named %q", errdefs.ErrNotFound, name)
+	}
+	return err
+}
+
+func (s *Supervisor) Logs(ctx context.Context, name string, out io.Writer, tail int, follow bool) error {
+	if _, err := s.lookup(name); err != nil {
+		return err
+	}
+	if follow {
+		return logfile.Follow(ctx, out, s.logPath(name), tail, s.cfg.LogGenerations)
+	}
+	return logfile.Tail(out, s.logPath(name), tail, s.cfg.LogGenerations)
+}
+
+func (s *Supervisor) Events(ctx context.Context) (<-chan api.Event, error) {
+	return s.events.subscribe(ctx), nil
+}

@@ -1,0 +1,118 @@
+package supervisor
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/netalloc"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// defaultPath is the PATH a workload gets unless its spec sets one; the
+// daemon's own environment never leaks into a workload.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// plan is what one run of a workload is given, computed at apply time so
+// that whatever would fail at exec is refused synchronously.
+type plan struct {
+	args  []string
+	env   []string
+	ports []api.PortMapping
+}
+
+// identity is the spec's identity, defaulted so that every workload has
+// stable hashed ports: workspace "default", module and service its name.
+func identity(w *spec.Workload) spec.Identity {
+	id := spec.Identity{Workspace: "default", Module: w.Name, Service: w.Name}
+	if w.Identity != nil {
+		if w.Identity.Workspace != "" {
+			id.Workspace = w.Identity.Workspace
+		}
+		if w.Identity.Module != "" {
+			id.Module = w.Identity.Module
+		}
+		if w.Identity.Service != "" {
+			id.Service = w.Identity.Service
+		}
+	}
+	return id
+}
+
+func allocatePorts(w *spec.Workload) ([]api.PortMapping, error) {
+	id := identity(w)
+	var out []api.PortMapping
+	for i, ep := range w.Endpoints {
+		var port int
+		switch ep.Port.Mode {
+		case spec.PortFixed:
+			port = ep.Port.Number
+		case spec.PortHashed:
+			port = netalloc.HashedPort(netalloc.HashInput{
+				Workspace: id.Workspace, Module: id.Module, Service: id.Service,
+				Endpoint: ep.Name, API: ep.API,
+			})
+		default:
+			return nil, fmt.Errorf("%w: endpoints[%d].port: %s ports are not supported by this daemon yet",
+				errdefs.ErrInvalid, i, ep.Port.Mode)
+		}
+		out = append(out, api.PortMapping{
+			Workload: w.Name, Endpoint: ep.Name, API: ep.API, Port: port, Network: w.Network,
+			Instances: []api.Instance{{Access: "native", Address: "localhost:" + strconv.Itoa(port)}},
+		})
+	}
+	return out, nil
+}
+
+var placeholder = regexp.MustCompile(`\$\{(PORT|ADDR)_([A-Z0-9_]+)\}`)
+
+// makePlan expands the command and builds the environment.
+func makePlan(w *spec.Workload) (*plan, error) {
+	ports, err := allocatePorts(w)
+	if err != nil {
+		return nil, err
+	}
+	own := map[string]string{
+		"PATH":                     defaultPath,
+		"FLYD_WORKLOAD":            w.Name,
+		"FLYD_NETWORK":             w.Network,
+		"CODEFLY__RUNTIME_CONTEXT": runtimeContext(w.Kind),
+	}
+	subst := map[string]string{}
+	for _, p := range ports {
+		key := spec.EnvName(p.Endpoint)
+		own["FLYD_PORT_"+key] = strconv.Itoa(p.Port)
+		subst["PORT_"+key] = strconv.Itoa(p.Port)
+		subst["ADDR_"+key] = p.Instances[0].Address
+	}
+	args := make([]string, len(w.Command))
+	for i, a := range w.Command {
+		var missing string
+		args[i] = placeholder.ReplaceAllStringFunc(a, func(m string) string {
+			if v, ok := subst[m[2:len(m)-1]]; ok {
+				return v
+			}
+			missing = m
+			return m
+		})
+		if missing != "" {
+			return nil, &spec.FieldError{Field: fmt.Sprintf("command[%d]", i),
+				Msg: missing + " names no endpoint of this workload"}
+		}
+	}
+	return &plan{
+		args:  args,
+		env:   carriers.Environ(own, w.Env, w.SecretEnv),
+		ports: ports,
+	}, nil
+}
+
+func runtimeContext(k spec.Kind) string {
+	if k == spec.KindContainerd {
+		return "container"
+	}
+	return string(k)
+}
