@@ -61,14 +61,14 @@ func toError(err error) *Error {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	var fe *spec.FieldError
-	if errors.As(err, &fe) {
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_spec", Message: err.Error(), Field: fe.Field}
-	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
 			Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+	}
+	var fe *spec.FieldError
+	if errors.As(err, &fe) {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_spec", Message: fe.Error(), Field: fe.Field}
 	}
 	for _, c := range codes {
 		if errors.Is(err, c.kind) {

@@ -118,7 +118,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	ws, err := spec.DecodeJSON(r.Body)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err))
 		return
 	}
 	if ws.Name != name {

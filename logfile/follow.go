@@ -24,16 +24,17 @@ const fingerprintLen = 64
 // then everything appended to it, until ctx is done. After each write it
 // calls Flush if w has one, so an http.ResponseWriter streams.
 //
-// Follow keeps its offset in the live file. When the file becomes shorter
-// than that offset, Rotate has moved its content to path.1: Follow first
-// writes what path.1 holds beyond the offset (written between its last
-// read and the rotation), then continues from the start of the live file,
-// so nothing is lost or repeated. It finds its place by matching the last
-// bytes it read, which also lets it catch up if several rotations
-// happened between two polls. The one case it cannot see is a workload
-// that refills the live file past Follow's offset within one poll
-// interval after a rotation; at the default sizes that means writing
-// about 100 MB/s.
+// Follow keeps its offset in the live file. When the file no longer
+// holds what Follow read up to that offset (normally it became shorter),
+// Rotate has moved its content to path.1: Follow first writes what path.1
+// holds beyond the offset (written between its last read and the
+// rotation), then continues from the start of the live file, so nothing
+// is lost or repeated. It finds its place by matching the last bytes it
+// read, so it also copes with a live file that grew back past the offset,
+// or several rotations, between two polls. It cannot recover more
+// rotations than there are generations between two polls, nor tell a
+// rotation from a workload rewriting exactly the same bytes at the same
+// offsets.
 //
 // If the file does not exist yet Follow waits for it, and if it is
 // removed or replaced Follow moves on to the new file at path, from its
@@ -135,7 +136,11 @@ func (fl *follower) poll() error {
 	if err != nil {
 		return err
 	}
-	if fi.Size() < fl.off {
+	rotated, err := fl.rotated(fi.Size())
+	if err != nil {
+		return err
+	}
+	if rotated {
 		if err := fl.catchUp(); err != nil {
 			return err
 		}
@@ -149,6 +154,25 @@ func (fl *follower) poll() error {
 		fl.closeLive()
 	}
 	return nil
+}
+
+// rotated reports whether the live file is no longer the one Follow has
+// read up to off. Shrinking is the usual sign; comparing the bytes before
+// off also catches a live file that was truncated and has already grown
+// back past off since the last poll.
+func (fl *follower) rotated(size int64) (bool, error) {
+	if size < fl.off {
+		return true, nil
+	}
+	if fl.off == 0 {
+		return false, nil
+	}
+	seen := make([]byte, len(fl.last))
+	n, err := fl.live.ReadAt(seen, fl.off-int64(len(seen)))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return !bytes.Equal(seen[:n], fl.last), nil
 }
 
 // copyLive writes everything in the live file past off.

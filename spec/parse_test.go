@@ -134,7 +134,6 @@ func TestParseErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error, got %+v", ws)
 			}
-			t.Log(err)
 			wantFieldError(t, err, tt.fields, tt.want)
 		})
 	}

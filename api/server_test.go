@@ -1,0 +1,209 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/supervisor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// serve runs a real supervisor behind a real server on a Unix socket.
+func serve(t *testing.T, allow func(api.Peer) bool) (*api.Client, string) {
+	t.Helper()
+	dir := t.TempDir()
+	sup, err := supervisor.New(supervisor.Config{
+		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
+		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "flyd.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = api.NewServer(sup, allow, zap.NewNop()).Serve(ctx, l)
+	}()
+	c := api.NewClient(sock)
+	t.Cleanup(func() {
+		c.Close()
+		cancel()
+		<-done
+		sup.Close()
+	})
+	return c, sock
+}
+
+func allowAll(api.Peer) bool { return true }
+
+// raw sends a request over the socket without the client's help.
+func raw(t *testing.T, sock, method, path, body string) (int, string) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest(method, "http://flyd"+path, strings.NewReader(body))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestErrorModel(t *testing.T) {
+	c, sock := serve(t, allowAll)
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code, field              string
+	}{
+		{"unknown field", "PUT", "/v1/workloads/a", `{"name":"a","command":["/bin/true"],"restart":{"polcy":"always"}}`, 400, "invalid_spec", "restart.polcy"},
+		{"malformed", "PUT", "/v1/workloads/a", `{"name":`, 400, "invalid_spec", ""},
+		{"name mismatch", "PUT", "/v1/workloads/b", `{"name":"a","command":["/bin/true"]}`, 400, "invalid_spec", "name"},
+		{"bad name", "PUT", "/v1/workloads/Bad_Name", `{"name":"Bad_Name","command":["/bin/true"]}`, 400, "invalid_spec", "name"},
+		{"too large", "PUT", "/v1/workloads/a", `{"name":"a","env":{"X":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}}`, 413, "too_large", ""},
+		{"no runtime", "PUT", "/v1/workloads/a", `{"name":"a","kind":"nix","command":["hello"],"nix":{"flake":"path:/x"}}`, 503, "runtime_unavailable", ""},
+		{"not found", "GET", "/v1/workloads/nope", "", 404, "not_found", ""},
+		{"no route", "GET", "/v2/nothing", "", 404, "not_found", ""},
+		{"bad signal", "POST", "/v1/workloads/nope/signal?sig=SIGNOPE", "", 400, "invalid_spec", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := raw(t, sock, tt.method, tt.path, tt.body)
+			if status != tt.status || !strings.Contains(body, `"code":"`+tt.code+`"`) {
+				t.Fatalf("%s %s: %d %s; want %d %s", tt.method, tt.path, status, body, tt.status, tt.code)
+			}
+			if tt.field != "" && !strings.Contains(body, `"field":"`+tt.field+`"`) {
+				t.Fatalf("error does not name field %s: %s", tt.field, body)
+			}
+		})
+	}
+	// The client turns codes back into kinds.
+	if _, err := c.Get(context.Background(), "nope"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("client error %v is not ErrNotFound", err)
+	}
+}
+
+func TestForbiddenPeerGetsNothingElse(t *testing.T) {
+	c, sock := serve(t, func(api.Peer) bool { return false })
+	for _, p := range []string{"/v1/status", "/v1/workloads", "/v1/events", "/nothing"} {
+		status, body := raw(t, sock, "GET", p, "")
+		if status != 403 || !strings.Contains(body, `"code":"forbidden"`) {
+			t.Fatalf("GET %s: %d %s, want 403 forbidden", p, status, body)
+		}
+	}
+	if _, err := c.List(context.Background()); !errors.Is(err, errdefs.ErrForbidden) {
+		t.Fatalf("client error %v is not ErrForbidden", err)
+	}
+}
+
+func TestPeerPolicy(t *testing.T) {
+	groups, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := int32(os.Getpid())
+	policy := api.PeerPolicy(4242)
+	tests := []struct {
+		name string
+		p    api.Peer
+		want bool
+	}{
+		{"root", api.Peer{PID: self, UID: 0, GID: 0}, true},
+		{"own uid", api.Peer{PID: self, UID: uint32(os.Getuid()), GID: 1}, true},
+		{"primary group", api.Peer{PID: self, UID: 5000, GID: 4242}, true},
+		{"stranger", api.Peer{PID: self, UID: 5000, GID: 5000}, false},
+	}
+	for _, tt := range tests {
+		if got := policy(tt.p); got != tt.want {
+			t.Errorf("%s: allowed = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if api.PeerPolicy(-1)(api.Peer{PID: self, UID: 5000, GID: 5000}) {
+		t.Error("without a group only root and the daemon's uid may connect")
+	}
+	// Supplementary groups come from /proc of the peer.
+	for _, g := range groups {
+		if g != 0 && !api.PeerPolicy(g)(api.Peer{PID: self, UID: 5000, GID: 5000}) {
+			t.Errorf("a member of supplementary group %d was refused", g)
+		}
+	}
+}
+
+func TestStreamsEndWithTheirClients(t *testing.T) {
+	c, _ := serve(t, allowAll)
+	ctx := context.Background()
+	w := &spec.Workload{Name: "talker", Command: []string{"/bin/sh", "-c", "while true; do echo tick; sleep 0.05; done"}}
+	if _, err := c.Put(ctx, w, true); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	events, err := c.Events(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logsDone := make(chan error, 1)
+	pr, pw := net.Pipe()
+	go func() { logsDone <- c.Logs(sctx, "talker", pw, 0, true) }()
+	buf := make([]byte, 5)
+	if _, err := pr.Read(buf); err != nil || string(buf) != "tick\n" {
+		t.Fatalf("follow read %q, %v", buf, err)
+	}
+	go func() { _, _ = pr.Read(make([]byte, 1<<16)) }()
+	waitStreams(t, c, 2)
+	cancel()
+	for range events {
+	}
+	if err := <-logsDone; err != nil {
+		t.Fatalf("cancelled follow returned %v", err)
+	}
+	pr.Close()
+	waitStreams(t, c, 0)
+	if err := c.Delete(ctx, "talker"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitStreams(t *testing.T, c *api.Client, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := c.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Streams == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d open streams, want %d", st.Streams, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,384 @@
+package logfile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// followStep changes the log, then Follow's whole output must become want.
+type followStep struct {
+	do   func(t *testing.T, path string)
+	want string
+}
+
+func appendStep(s string) func(*testing.T, string) {
+	return func(t *testing.T, path string) { appendFile(t, path, s) }
+}
+
+func rotateStep(t *testing.T, path string) {
+	if _, err := Rotate(path, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nothing(*testing.T, string) {}
+
+func TestFollow(t *testing.T) {
+	tests := []struct {
+		name    string
+		initial *string // nil: the file does not exist yet
+		n       int
+		steps   []followStep
+	}{
+		{
+			name: "tails then follows appends", initial: ptr("a\nb\nc\n"), n: 2,
+			steps: []followStep{
+				{nothing, "b\nc\n"},
+				{appendStep("d\n"), "b\nc\nd\n"},
+				{appendStep("partial"), "b\nc\nd\npartial"},
+				{appendStep(" line\n"), "b\nc\nd\npartial line\n"},
+			},
+		},
+		{
+			name: "zero writes the whole file first", initial: ptr("a\nb\n"), n: 0,
+			steps: []followStep{
+				{nothing, "a\nb\n"},
+				{appendStep("c\n"), "a\nb\nc\n"},
+			},
+		},
+		{
+			name: "waits for the file", n: 10,
+			steps: []followStep{
+				{nothing, ""},
+				{appendStep("first\n"), "first\n"},
+				{appendStep("second\n"), "first\nsecond\n"},
+			},
+		},
+		{
+			name: "survives a rotation", initial: ptr("1\n"), n: 10,
+			steps: []followStep{
+				{nothing, "1\n"},
+				{func(t *testing.T, path string) {
+					appendFile(t, path, "2\n")
+					rotateStep(t, path)
+					appendFile(t, path, "3\n")
+				}, "1\n2\n3\n"},
+				{appendStep("4\n"), "1\n2\n3\n4\n"},
+			},
+		},
+		{
+			name: "survives rotations in quick succession", initial: ptr("start\n"), n: 10,
+			steps: []followStep{
+				{nothing, "start\n"},
+				{func(t *testing.T, path string) {
+					for i := range 3 {
+						appendFile(t, path, strconv.Itoa(i)+"\n")
+						rotateStep(t, path)
+					}
+					appendFile(t, path, "end\n")
+				}, "start\n0\n1\n2\nend\n"},
+			},
+		},
+		{
+			name: "moves to a replaced file", initial: ptr("old\n"), n: 10,
+			steps: []followStep{
+				{nothing, "old\n"},
+				{func(t *testing.T, path string) {
+					if err := Remove(path, 3); err != nil {
+						t.Fatal(err)
+					}
+					writeFile(t, path, "new\n")
+				}, "old\nnew\n"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "w.log")
+			if tt.initial != nil {
+				writeFile(t, path, *tt.initial)
+			}
+			out := &syncBuffer{}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Follow(ctx, out, path, tt.n, 3) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Follow returned %v", err)
+				}
+			}()
+			for i, s := range tt.steps {
+				s.do(t, path)
+				waitFor(t, "step "+strconv.Itoa(i), func() bool { return out.String() == s.want })
+			}
+			// Give a late duplicate the chance to show up.
+			time.Sleep(10 * FollowPollInterval)
+			if got, want := out.String(), tt.steps[len(tt.steps)-1].want; got != want {
+				t.Errorf("output %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestFollowCatchUp drives the follower poll by poll, so each rotation
+// lands exactly between two polls; TestFollow cannot choose its timing.
+func TestFollowCatchUp(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(t *testing.T, path string)
+		want   string // output of the poll after the change
+	}{
+		{
+			name: "written just before the rotation",
+			change: func(t *testing.T, path string) {
+				appendFile(t, path, "b\n")
+				rotateStep(t, path)
+			},
+			want: "b\n",
+		},
+		{
+			name: "written before and after the rotation",
+			change: func(t *testing.T, path string) {
+				appendFile(t, path, "b\n")
+				rotateStep(t, path)
+				appendFile(t, path, "c\n")
+			},
+			want: "b\nc\n",
+		},
+		{
+			name: "live file grew back past the offset",
+			change: func(t *testing.T, path string) {
+				appendFile(t, path, "b\n")
+				rotateStep(t, path)
+				appendFile(t, path, "a much longer line than before\n")
+			},
+			want: "b\na much longer line than before\n",
+		},
+		{
+			name: "two rotations",
+			change: func(t *testing.T, path string) {
+				appendFile(t, path, "b\n")
+				rotateStep(t, path)
+				appendFile(t, path, "c\n")
+				rotateStep(t, path)
+				appendFile(t, path, "d\n")
+			},
+			want: "b\nc\nd\n",
+		},
+		{
+			name: "truncated by someone else",
+			change: func(t *testing.T, path string) {
+				if err := os.Truncate(path, 0); err != nil {
+					t.Fatal(err)
+				}
+				appendFile(t, path, "x\n")
+			},
+			want: "x\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "w.log")
+			writeFile(t, path, "first line\n")
+			var out bytes.Buffer
+			fl := &follower{ctx: context.Background(), w: &out, flush: func() {}, path: path, generations: 3, buf: make([]byte, 7)}
+			defer fl.closeLive()
+			if err := fl.start(10); err != nil {
+				t.Fatal(err)
+			}
+			out.Reset()
+			tt.change(t, path)
+			if err := fl.poll(); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != tt.want {
+				t.Errorf("poll wrote %q, want %q", got, tt.want)
+			}
+			out.Reset()
+			if err := fl.poll(); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != "" {
+				t.Errorf("second poll repeated %q", got)
+			}
+		})
+	}
+}
+
+// TestFollowUnderConcurrentWriter follows a child process writing
+// numbered lines while the file is rotated under it. Follow's output
+// must hold every line that is on disk at the end, in order, once.
+// Lines destroyed by Rotate's truncate window (see
+// TestRotateUnderConcurrentWriter) may be absent from disk; Follow may
+// or may not have read them before they were destroyed.
+func TestFollowUnderConcurrentWriter(t *testing.T) {
+	const lines = 20000
+	const generations = 1000
+	path := filepath.Join(t.TempDir(), "w.log")
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	followDone := make(chan error, 1)
+	go func() { followDone <- Follow(ctx, out, path, 0, generations) }()
+
+	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do echo "line $i"; i=$((i+1)); done`)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- cmd.Wait() }()
+	rotations := 0
+	for running := true; running; {
+		select {
+		case err := <-writerDone:
+			if err != nil {
+				t.Fatalf("writer: %v", err)
+			}
+			running = false
+		default:
+			if rotated, err := Rotate(path, 8<<10, generations); err != nil {
+				t.Fatal(err)
+			} else if rotated {
+				rotations++
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+
+	var disk strings.Builder
+	for k := generations; k >= 1; k-- {
+		if b, err := os.ReadFile(genPath(path, k)); err == nil {
+			disk.Write(b)
+		}
+	}
+	disk.WriteString(readFile(t, path))
+	waitFor(t, "Follow to reach the end", func() bool {
+		return strings.HasSuffix(out.String(), "line "+strconv.Itoa(lines-1)+"\n")
+	})
+	cancel()
+	if err := <-followDone; err != nil {
+		t.Fatal(err)
+	}
+
+	followed := numbers(t, out.String())
+	onDisk := numbers(t, disk.String())
+	for i := 1; i < len(followed); i++ {
+		if followed[i] <= followed[i-1] {
+			t.Fatalf("Follow wrote line %d after line %d", followed[i], followed[i-1])
+		}
+	}
+	seen := make(map[int]bool, len(followed))
+	for _, n := range followed {
+		seen[n] = true
+	}
+	missed := 0
+	for _, n := range onDisk {
+		if !seen[n] {
+			missed++
+		}
+	}
+	t.Logf("%d rotations; Follow wrote %d lines, %d on disk", rotations, len(followed), len(onDisk))
+	if missed > 0 {
+		t.Errorf("Follow missed %d lines that are on disk", missed)
+	}
+	if rotations < 5 {
+		t.Errorf("only %d rotations; the test proves little", rotations)
+	}
+}
+
+func numbers(t *testing.T, s string) []int {
+	t.Helper()
+	var ns []int
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		n, err := strconv.Atoi(strings.TrimPrefix(l, "line "))
+		if err != nil || !strings.HasPrefix(l, "line ") {
+			t.Fatalf("malformed line %q", l)
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+func TestFollowFlushes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.log")
+	writeFile(t, path, "a\n")
+	out := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Follow(ctx, out, path, 10, 3) }()
+	waitFor(t, "initial tail", func() bool { return out.String() == "a\n" })
+	appendFile(t, path, "b\n")
+	waitFor(t, "appended line", func() bool { return out.String() == "a\nb\n" })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if out.flushes < 2 {
+		t.Fatalf("%d flushes, want one after the tail and one after the append", out.flushes)
+	}
+}
+
+// TestFollowReturnsOnCancel uses a poll interval far longer than the
+// test: Follow must return on cancellation, not at its next poll.
+func TestFollowReturnsOnCancel(t *testing.T) {
+	tests := []struct {
+		name   string
+		exists bool
+	}{
+		{"following a file", true},
+		{"waiting for a file", false},
+	}
+	defer func(old time.Duration) { FollowPollInterval = old }(FollowPollInterval)
+	FollowPollInterval = time.Hour
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "w.log")
+			if tt.exists {
+				writeFile(t, path, "a\n")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Follow(ctx, &syncBuffer{}, path, 10, 3) }()
+			time.Sleep(20 * time.Millisecond)
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Follow returned %v, want nil", err)
+				}
+			case <-time.After(time.Second):
+				t.Fatal("Follow did not return after cancel")
+			}
+		})
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("client went away") }
+
+func TestFollowReturnsWriteError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.log")
+	writeFile(t, path, "a\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := Follow(ctx, failingWriter{}, path, 10, 3); err == nil || ctx.Err() != nil {
+		t.Fatalf("Follow = %v (ctx %v), want the write error before the timeout", err, ctx.Err())
+	}
+}

@@ -1,0 +1,149 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+// valid returns a workload that passes Validate and uses every section, so
+// each case below breaks exactly one rule.
+func valid() *Workload {
+	w := example()
+	w.Endpoints = append(w.Endpoints, Endpoint{Name: "admin", Port: FixedPort(9000)})
+	w.SetDefaults()
+	return w
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(w *Workload)
+		fields []string
+	}{
+		{"valid", func(w *Workload) {}, nil},
+		{"name missing", func(w *Workload) { w.Name = "" }, []string{"name"}},
+		{"name upper case", func(w *Workload) { w.Name = "Api" }, []string{"name"}},
+		{"name trailing dash", func(w *Workload) { w.Name = "api-" }, []string{"name"}},
+		{"name too long", func(w *Workload) { w.Name = strings.Repeat("a", 64) }, []string{"name"}},
+		{"name 63 long", func(w *Workload) { w.Name = strings.Repeat("a", 63) }, nil},
+		{"kind unknown", func(w *Workload) { w.Kind = "docker" }, []string{"kind"}},
+		{"nix missing", func(w *Workload) { w.Kind = KindNix }, []string{"nix"}},
+		{"nix flake", func(w *Workload) { w.Kind, w.Nix = KindNix, &Nix{Flake: "path:/srv", Shell: "default"} }, nil},
+		{"nix package", func(w *Workload) { w.Kind, w.Nix = KindNix, &Nix{Package: "path:/srv#hello"} }, nil},
+		{"nix both", func(w *Workload) { w.Kind, w.Nix = KindNix, &Nix{Flake: "a", Package: "b"} }, []string{"nix"}},
+		{"nix neither", func(w *Workload) { w.Kind, w.Nix = KindNix, &Nix{} }, []string{"nix"}},
+		{"nix shell with package", func(w *Workload) { w.Kind, w.Nix = KindNix, &Nix{Package: "b", Shell: "x"} }, []string{"nix.shell"}},
+		{"nix block on native", func(w *Workload) { w.Nix = &Nix{Flake: "a"} }, []string{"nix"}},
+		{"nix needs command", func(w *Workload) { w.Kind, w.Nix, w.Command = KindNix, &Nix{Flake: "a"}, nil }, []string{"command"}},
+		{"containerd image", func(w *Workload) { w.Kind, w.Containerd = KindContainerd, &Containerd{Image: "bbox"} }, nil},
+		{"containerd without command", func(w *Workload) {
+			w.Kind, w.Containerd, w.Command = KindContainerd, &Containerd{Image: "bbox"}, nil
+		}, nil},
+		{"containerd missing", func(w *Workload) { w.Kind = KindContainerd }, []string{"containerd.image"}},
+		{"containerd without image", func(w *Workload) { w.Kind, w.Containerd = KindContainerd, &Containerd{Archive: "/a.tar"} }, []string{"containerd.image"}},
+		{"containerd block on native", func(w *Workload) { w.Containerd = &Containerd{Image: "bbox"} }, []string{"containerd"}},
+		{"command missing", func(w *Workload) { w.Command = nil }, []string{"command"}},
+		{"command empty program", func(w *Workload) { w.Command = []string{""} }, []string{"command[0]"}},
+		{"command NUL", func(w *Workload) { w.Command = []string{"/bin/a", "b\x00"} }, []string{"command[1]"}},
+		{"command empty argument", func(w *Workload) { w.Command = []string{"/bin/a", ""} }, nil},
+		{"workdir relative", func(w *Workload) { w.Workdir = "srv" }, []string{"workdir"}},
+		{"user with group", func(w *Workload) { w.User = "www:www" }, []string{"user"}},
+		{"user blank", func(w *Workload) { w.User = " " }, []string{"user"}},
+		{"user numeric", func(w *Workload) { w.User = "1000" }, nil},
+		{"env key with space", func(w *Workload) { w.Env["FOO BAR"] = "x" }, []string{"env.FOO BAR"}},
+		{"env key with digit first", func(w *Workload) { w.Env["1X"] = "x" }, []string{"env.1X"}},
+		{"env value NUL", func(w *Workload) { w.Env["X"] = "a\x00b" }, []string{"env.X"}},
+		{"secret key bad", func(w *Workload) { w.SecretEnv["A-B"] = "x" }, []string{"secret_env.A-B"}},
+		{"secret also in env", func(w *Workload) { w.Env["DB_PASSWORD"] = "x" }, []string{"secret_env.DB_PASSWORD"}},
+		{"endpoint name", func(w *Workload) { w.Endpoints[1].Name = "Admin" }, []string{"endpoints[1].name"}},
+		{"endpoint duplicate", func(w *Workload) { w.Endpoints[1].Name = "http" }, []string{"endpoints[1].name"}},
+		{"endpoint api", func(w *Workload) { w.Endpoints[0].API = "soap" }, []string{"endpoints[0].api"}},
+		{"endpoint port zero", func(w *Workload) { w.Endpoints[1].Port = FixedPort(0) }, []string{"endpoints[1].port"}},
+		{"endpoint port too big", func(w *Workload) { w.Endpoints[1].Port = FixedPort(65536) }, []string{"endpoints[1].port"}},
+		{"endpoint port mode", func(w *Workload) { w.Endpoints[1].Port = Port{Mode: "random"} }, []string{"endpoints[1].port"}},
+		{"endpoint port shared", func(w *Workload) { w.Endpoints[0].Port = FixedPort(9000) }, []string{"endpoints[1].port"}},
+		{"network isolated", func(w *Workload) { w.Network = "backend" }, nil},
+		{"network bad", func(w *Workload) { w.Network = "Back_End" }, []string{"network"}},
+		{"restart policy", func(w *Workload) { w.Restart.Policy = "sometimes" }, []string{"restart.policy"}},
+		{"restart unlimited", func(w *Workload) { w.Restart.MaxRestarts = UnlimitedRestarts }, nil},
+		{"restart max negative", func(w *Workload) { w.Restart.MaxRestarts = -2 }, []string{"restart.max_restarts"}},
+		{"restart window", func(w *Workload) { w.Restart.Window = dur("-1s") }, []string{"restart.window"}},
+		{"backoff initial", func(w *Workload) { w.Restart.Backoff.Initial = Duration{} }, []string{"restart.backoff.initial"}},
+		{"backoff max below initial", func(w *Workload) { w.Restart.Backoff.Max = dur("100ms") }, []string{"restart.backoff.max"}},
+		{"stop signal", func(w *Workload) { w.Stop.Signal = "SIGNOPE" }, []string{"stop.signal"}},
+		{"stop timeout", func(w *Workload) { w.Stop.Timeout = dur("-1s") }, []string{"stop.timeout"}},
+		{"health none", func(w *Workload) { w.Health.HTTP = nil }, []string{"health"}},
+		{"health two", func(w *Workload) { w.Health.TCP = "http" }, []string{"health"}},
+		{"health tcp", func(w *Workload) { w.Health.HTTP, w.Health.TCP = nil, "admin" }, nil},
+		{"health tcp endpoint", func(w *Workload) { w.Health.HTTP, w.Health.TCP = nil, "nope" }, []string{"health.tcp"}},
+		{"health http endpoint", func(w *Workload) { w.Health.HTTP.Endpoint = "nope" }, []string{"health.http.endpoint"}},
+		{"health http path", func(w *Workload) { w.Health.HTTP.Path = "healthz" }, []string{"health.http.path"}},
+		{"health http expect", func(w *Workload) { w.Health.HTTP.Expect = 1000 }, []string{"health.http.expect"}},
+		{"health exec", func(w *Workload) { w.Health.HTTP, w.Health.Exec = nil, []string{"/bin/check"} }, nil},
+		{"health exec empty program", func(w *Workload) { w.Health.HTTP, w.Health.Exec = nil, []string{""} }, []string{"health.exec[0]"}},
+		{"health interval", func(w *Workload) { w.Health.Interval = Duration{} }, []string{"health.interval"}},
+		{"health timeout", func(w *Workload) { w.Health.Timeout = dur("-1s") }, []string{"health.timeout"}},
+		{"health failures", func(w *Workload) { w.Health.Failures = 0 }, []string{"health.failures"}},
+		{"health start period", func(w *Workload) { w.Health.StartPeriod = dur("-1s") }, []string{"health.start_period"}},
+		{"memory negative", func(w *Workload) { w.Resources.MemoryMax = -1 }, []string{"resources.memory_max"}},
+		{"cpu max word", func(w *Workload) { w.Resources.CPUMax = "half" }, []string{"resources.cpu_max"}},
+		{"cpu max zero", func(w *Workload) { w.Resources.CPUMax = "0" }, []string{"resources.cpu_max"}},
+		{"cpu max NaN", func(w *Workload) { w.Resources.CPUMax = "NaN" }, []string{"resources.cpu_max"}},
+		{"cpu max two cores", func(w *Workload) { w.Resources.CPUMax = "2" }, nil},
+		{"cpu weight", func(w *Workload) { w.Resources.CPUWeight = 10001 }, []string{"resources.cpu_weight"}},
+		{"pids negative", func(w *Workload) { w.Resources.PidsMax = -1 }, []string{"resources.pids_max"}},
+		{"after bad name", func(w *Workload) { w.After = []string{"Postgres"} }, []string{"after[0]"}},
+		{"after itself", func(w *Workload) { w.After = []string{"api-server"} }, []string{"after[0]"}},
+		{"after duplicate", func(w *Workload) { w.After = []string{"db", "cache", "db"} }, []string{"after[2]"}},
+		{"registry ttl", func(w *Workload) { w.Registry.TTL = dur("-1s") }, []string{"registry.ttl"}},
+		{"registry empty tag", func(w *Workload) { w.Registry.Tags = []string{"a", " "} }, []string{"registry.tags[1]"}},
+		{"several at once", func(w *Workload) { w.Name, w.Workdir = "", "x" }, []string{"name", "workdir"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := valid()
+			tt.change(w)
+			err := w.Validate()
+			if tt.fields == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			wantFieldError(t, err, tt.fields)
+		})
+	}
+}
+
+func TestValidateNeverShowsSecrets(t *testing.T) {
+	const secret = "hunter2-\x00-value"
+	tests := []struct {
+		name string
+		src  string
+	}{
+		{"bad key", minimal + "secret_env: {\"BAD KEY\": \"hunter2-value\"}\n"},
+		{"NUL in value", minimal + "secret_env: {GOOD: \"hunter2-\\0-value\"}\n"},
+		{"list as value", minimal + "secret_env: {GOOD: [hunter2-value]}\n"},
+		{"string as map", minimal + "secret_env: hunter2-value\n"},
+		{"clash with env", minimal + "env: {K: a}\nsecret_env: {K: hunter2-value}\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.src))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if len(fieldsOf(err)) == 0 || !strings.HasPrefix(fieldsOf(err)[0], "secret_env") {
+				t.Errorf("error %q is not about secret_env", err)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error %q shows the secret", err)
+			}
+		})
+	}
+	w := valid()
+	w.SecretEnv["X"] = secret
+	if err := w.Validate(); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Validate() = %v, want an error without the secret", err)
+	}
+}

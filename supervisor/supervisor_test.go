@@ -1,0 +1,249 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type dirs struct{ state, run string }
+
+func newDirs(t *testing.T) dirs {
+	d := t.TempDir()
+	return dirs{filepath.Join(d, "state"), filepath.Join(d, "run")}
+}
+
+func open(t *testing.T, d dirs, stopOnClose bool) *Supervisor {
+	t.Helper()
+	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{native.Driver{}}, StopOnClose: stopOnClose})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// shSpec is a workload running a shell snippet, with fast restarts.
+func shSpec(name, script string) *spec.Workload {
+	w := &spec.Workload{Name: name, Command: []string{"/bin/sh", "-c", script}}
+	w.SetDefaults()
+	w.Restart.Backoff.Initial = spec.Duration{Duration: 10 * time.Millisecond}
+	w.Restart.Backoff.Max = spec.Duration{Duration: 50 * time.Millisecond}
+	w.Stop.Timeout = spec.Duration{Duration: 2 * time.Second}
+	return w
+}
+
+func waitState(t *testing.T, s *Supervisor, name string, want api.State) *api.Workload {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w, err := s.Get(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.State == want {
+			return w
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: state %s, want %s (last error %q)", name, w.State, want, w.LastError)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "stat"))
+	return err == nil && !containsState(string(b), "Z")
+}
+
+func TestRestartPolicyGivesUpAfterMaxRestarts(t *testing.T) {
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	ctx := context.Background()
+	events, _ := s.Events(ctx)
+
+	w := shSpec("crashy", "exit 3")
+	w.Restart.MaxRestarts = 2
+	if _, err := s.Put(ctx, w, true); err != nil {
+		t.Fatal(err)
+	}
+	got := waitState(t, s, "crashy", api.StateFailed)
+	if got.Restarts != 2 {
+		t.Errorf("restarts = %d, want 2", got.Restarts)
+	}
+	if got.LastExit == nil || got.LastExit.Code != 3 {
+		t.Errorf("last exit = %+v, want code 3", got.LastExit)
+	}
+	if got.LastError == "" {
+		t.Error("a failed workload must say why")
+	}
+	var seen []api.State
+	for len(seen) == 0 || seen[len(seen)-1] != api.StateFailed {
+		ev := <-events
+		if ev.Type == api.EventState {
+			seen = append(seen, ev.State)
+		}
+	}
+	want := []api.State{api.StateStarting, api.StateRunning, api.StateBackoff,
+		api.StateStarting, api.StateRunning, api.StateBackoff,
+		api.StateStarting, api.StateRunning, api.StateFailed}
+	if len(seen) != len(want) {
+		t.Fatalf("states %v, want %v", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("states %v, want %v", seen, want)
+		}
+	}
+}
+
+func TestCleanExitIsNotRestartedOnFailure(t *testing.T) {
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	if _, err := s.Put(context.Background(), shSpec("oneshot", "exit 0"), true); err != nil {
+		t.Fatal(err)
+	}
+	got := waitState(t, s, "oneshot", api.StateExited)
+	if got.Restarts != 0 {
+		t.Errorf("restarts = %d, want 0", got.Restarts)
+	}
+}
+
+func TestStopEscalatesToKill(t *testing.T) {
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	ctx := context.Background()
+	// SIG_IGN survives exec, so sleep ignores SIGTERM too.
+	w := shSpec("stubborn", `trap "" TERM; echo ready; exec sleep 100`)
+	w.Stop.Timeout = spec.Duration{Duration: 100 * time.Millisecond}
+	started, err := s.Put(ctx, w, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, s, "stubborn", "ready")
+	stopped, err := s.Stop(ctx, "stubborn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stopped.State != api.StateStopped || stopped.LastExit == nil || stopped.LastExit.Signal != "SIGKILL" {
+		t.Fatalf("after stop: state %s, last exit %+v; want stopped by SIGKILL", stopped.State, stopped.LastExit)
+	}
+	if alive(started.PID) {
+		t.Fatalf("pid %d still alive after stop", started.PID)
+	}
+}
+
+func TestApplyIsIdempotentAndReplaces(t *testing.T) {
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	ctx := context.Background()
+	first, err := s.Put(ctx, shSpec("svc", "exec sleep 100"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Put(ctx, shSpec("svc", "exec sleep 100"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.PID != first.PID {
+		t.Fatalf("an identical apply restarted the workload: pid %d → %d", first.PID, again.PID)
+	}
+	changed, err := s.Put(ctx, shSpec("svc", "exec sleep 101"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed.PID == first.PID || alive(first.PID) {
+		t.Fatalf("a changed spec must replace the run: old pid %d, new pid %d", first.PID, changed.PID)
+	}
+	list, _ := s.List(ctx)
+	if len(list) != 1 {
+		t.Fatalf("%d workloads after three applies of one name", len(list))
+	}
+}
+
+func TestExecFailureFailsAtOnce(t *testing.T) {
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	w := shSpec("missing", "")
+	w.Command = []string{"/nonexistent/prog"}
+	got, err := s.Put(context.Background(), w, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != api.StateFailed || got.Restarts != 0 {
+		t.Fatalf("state %s, restarts %d; want failed without restarts", got.State, got.Restarts)
+	}
+	if want := "/nonexistent/prog"; !contains(got.LastError, want) {
+		t.Fatalf("last error %q does not name %s", got.LastError, want)
+	}
+}
+
+func TestRestartedDaemonAdoptsAndSweeps(t *testing.T) {
+	d := newDirs(t)
+	ctx := context.Background()
+	s := open(t, d, false)
+	kept, err := s.Put(ctx, shSpec("kept", "exec sleep 100"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := s.Put(ctx, shSpec("orphan", "exec sleep 100"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !alive(kept.PID) || !alive(orphan.PID) {
+		t.Fatal("closing the supervisor must leave workloads running")
+	}
+	// The orphan's spec is lost while no daemon runs: its run must not
+	// survive the next daemon.
+	if err := os.Remove(filepath.Join(d.state, "workloads", "orphan.json")); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open(t, d, true)
+	defer s.Close()
+	got := waitState(t, s, "kept", api.StateRunning)
+	if got.PID != kept.PID {
+		t.Fatalf("pid %d after restart, want the adopted %d", got.PID, kept.PID)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(orphan.PID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan pid %d survived", orphan.PID)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A stop of an adopted run still ends every process of it.
+	if _, err := s.Stop(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if alive(kept.PID) {
+		t.Fatal("adopted run survived stop")
+	}
+}
+
+func waitLog(t *testing.T, s *Supervisor, name, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var b strings.Builder
+		if err := s.Logs(context.Background(), name, &b, 0, false); err == nil && strings.Contains(b.String(), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never logged %q", name, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
