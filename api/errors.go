@@ -50,6 +50,7 @@ var codes = []struct {
 	{errdefs.ErrArgumentTooLong, "argument_too_long", http.StatusUnprocessableEntity},
 	{errdefs.ErrEnvironmentTooLarge, "environment_too_large", http.StatusUnprocessableEntity},
 	{errdefs.ErrRuntimeUnavailable, "runtime_unavailable", http.StatusServiceUnavailable},
+	{errdefs.ErrNotImplemented, "not_implemented", http.StatusNotImplemented},
 	{errdefs.ErrUnavailable, "unavailable", http.StatusServiceUnavailable},
 }
 

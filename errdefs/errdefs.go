@@ -18,6 +18,7 @@ var (
 	ErrArgumentTooLong     = errors.New("argument too long")
 	ErrEnvironmentTooLarge = errors.New("environment too large")
 	ErrRuntimeUnavailable  = errors.New("runtime unavailable")
+	ErrNotImplemented      = errors.New("not implemented")
 	ErrUnavailable         = errors.New("unavailable")
 	ErrInternal            = errors.New("internal error")
 )

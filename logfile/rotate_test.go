@@ -1,17 +1,13 @@
 package logfile
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestRotate(t *testing.T) {
@@ -204,101 +200,32 @@ func TestRotateRecopies(t *testing.T) {
 // a busy machine descheduling Rotate mid-window does not fail the test,
 // while a regression that loses whole copy rounds still does.
 func TestRotateUnderConcurrentWriter(t *testing.T) {
-	const lines = 20000
-	dir := t.TempDir()
-	path := filepath.Join(dir, "w.log")
-	f, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do echo "line $i"; i=$((i+1)); done`)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close() // the child holds its own copy, as a workload does
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-
 	const generations = 1000 // enough that nothing is dropped
-	rotations := 0
-	rotate := func() {
-		rotated, err := Rotate(path, 4<<10, generations)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rotated {
-			rotations++
-		}
-	}
-	for running := true; running; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("writer: %v", err)
-			}
-			running = false
-		default:
-			rotate()
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
-	if rotations < 5 {
-		t.Fatalf("only %d rotations; the test proves nothing", rotations)
-	}
-
-	var files []string
-	for k := generations; k >= 1; k-- {
-		if _, err := os.Stat(genPath(path, k)); err == nil {
-			files = append(files, genPath(path, k))
-		}
-	}
-	files = append(files, path)
+	path := filepath.Join(t.TempDir(), "w.log")
+	stop := startShellWriter(t, path)
+	rotations := rotateUntil(t, path, 4<<10, generations, 20)
+	written := stop()
 
 	next, lost := 0, 0
-	for _, file := range files {
-		first := true
-		for _, n := range readNumberedLines(t, file) {
+	for _, file := range generationsThenLive(path, generations) {
+		for i, n := range parseLines(t, readFile(t, file)) {
 			switch {
 			case n == next:
-			case n > next && first:
+			case n > next && i == 0:
 				lost += n - next
 			default:
 				t.Fatalf("%s: line %d where %d was due (duplicated, reordered or lost mid-file)", file, n, next)
 			}
-			first = false
 			next = n + 1
 		}
 	}
-	lost += lines - next
-	t.Logf("%d lines over %d rotations, %d lost at rotation boundaries", lines, rotations, lost)
-	if lost > lines/100 {
+	if next != written {
+		t.Fatalf("last line on disk is %d, the writer wrote %d", next-1, written)
+	}
+	t.Logf("%d lines over %d rotations, %d lost at rotation boundaries", written, rotations, lost)
+	if lost > written/100 {
 		t.Errorf("lost %d lines in %d rotations, more than the truncate window explains", lost, rotations)
 	}
-}
-
-// readNumberedLines parses a file of "line N" lines, failing on anything
-// torn or malformed.
-func readNumberedLines(t *testing.T, path string) []int {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var ns []int
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		n, err := strconv.Atoi(strings.TrimPrefix(sc.Text(), "line "))
-		if err != nil || !strings.HasPrefix(sc.Text(), "line ") {
-			t.Fatalf("%s: malformed line %q", path, sc.Text())
-		}
-		ns = append(ns, n)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ns
 }
 
 func assertNoTempFiles(t *testing.T, dir string) {

@@ -9,7 +9,7 @@ import (
 // variables, so they follow the DNS label rule.
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-const nameRule = "must be 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+const nameRule = "1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
 
 func validName(s string) bool { return nameRE.MatchString(s) }
 

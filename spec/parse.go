@@ -11,9 +11,10 @@ import (
 
 // Parse reads workloads from YAML (one or more documents separated by ---,
 // each a workload or a list of workloads) or JSON (one object or an array of
-// objects).
-// Every workload comes back with defaults applied and validated; errors carry
-// the source line when it is known.
+// objects); input starting with '{' or '[' is tried as JSON first. Every
+// workload comes back with defaults applied and validated. Errors carry the
+// source line when it is known, and wrap a *FieldError when they concern a
+// field.
 func Parse(data []byte) ([]*Workload, error) {
 	roots, err := readDocuments(data)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 func (w *Workload) Validate() error {
 	var p problems
 	if !validName(w.Name) {
-		p.add("name", "%s", nameRule)
+		p.add("name", "must be %s", nameRule)
 	}
 	w.validateKind(&p)
 	w.validateCommand(&p)
@@ -33,7 +33,7 @@ func (w *Workload) Validate() error {
 	}
 	w.validateEndpoints(&p)
 	if w.Network != NetworkHost && !validName(w.Network) {
-		p.add("network", "must be %q or a network name that %s", NetworkHost, strings.TrimPrefix(nameRule, "must be "))
+		p.add("network", "must be %q or a network name of %s", NetworkHost, nameRule)
 	}
 	w.Restart.validate(&p)
 	w.Stop.validate(&p)
@@ -128,7 +128,7 @@ func (w *Workload) validateAfter(p *problems) {
 		field := indexPath("after", i)
 		switch {
 		case !validName(name):
-			p.add(field, "%s", nameRule)
+			p.add(field, "must be %s", nameRule)
 		case name == w.Name:
 			p.add(field, "a workload cannot wait for itself")
 		case seen[name]:

@@ -16,7 +16,7 @@ func (w *Workload) validateEndpoints(p *problems) {
 		if j, dup := names[e.Name]; dup {
 			p.add(joinPath(field, "name"), "%q is already the name of endpoints[%d]", e.Name, j)
 		} else if !validName(e.Name) {
-			p.add(joinPath(field, "name"), "%s", nameRule)
+			p.add(joinPath(field, "name"), "must be %s", nameRule)
 		}
 		names[e.Name] = i
 		if !apis[e.API] {

@@ -283,6 +283,9 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 	if s.drivers[sp.Kind] == nil {
 		return nil, fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, sp.Kind)
 	}
+	if err := unsupported(sp); err != nil {
+		return nil, err
+	}
 	if _, err := makePlan(sp); err != nil {
 		return nil, err
 	}

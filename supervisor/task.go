@@ -56,8 +56,7 @@ func allocatePorts(w *spec.Workload) ([]api.PortMapping, error) {
 				Endpoint: ep.Name, API: ep.API,
 			})
 		default:
-			return nil, fmt.Errorf("%w: endpoints[%d].port: %s ports are not supported by this daemon yet",
-				errdefs.ErrInvalid, i, ep.Port.Mode)
+			return nil, fmt.Errorf("%w: endpoints[%d].port: %s ports", errdefs.ErrNotImplemented, i, ep.Port.Mode)
 		}
 		out = append(out, api.PortMapping{
 			Workload: w.Name, Endpoint: ep.Name, API: ep.API, Port: port, Network: w.Network,
