@@ -1,0 +1,174 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func task(t *testing.T, args ...string) *driver.Task {
+	t.Helper()
+	log, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	return &driver.Task{
+		Workload: "t",
+		Spec:     &spec.Workload{Name: "t", Command: args},
+		Args:     args,
+		Env:      []string{"PATH=/usr/bin:/bin"},
+		Log:      log,
+	}
+}
+
+func wait(t *testing.T, p driver.Process) driver.Exit {
+	t.Helper()
+	select {
+	case <-p.Done():
+		return p.Exit()
+	case <-time.After(10 * time.Second):
+		t.Fatal("process did not end")
+		return driver.Exit{}
+	}
+}
+
+func TestExitStatusAndSignal(t *testing.T) {
+	p, err := Driver{}.Start(context.Background(), task(t, "sh", "-c", "exit 7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, p); e.Code != 7 || e.Signal != "" || e.Unknown {
+		t.Fatalf("exit = %+v, want code 7", e)
+	}
+	p, err = Driver{}.Start(context.Background(), task(t, "sleep", "100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, p); e.Signal != "SIGUSR1" {
+		t.Fatalf("exit = %+v, want SIGUSR1", e)
+	}
+}
+
+func TestStartFailuresAreExecErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*driver.Task)
+		want string
+	}{
+		{"missing program", func(tk *driver.Task) { tk.Args = []string{"/nonexistent/prog"} }, "/nonexistent/prog"},
+		{"not on PATH", func(tk *driver.Task) { tk.Args = []string{"no-such-program-here"} }, "no-such-program-here"},
+		{"not executable", func(tk *driver.Task) { tk.Args = []string{"/etc/hostname"} }, "/etc/hostname"},
+		{"missing workdir", func(tk *driver.Task) { tk.Spec.Workdir = "/nonexistent/dir" }, "workdir"},
+		{"unknown user", func(tk *driver.Task) { tk.Spec.User = "no-such-user-here" }, "no-such-user-here"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tk := task(t, "true")
+			tt.mod(tk)
+			_, err := Driver{}.Start(context.Background(), tk)
+			if !errors.Is(err, driver.ErrExec) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Start error %v: want ErrExec naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReleaseLeavesTheProcessAndRecoverAdoptsIt(t *testing.T) {
+	p, err := Driver{}.Start(context.Background(), task(t, "sleep", "100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.State()
+	p.Release()
+	if err := syscall.Kill(st.PID, 0); err != nil {
+		t.Fatalf("released process is gone: %v", err)
+	}
+
+	// A record whose start time does not match is a different process
+	// that reused the pid: never adopted.
+	wrong := st
+	wrong.StartTicks++
+	if _, err := (Driver{}).Recover(context.Background(), wrong); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("Recover with a wrong start time: %v, want ErrNotFound", err)
+	}
+	otherBoot := st
+	otherBoot.BootID = "another-boot"
+	if _, err := (Driver{}).Recover(context.Background(), otherBoot); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("Recover from another boot: %v, want ErrNotFound", err)
+	}
+
+	q, err := Driver{}.Recover(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Not our child any more after Release: the status is unknown.
+	if e := wait(t, q); !e.Unknown {
+		t.Fatalf("adopted exit = %+v, want unknown", e)
+	}
+	// The released child is still ours to reap.
+	var ws syscall.WaitStatus
+	_, _ = syscall.Wait4(st.PID, &ws, 0, nil)
+}
+
+func TestLeaderExitKillsItsGroup(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "child")
+	p, err := Driver{}.Start(context.Background(), task(t, "sh", "-c", "sleep 100 & echo $! > "+pidfile+"; exit 0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, p)
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := strings.TrimSpace(string(b))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + child + "/stat")
+		if err != nil || strings.Contains(string(stat), ") Z") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %s outlived its group leader", child)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestUserCredentials(t *testing.T) {
+	a, err := lookupUser("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	if a.uid != 65534 {
+		t.Fatalf("nobody has uid %d", a.uid)
+	}
+	byID, err := lookupUser("65534")
+	if err != nil || byID.name != a.name {
+		t.Fatalf("lookup by uid: %+v, %v", byID, err)
+	}
+	env := a.fillEnv([]string{"HOME=/custom"})
+	if strings.Join(env, " ") != "HOME=/custom USER=nobody LOGNAME=nobody" {
+		t.Fatalf("fillEnv = %q", env)
+	}
+}
