@@ -20,6 +20,8 @@ import (
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/supervisor"
 )
 
@@ -35,6 +37,8 @@ type daemonConfig struct {
 	runDir      string
 	logLevel    string
 	stopOnExit  bool
+	logMaxSize  string
+	logGens     int
 }
 
 func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
@@ -45,6 +49,8 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.stateDir, "state-dir", "/var/lib/flyd", "specs and logs")
 	fs.StringVar(&cfg.runDir, "run-dir", "/run/flyd", "runtime state")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&cfg.logMaxSize, "log-max-size", "10Mi", "rotate a workload's log file at this size")
+	fs.IntVar(&cfg.logGens, "log-generations", logfile.DefaultGenerations, "rotated log files kept per workload")
 	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
 	return fs
 }
@@ -64,6 +70,9 @@ func cmdDaemon(ctx context.Context, c *cli, args []string) error {
 	}
 	if err := applyConfigFile(fs, cfg.config); err != nil {
 		return err
+	}
+	if _, err := spec.ParseSize(cfg.logMaxSize); err != nil || cfg.logGens < 1 {
+		return usagef("--log-max-size must be a size like 10Mi and --log-generations at least 1")
 	}
 	log, err := newLogger(cfg.logLevel)
 	if err != nil {
@@ -107,13 +116,16 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	}
 	defer os.Remove(cfg.socket)
 
+	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
 	sup, err := supervisor.New(supervisor.Config{
-		StateDir:    cfg.stateDir,
-		RunDir:      cfg.runDir,
-		Drivers:     []driver.Driver{native.Driver{}},
-		Logger:      log,
-		Version:     version,
-		StopOnClose: cfg.stopOnExit,
+		LogMaxSize:     int64(maxSize),
+		LogGenerations: cfg.logGens,
+		StateDir:       cfg.stateDir,
+		RunDir:         cfg.runDir,
+		Drivers:        []driver.Driver{native.Driver{}},
+		Logger:         log,
+		Version:        version,
+		StopOnClose:    cfg.stopOnExit,
 	})
 	if err != nil {
 		l.Close()
