@@ -430,9 +430,14 @@ func (w *workload) restore(rec specRecord) {
 	if err != nil {
 		w.log.Warn("unreadable run record", zap.Error(err))
 	}
+	drv := w.s.drivers[rec.Spec.Kind]
+	if drv == nil {
+		w.rest(api.StateFailed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
+		return
+	}
 	if ok {
 		w.update(func(v *api.Workload) { v.Restarts = run.Restarts })
-		if p, err := w.s.drivers[rec.Spec.Kind].Recover(w.s.ctx, run.Process); err == nil {
+		if p, err := drv.Recover(w.s.ctx, run.Process); err == nil {
 			w.proc = p
 			st := p.State()
 			w.update(func(v *api.Workload) {
