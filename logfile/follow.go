@@ -16,29 +16,34 @@ import (
 // Follow runs; each call reads it once.
 var FollowPollInterval = 100 * time.Millisecond
 
-// fingerprintLen is how many of the last bytes read Follow keeps to find
-// its place again in a generation after a rotation.
+// fingerprintLen is how many bytes Follow compares to tell whether a
+// file still holds what it read there.
 const fingerprintLen = 64
 
 // Follow writes the last n lines of the log at path (as Tail does) and
 // then everything appended to it, until ctx is done. After each write it
 // calls Flush if w has one, so an http.ResponseWriter streams.
 //
-// Follow keeps its offset in the live file. When the file no longer
-// holds what Follow read up to that offset (normally it became shorter),
-// Rotate has moved its content to path.1: Follow first writes what path.1
-// holds beyond the offset (written between its last read and the
-// rotation), then continues from the start of the live file, so nothing
-// is lost or repeated. It finds its place by matching the last bytes it
-// read, so it also copes with a live file that grew back past the offset,
-// or several rotations, between two polls. It cannot recover more
-// rotations than there are generations between two polls, nor tell a
-// rotation from a workload rewriting exactly the same bytes at the same
-// offsets.
+// Follow keeps its offset in the live file. When Rotate moves the live
+// file's content to path.1, Follow first writes what path.1 holds beyond
+// that offset (written between its last read and the rotation), then
+// continues from the start of the live file, so nothing is lost or
+// repeated. It tells generations apart by identity rather than by name,
+// and writes nothing it read from the live file until it has checked
+// that no rotation took the file meanwhile, so several rotations between
+// two polls, or a rotation caught half-way, are handled too.
+//
+// What Follow cannot recover: generations dropped before it saw them
+// (more rotations than generations within one poll interval), and bytes
+// destroyed in Rotate's loss window before it read them. It notices a
+// truncation by comparing bytes, so it assumes a workload does not
+// rewrite, right after a rotation, exactly the bytes the file held
+// before at the same offsets.
 //
 // If the file does not exist yet Follow waits for it, and if it is
 // removed or replaced Follow moves on to the new file at path, from its
-// start.
+// start. A live file truncated by something other than Rotate is
+// followed from its new start.
 //
 // Follow returns nil once ctx is done, within one poll interval; that is
 // the normal way to stop it. A non-nil error means reading the log or
@@ -51,7 +56,7 @@ func Follow(ctx context.Context, w io.Writer, path string, n int, generations in
 		path:        path,
 		generations: generations,
 		interval:    FollowPollInterval,
-		buf:         make([]byte, 32<<10),
+		buf:         make([]byte, 64<<10),
 	}
 	if f, ok := w.(interface{ Flush() }); ok {
 		fl.flush = f.Flush
@@ -80,33 +85,56 @@ type follower struct {
 	live *os.File // nil while the file does not exist
 	off  int64    // how much of live has been written to w
 	last []byte   // the bytes of live just before off, at most fingerprintLen
+	// prev is the newest generation already accounted for: written to w,
+	// or older than what Follow started from. Generations newer than it
+	// hold data rotated out of the live file since.
+	prev os.FileInfo
 }
 
 // start writes the initial tail and sets the offset to exactly where
 // that tail ended, so nothing appended meanwhile is skipped or repeated.
 func (fl *follower) start(n int) error {
-	f, err := os.Open(fl.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // everything in it will be new once it appears
+	if err := fl.openLive(); err != nil || fl.live == nil {
+		return err
 	}
+	fi, err := fl.live.Stat()
 	if err != nil {
 		return err
 	}
-	fl.live = f
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if err := tailFrom(fl.w, f, fi.Size(), fl.path, n, fl.generations); err != nil {
+	if err := tailFrom(fl.w, fl.live, fi.Size(), fl.path, n, fl.generations); err != nil {
 		return err
 	}
 	fl.flush()
 	fl.off = fi.Size()
 	last := make([]byte, min(fl.off, fingerprintLen))
-	if _, err := f.ReadAt(last, fl.off-int64(len(last))); err != nil {
+	// Short only if a rotation truncated the file just now; the mismatch
+	// then makes the first poll look for that rotation, as it should.
+	if _, err := fl.live.ReadAt(last, fl.off-int64(len(last))); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	fl.last = last
+	return nil
+}
+
+// openLive opens the live file, if there is one, to be read from its
+// start, and takes the generations that exist now as already seen.
+func (fl *follower) openLive() error {
+	f, err := os.Open(fl.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fl.live, fl.off, fl.last, fl.prev = f, 0, nil, nil
+	gens, _, err := fl.newGenerations()
+	if err != nil {
+		return err
+	}
+	if len(gens) > 0 {
+		fl.prev = gens[len(gens)-1].fi
+	}
+	closeAll(gens)
 	return nil
 }
 
@@ -121,79 +149,71 @@ func (fl *follower) sleep() bool {
 	}
 }
 
+// poll writes whatever the log gained since the last poll.
+//
+// Each chunk is read from the live file first and written only once it
+// is known to still belong where Follow was reading: checked afterwards,
+// the live file is unchanged and no rotation has finished. Otherwise the
+// chunk is dropped and read again from wherever it is now, the new
+// generations or the new live file, so a rotation at any moment neither
+// loses nor repeats it.
 func (fl *follower) poll() error {
 	if fl.live == nil {
-		f, err := os.Open(fl.path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
+		if err := fl.openLive(); err != nil || fl.live == nil {
 			return err
 		}
-		fl.live, fl.off, fl.last = f, 0, nil
 	}
 	fi, err := fl.live.Stat()
 	if err != nil {
 		return err
 	}
-	rotated, err := fl.rotated(fi.Size())
-	if err != nil {
-		return err
-	}
-	if rotated {
-		if err := fl.catchUp(); err != nil {
-			return err
-		}
-		fl.off, fl.last = 0, nil
-	}
-	if err := fl.copyLive(); err != nil {
-		return err
-	}
-	// Checked after draining so the old file's last bytes are not lost.
-	if cur, err := os.Stat(fl.path); err != nil || !os.SameFile(cur, fi) {
-		fl.closeLive()
-	}
-	return nil
-}
-
-// rotated reports whether the live file is no longer the one Follow has
-// read up to off. Shrinking is the usual sign; comparing the bytes before
-// off also catches a live file that was truncated and has already grown
-// back past off since the last poll.
-func (fl *follower) rotated(size int64) (bool, error) {
-	if size < fl.off {
-		return true, nil
-	}
-	if fl.off == 0 {
-		return false, nil
-	}
-	seen := make([]byte, len(fl.last))
-	n, err := fl.live.ReadAt(seen, fl.off-int64(len(seen)))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, err
-	}
-	return !bytes.Equal(seen[:n], fl.last), nil
-}
-
-// copyLive writes everything in the live file past off.
-func (fl *follower) copyLive() error {
 	for fl.ctx.Err() == nil {
 		n, err := fl.live.ReadAt(fl.buf, fl.off)
-		if n > 0 {
-			if err := fl.write(fl.buf[:n]); err != nil {
-				return err
-			}
-			fl.off += int64(n)
-			fl.remember(fl.buf[:n])
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
 		}
-		if errors.Is(err, io.EOF) || n == 0 {
-			return nil
-		}
+		// In this order: Rotate renames a generation into place before it
+		// truncates, so a change seen first is explained by the rotation
+		// catchUp then finds, if it was one.
+		unchanged, err := holdsAt(fl.live, fl.off, fl.last)
 		if err != nil {
 			return err
 		}
+		rotated, err := fl.catchUp()
+		if err != nil {
+			return err
+		}
+		switch {
+		case rotated:
+			continue
+		case !unchanged:
+			fl.off, fl.last = 0, nil // truncated by someone else: nothing to recover
+			continue
+		case n == 0:
+			// Checked after draining so the old file's last bytes are not
+			// lost.
+			if cur, err := os.Stat(fl.path); err != nil || !os.SameFile(cur, fi) {
+				fl.closeLive()
+			}
+			return nil
+		}
+		if err := fl.write(fl.buf[:n]); err != nil {
+			return err
+		}
+		fl.off += int64(n)
+		fl.remember(fl.buf[:n])
 	}
 	return nil
+}
+
+// holdsAt reports whether f holds want just before offset end.
+func holdsAt(f *os.File, end int64, want []byte) (bool, error) {
+	got := make([]byte, len(want))
+	n, err := f.ReadAt(got, end-int64(len(want)))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return n == len(want) && bytes.Equal(got, want), nil
 }
 
 func (fl *follower) remember(p []byte) {
@@ -213,69 +233,6 @@ func (fl *follower) write(p []byte) error {
 	}
 	fl.flush()
 	return nil
-}
-
-// catchUp runs after the live file shrank. It finds the generation that
-// holds the live file as it was when Follow last read it (normally
-// path.1) and writes the rest of it, then any newer generations whole.
-// If none matches, the file was truncated by something other than
-// Rotate and there is nothing to recover.
-func (fl *follower) catchUp() error {
-	for k := 1; k <= fl.generations; k++ {
-		found, err := fl.writeGenerationFrom(k, fl.off)
-		if err != nil {
-			return err
-		}
-		if !found {
-			continue
-		}
-		for newer := k - 1; newer >= 1; newer-- {
-			if _, err := fl.writeGenerationFrom(newer, 0); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return nil
-}
-
-// writeGenerationFrom writes generation k from offset off if its bytes
-// just before off are the ones Follow last read from the live file, and
-// reports whether it did. A missing generation does not match.
-func (fl *follower) writeGenerationFrom(k int, off int64) (bool, error) {
-	g, err := os.Open(genPath(fl.path, k))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer g.Close()
-	if off > 0 {
-		seen := make([]byte, len(fl.last))
-		n, err := g.ReadAt(seen, off-int64(len(seen)))
-		if n < len(seen) || !bytes.Equal(seen, fl.last) {
-			return false, nil
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, err
-		}
-	}
-	for {
-		n, err := g.ReadAt(fl.buf, off)
-		if n > 0 {
-			if err := fl.write(fl.buf[:n]); err != nil {
-				return true, err
-			}
-			off += int64(n)
-		}
-		if errors.Is(err, io.EOF) || n == 0 {
-			return true, nil
-		}
-		if err != nil {
-			return true, err
-		}
-	}
 }
 
 func (fl *follower) closeLive() {

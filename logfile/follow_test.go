@@ -2,6 +2,7 @@ package logfile
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -12,13 +13,16 @@ import (
 	"time"
 )
 
+// logChange is something done to the log at path while Follow runs.
+type logChange = func(t *testing.T, path string)
+
 // followStep changes the log, then Follow's whole output must become want.
 type followStep struct {
-	do   func(t *testing.T, path string)
+	do   logChange
 	want string
 }
 
-func appendStep(s string) func(*testing.T, string) {
+func appendStep(s string) logChange {
 	return func(t *testing.T, path string) { appendFile(t, path, s) }
 }
 
@@ -117,7 +121,7 @@ func TestFollow(t *testing.T) {
 			}()
 			for i, s := range tt.steps {
 				s.do(t, path)
-				waitFor(t, "step "+strconv.Itoa(i), func() bool { return out.String() == s.want })
+				waitForOutput(t, out, s.want, "step "+strconv.Itoa(i))
 			}
 			// Give a late duplicate the chance to show up.
 			time.Sleep(10 * FollowPollInterval)
@@ -128,86 +132,130 @@ func TestFollow(t *testing.T) {
 	}
 }
 
-// TestFollowCatchUp drives the follower poll by poll, so each rotation
+// TestFollowCatchUp drives the follower poll by poll, so each change
 // lands exactly between two polls; TestFollow cannot choose its timing.
+// Some changes stop a rotation half-way, as a poll can catch it.
 func TestFollowCatchUp(t *testing.T) {
+	rotateKeepingOne := func(t *testing.T, path string) {
+		if _, err := Rotate(path, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The two halves of a rotation of a log with 3 generations.
+	shift := func(t *testing.T, path string) {
+		if err := shiftGenerations(path, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyToFirst := func(t *testing.T, path string) { writeFile(t, genPath(path, 1), readFile(t, path)) }
+	truncate := func(t *testing.T, path string) {
+		if err := os.Truncate(path, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type poll struct {
+		change []logChange
+		want   string // what the poll after the change writes
+	}
 	tests := []struct {
-		name   string
-		change func(t *testing.T, path string)
-		want   string // output of the poll after the change
+		name        string
+		oldGen      bool // a generation exists before Follow starts
+		generations int
+		polls       []poll
 	}{
 		{
 			name: "written just before the rotation",
-			change: func(t *testing.T, path string) {
-				appendFile(t, path, "b\n")
-				rotateStep(t, path)
+			polls: []poll{
+				{[]logChange{appendStep("b\n"), rotateStep}, "b\n"},
+				{nil, ""},
 			},
-			want: "b\n",
 		},
 		{
 			name: "written before and after the rotation",
-			change: func(t *testing.T, path string) {
-				appendFile(t, path, "b\n")
-				rotateStep(t, path)
-				appendFile(t, path, "c\n")
+			polls: []poll{
+				{[]logChange{appendStep("b\n"), rotateStep, appendStep("c\n")}, "b\nc\n"},
+				{nil, ""},
 			},
-			want: "b\nc\n",
 		},
 		{
 			name: "live file grew back past the offset",
-			change: func(t *testing.T, path string) {
-				appendFile(t, path, "b\n")
-				rotateStep(t, path)
-				appendFile(t, path, "a much longer line than before\n")
+			polls: []poll{
+				{[]logChange{appendStep("b\n"), rotateStep, appendStep("a much longer line than before\n")}, "b\na much longer line than before\n"},
 			},
-			want: "b\na much longer line than before\n",
 		},
 		{
 			name: "two rotations",
-			change: func(t *testing.T, path string) {
-				appendFile(t, path, "b\n")
-				rotateStep(t, path)
-				appendFile(t, path, "c\n")
-				rotateStep(t, path)
-				appendFile(t, path, "d\n")
+			polls: []poll{
+				{[]logChange{appendStep("b\n"), rotateStep, appendStep("c\n"), rotateStep, appendStep("d\n")}, "b\nc\nd\n"},
+				{nil, ""},
 			},
-			want: "b\nc\nd\n",
+		},
+		{
+			name: "after earlier rotations",
+			polls: []poll{
+				{[]logChange{appendStep("b\n"), rotateStep}, "b\n"},
+				{[]logChange{appendStep("c\n"), rotateStep}, "c\n"},
+				{[]logChange{appendStep("d\n"), rotateStep, appendStep("e\n")}, "d\ne\n"},
+			},
+		},
+		{
+			name: "rotation caught after its shift",
+			polls: []poll{
+				{[]logChange{appendStep("b\n"), rotateStep}, "b\n"},
+				{[]logChange{appendStep("c\n"), shift}, "c\n"},
+				{[]logChange{appendStep("d\n"), copyToFirst, truncate, appendStep("e\n")}, "d\ne\n"},
+			},
+		},
+		{
+			name: "rotation caught between rename and truncate",
+			polls: []poll{
+				{[]logChange{appendStep("b\n"), shift, copyToFirst}, "b\n"},
+				{[]logChange{truncate, appendStep("c\n")}, "c\n"},
+				{nil, ""},
+			},
+		},
+		{
+			name:        "more rotations than generations",
+			oldGen:      true,
+			generations: 1,
+			polls: []poll{
+				// "b" was dropped by the second rotation before Follow saw it.
+				{[]logChange{appendStep("b\n"), rotateKeepingOne, appendStep("c\n"), rotateKeepingOne, appendStep("d\n")}, "c\nd\n"},
+			},
 		},
 		{
 			name: "truncated by someone else",
-			change: func(t *testing.T, path string) {
-				if err := os.Truncate(path, 0); err != nil {
-					t.Fatal(err)
-				}
-				appendFile(t, path, "x\n")
+			polls: []poll{
+				{[]logChange{truncate, appendStep("x\n")}, "x\n"},
 			},
-			want: "x\n",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "w.log")
 			writeFile(t, path, "first line\n")
+			if tt.oldGen {
+				writeFile(t, genPath(path, 1), "before Follow\n")
+			}
+			generations := cmp.Or(tt.generations, 3)
 			var out bytes.Buffer
-			fl := &follower{ctx: context.Background(), w: &out, flush: func() {}, path: path, generations: 3, buf: make([]byte, 7)}
+			fl := &follower{ctx: context.Background(), w: &out, flush: func() {}, path: path, generations: generations, buf: make([]byte, 7)}
 			defer fl.closeLive()
-			if err := fl.start(10); err != nil {
+			if err := fl.start(0); err != nil {
 				t.Fatal(err)
 			}
 			out.Reset()
-			tt.change(t, path)
-			if err := fl.poll(); err != nil {
-				t.Fatal(err)
-			}
-			if got := out.String(); got != tt.want {
-				t.Errorf("poll wrote %q, want %q", got, tt.want)
-			}
-			out.Reset()
-			if err := fl.poll(); err != nil {
-				t.Fatal(err)
-			}
-			if got := out.String(); got != "" {
-				t.Errorf("second poll repeated %q", got)
+			for i, p := range tt.polls {
+				for _, change := range p.change {
+					change(t, path)
+				}
+				if err := fl.poll(); err != nil {
+					t.Fatal(err)
+				}
+				if got := out.String(); got != p.want {
+					t.Errorf("poll %d wrote %q, want %q", i, got, p.want)
+				}
+				out.Reset()
 			}
 		})
 	}
@@ -215,10 +263,9 @@ func TestFollowCatchUp(t *testing.T) {
 
 // TestFollowUnderConcurrentWriter follows a child process writing
 // numbered lines while the file is rotated under it. Follow's output
-// must hold every line that is on disk at the end, in order, once.
-// Lines destroyed by Rotate's truncate window (see
-// TestRotateUnderConcurrentWriter) may be absent from disk; Follow may
-// or may not have read them before they were destroyed.
+// must hold every line that is on disk at the end, in order, once. Lines
+// destroyed in Rotate's loss window (see TestRotateUnderConcurrentWriter)
+// are not on disk, and Follow may or may not have read them first.
 func TestFollowUnderConcurrentWriter(t *testing.T) {
 	const generations = 1000
 	path := filepath.Join(t.TempDir(), "w.log")
@@ -234,7 +281,7 @@ func TestFollowUnderConcurrentWriter(t *testing.T) {
 	go func() { followDone <- Follow(ctx, out, path, 0, generations) }()
 
 	stop := startShellWriter(t, path)
-	rotations := rotateUntil(t, path, 8<<10, generations, 20)
+	windows := rotateUntil(t, path, 8<<10, generations, 20)
 	written := stop()
 	waitFor(t, "Follow to reach the end", func() bool {
 		return strings.HasSuffix(out.String(), "end "+strconv.Itoa(written)+"\n")
@@ -248,7 +295,7 @@ func TestFollowUnderConcurrentWriter(t *testing.T) {
 	for _, file := range generationsThenLive(path, generations) {
 		disk.WriteString(readFile(t, file))
 	}
-	followed := parseLines(t, out.String())
+	followed := streamLines(t, out.String())
 	for i := 1; i < len(followed); i++ {
 		if followed[i] <= followed[i-1] {
 			t.Fatalf("Follow wrote line %d after line %d", followed[i], followed[i-1])
@@ -258,17 +305,33 @@ func TestFollowUnderConcurrentWriter(t *testing.T) {
 	for _, n := range followed {
 		seen[n] = true
 	}
-	onDisk := parseLines(t, disk.String())
+	onDisk := streamLines(t, disk.String())
 	missed := 0
 	for _, n := range onDisk {
 		if !seen[n] {
 			missed++
 		}
 	}
-	t.Logf("%d rotations; Follow wrote %d lines, %d on disk, %d written", rotations, len(followed), len(onDisk), written)
+	t.Logf("%d rotations; %d lines written, %d on disk, %d followed", len(windows), written, len(onDisk), len(followed))
 	if missed > 0 {
 		t.Errorf("Follow missed %d lines that are on disk", missed)
 	}
+}
+
+// streamLines returns the numbers of the whole lines in the
+// concatenation of a log's files. A line torn by a rotation (see
+// checkStream) runs into the next one, as in "line 12line 13"; only the
+// last, whole line of such a run counts.
+func streamLines(t *testing.T, s string) []int {
+	t.Helper()
+	var ns []int
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		if l = l[max(0, strings.LastIndex(l, "line ")):]; l == "" || strings.HasPrefix(l, "end ") {
+			continue
+		}
+		ns = append(ns, parseLines(t, l)...)
+	}
+	return ns
 }
 
 func TestFollowFlushes(t *testing.T) {

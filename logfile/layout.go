@@ -14,6 +14,25 @@ func genPath(path string, k int) string {
 	return path + "." + strconv.Itoa(k)
 }
 
+// openGeneration opens generation k of the live file at path. A missing
+// generation is not an error but a nil file: rotation shifts names, and a
+// failed one can leave a gap.
+func openGeneration(path string, k int) (*os.File, os.FileInfo, error) {
+	f, err := os.Open(genPath(path, k))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
 // tempPattern names a generation while Rotate writes it. The suffix is
 // not a number so nothing mistakes it for a finished generation.
 func tempPattern(path string) string {

@@ -84,3 +84,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// waitForOutput waits until out holds exactly want, and on timeout says
+// what it holds instead.
+func waitForOutput(t *testing.T, out *syncBuffer, want, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for out.String() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: output %q, want %q", what, out.String(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

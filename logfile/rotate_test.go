@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRotate(t *testing.T) {
@@ -188,44 +191,70 @@ func TestRotateRecopies(t *testing.T) {
 // process writes numbered lines as fast as it can to an inherited
 // O_APPEND descriptor, as a workload does.
 //
-// Asserted exactly: no line is duplicated, reordered or torn, and a
-// missing line is only ever missing at a rotation boundary, never inside
-// a file. Zero loss is not asserted, because it does not hold: a write
-// that completes between Rotate's last read and its truncate is
-// destroyed by the truncate, and no re-copy can close that gap without
-// the writer's cooperation. Against this writer (a shell printing about
-// 400,000 lines a second) that costs about one line per rotation; a
-// workload writing less than a line per few microseconds almost never
-// hits it. The count is logged; the bound of 1% is loose on purpose so
-// a busy machine descheduling Rotate mid-window does not fail the test,
-// while a regression that loses whole copy rounds still does.
+// Zero loss is not asserted, because it does not hold: a write that
+// completes between Rotate's last read and its truncate is destroyed by
+// the truncate, and no re-copy can close that gap without the writer's
+// cooperation (TestRotateRecopies proves the re-copy catches everything
+// before it). What is asserted holds however the machine schedules: no
+// line is duplicated, reordered or torn mid-file, and lines go missing
+// only at rotation boundaries. How many go missing depends on scheduling,
+// so it is logged, and bounded in time by TestRotateLosesOnlyInWindow.
 func TestRotateUnderConcurrentWriter(t *testing.T) {
 	const generations = 1000 // enough that nothing is dropped
 	path := filepath.Join(t.TempDir(), "w.log")
 	stop := startShellWriter(t, path)
-	rotations := rotateUntil(t, path, 4<<10, generations, 20)
+	windows := rotateUntil(t, path, 4<<10, generations, 20)
 	written := stop()
+	lost, torn := checkStream(t, path, generations, written)
+	t.Logf("%d lines over %d rotations: %d lost at rotation boundaries, %d of them torn", written, len(windows), len(lost), torn)
+}
 
-	next, lost := 0, 0
-	for _, file := range generationsThenLive(path, generations) {
-		for i, n := range parseLines(t, readFile(t, file)) {
-			switch {
-			case n == next:
-			case n > next && i == 0:
-				lost += n - next
+// TestRotateLosesOnlyInWindow writes numbered lines from this process,
+// timing every write, and checks that each lost line was being written
+// during some rotation's loss window (its final drain and truncate), so
+// the loss is bounded by that window however long the scheduler makes it.
+func TestRotateLosesOnlyInWindow(t *testing.T) {
+	const generations = 1000
+	path := filepath.Join(t.TempDir(), "w.log")
+	w, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var writes []window // writes[i] is when line i was written
+	stop, stopped := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var line []byte
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				stopped <- nil
+				return
 			default:
-				t.Fatalf("%s: line %d where %d was due (duplicated, reordered or lost mid-file)", file, n, next)
 			}
-			next = n + 1
+			line = strconv.AppendInt(append(line[:0], "line "...), int64(i), 10)
+			line = append(line, '\n')
+			start := time.Now()
+			if _, err := w.Write(line); err != nil {
+				stopped <- err
+				return
+			}
+			writes = append(writes, window{start, time.Now()})
+		}
+	}()
+	windows := rotateUntil(t, path, 4<<10, generations, 20)
+	close(stop)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+
+	lost, torn := checkStream(t, path, generations, len(writes))
+	for _, n := range lost {
+		if !slices.ContainsFunc(windows, writes[n].overlaps) {
+			t.Errorf("line %d was lost but written outside every loss window", n)
 		}
 	}
-	if next != written {
-		t.Fatalf("last line on disk is %d, the writer wrote %d", next-1, written)
-	}
-	t.Logf("%d lines over %d rotations, %d lost at rotation boundaries", written, rotations, lost)
-	if lost > written/100 {
-		t.Errorf("lost %d lines in %d rotations, more than the truncate window explains", lost, rotations)
-	}
+	t.Logf("%d lines over %d rotations: %d lost, %d of them torn, all inside a loss window", len(writes), len(windows), len(lost), torn)
 }
 
 func assertNoTempFiles(t *testing.T, dir string) {

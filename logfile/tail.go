@@ -20,7 +20,9 @@ var tailChunk = 32 << 10
 //
 // n <= 0 writes the whole live file and no generation. A missing live
 // file or generation reads as empty: the workload may not have written
-// anything yet, and a failed rotation can leave a gap.
+// anything yet, and a failed rotation can leave a gap. Tail takes no
+// lock, so while a rotation is under way it may repeat or miss some of
+// what is being moved; use Follow for an exact stream.
 func Tail(w io.Writer, path string, n int, generations int) error {
 	live, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -61,47 +63,30 @@ func tailFrom(w io.Writer, live *os.File, size int64, path string, n, generation
 		}
 	}()
 	s := newLineScanner(n)
-	k := 0
-	for {
-		cur := segs[len(segs)-1]
-		found, start, err := s.scan(cur)
+	for k := 0; ; {
+		found, start, err := s.scan(segs[len(segs)-1])
 		if err != nil {
 			return err
 		}
 		if found {
 			return writeSegments(w, segs, start)
 		}
-		next, err := openGeneration(path, &k, generations)
-		if err != nil {
-			return err
+		var next segment
+		for next.f == nil && k < generations {
+			k++
+			f, fi, err := openGeneration(path, k)
+			if err != nil {
+				return err
+			}
+			if f != nil {
+				next = segment{f, fi.Size()}
+			}
 		}
 		if next.f == nil {
 			return writeSegments(w, segs, 0)
 		}
 		segs = append(segs, next)
 	}
-}
-
-// openGeneration opens the next existing generation after *k, skipping
-// gaps, and returns a nil file once there are none left.
-func openGeneration(path string, k *int, generations int) (segment, error) {
-	for *k < generations {
-		*k++
-		f, err := os.Open(genPath(path, *k))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return segment{}, err
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return segment{}, err
-		}
-		return segment{f, fi.Size()}, nil
-	}
-	return segment{}, nil
 }
 
 // writeSegments writes the oldest segment from start and every newer one

@@ -55,26 +55,37 @@ func startShellWriter(t *testing.T, path string) (stop func() int) {
 	}
 }
 
+// window is a span of time during which a write may be lost.
+type window struct{ start, end time.Time }
+
+func (w window) overlaps(o window) bool {
+	return !w.start.After(o.end) && !o.start.After(w.end)
+}
+
 // rotateUntil calls Rotate in a tight loop, as an impatient daemon
-// would, until it has rotated want times, and returns that count.
-func rotateUntil(t *testing.T, path string, maxSize int64, generations, want int) int {
+// would, until it has rotated want times. It returns each rotation's loss
+// window: from the start of the final drain to Rotate's return.
+func rotateUntil(t *testing.T, path string, maxSize int64, generations, want int) []window {
 	t.Helper()
+	var drainStart time.Time
+	testHookFinalDrain = func() { drainStart = time.Now() }
+	defer func() { testHookFinalDrain = nil }()
 	deadline := time.Now().Add(30 * time.Second)
-	rotations := 0
-	for rotations < want {
+	var windows []window
+	for len(windows) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d rotations before the deadline", rotations)
+			t.Fatalf("only %d rotations before the deadline", len(windows))
 		}
 		rotated, err := Rotate(path, maxSize, generations)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if rotated {
-			rotations++
+			windows = append(windows, window{drainStart, time.Now()})
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
-	return rotations
+	return windows
 }
 
 // generationsThenLive lists the existing files of a log oldest first,
@@ -89,12 +100,47 @@ func generationsThenLive(path string, generations int) []string {
 	return append(files, path)
 }
 
+// checkStream reads a log written by a numbered-line writer that wrote
+// lines 0 to written-1, and fails unless every line is whole and appears
+// once, in order, with lines missing only at a rotation boundary: where
+// one file ends and the next begins. A generation may end with a torn
+// line, the first part of a write lost at that boundary. It returns the
+// numbers of the missing lines and how many generations end torn.
+func checkStream(t *testing.T, path string, generations, written int) (lost []int, torn int) {
+	t.Helper()
+	next := 0
+	for _, file := range generationsThenLive(path, generations) {
+		content := readFile(t, file)
+		cut := strings.LastIndexByte(content, '\n') + 1
+		for i, n := range parseLines(t, content[:cut]) {
+			if n < next || (n > next && i > 0) {
+				t.Fatalf("%s: line %d where %d was due (duplicated, reordered or lost mid-file)", file, n, next)
+			}
+			for ; next < n; next++ {
+				lost = append(lost, next)
+			}
+			next = n + 1
+		}
+		if tail := content[cut:]; tail != "" {
+			// Only the next write can be torn, and only its start survives.
+			if file == path || !strings.HasPrefix("line "+strconv.Itoa(next), tail) {
+				t.Fatalf("%s ends with %q, neither a whole line nor the start of line %d", file, tail, next)
+			}
+			torn++
+		}
+	}
+	for ; next < written; next++ {
+		lost = append(lost, next)
+	}
+	return lost, torn
+}
+
 // parseLines returns the numbers of the "line N" lines in s, failing on
-// any torn or malformed line. The final "end N" line is skipped.
+// any other line except the writer's final "end N".
 func parseLines(t *testing.T, s string) []int {
 	t.Helper()
 	var ns []int
-	for _, l := range strings.Split(s, "\n") {
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
 		if l == "" || strings.HasPrefix(l, "end ") {
 			continue
 		}
