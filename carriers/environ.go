@@ -32,9 +32,9 @@ func Environ(layers ...map[string]string) []string {
 	return env
 }
 
-// Lookup returns the value of key in env, the last occurrence winning, as
+// LookupEnv returns the value of key in env, the last occurrence winning, as
 // execve's consumers read it.
-func Lookup(env []string, key string) (string, bool) {
+func LookupEnv(env []string, key string) (string, bool) {
 	for i := len(env) - 1; i >= 0; i-- {
 		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
 			return v, true

@@ -14,13 +14,13 @@ func TestEnvironPrecedenceAndOrder(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("Environ = %q, want %q", got, want)
 	}
-	if v, ok := Lookup(got, "PATH"); !ok || v != "/opt/bin" {
-		t.Fatalf("Lookup(PATH) = %q, %v", v, ok)
+	if v, ok := LookupEnv(got, "PATH"); !ok || v != "/opt/bin" {
+		t.Fatalf("LookupEnv(PATH) = %q, %v", v, ok)
 	}
-	if _, ok := Lookup(got, "NOPE"); ok {
+	if _, ok := LookupEnv(got, "NOPE"); ok {
 		t.Fatal("Lookup found a key that is not there")
 	}
-	if v, _ := Lookup([]string{"A=1", "A=2"}, "A"); v != "2" {
+	if v, _ := LookupEnv([]string{"A=1", "A=2"}, "A"); v != "2" {
 		t.Fatalf("Lookup must return the last occurrence, got %q", v)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -25,6 +26,11 @@ type Task struct {
 	Spec     *spec.Workload
 	Args     []string
 	Env      []string
+	// Files are values too large for the environment, to be delivered as
+	// files; CarrierDir is where a host runtime writes them (it does not
+	// exist yet) and removes them when the run ends.
+	Files      []carriers.File
+	CarrierDir string
 	// Log receives the workload's stdout and stderr; the workload writes to it
 	// directly so that a slow or absent daemon never stalls it.
 	Log *os.File
@@ -70,6 +76,7 @@ type State struct {
 	StartTicks  uint64    `json:"start_ticks,omitempty"`
 	BootID      string    `json:"boot_id,omitempty"`
 	ContainerID string    `json:"container_id,omitempty"`
+	CarrierDir  string    `json:"carrier_dir,omitempty"`
 	StartedAt   time.Time `json:"started_at"`
 }
 

@@ -10,6 +10,8 @@ package supervisor
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
@@ -53,6 +56,9 @@ type Supervisor struct {
 	events  *bus
 	started time.Time
 	logDir  string
+	// carrierRoot holds one directory per run with file carriers; 0711 so
+	// that a workload's user reaches its own directory and lists nothing.
+	carrierRoot string
 
 	mu        sync.Mutex
 	workloads map[string]*workload
@@ -82,21 +88,26 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		store:     st,
-		drivers:   map[spec.Kind]driver.Driver{},
-		events:    newBus(),
-		started:   time.Now(),
-		logDir:    filepath.Join(cfg.StateDir, "logs"),
-		workloads: map[string]*workload{},
-		ctx:       ctx,
-		cancel:    cancel,
+		cfg:         cfg,
+		log:         cfg.Logger,
+		store:       st,
+		drivers:     map[spec.Kind]driver.Driver{},
+		events:      newBus(),
+		started:     time.Now(),
+		logDir:      filepath.Join(cfg.StateDir, "logs"),
+		carrierRoot: filepath.Join(cfg.RunDir, "carriers"),
+		workloads:   map[string]*workload{},
+		ctx:         ctx,
+		cancel:      cancel,
 	}
 	for _, d := range cfg.Drivers {
 		s.drivers[d.Kind()] = d
 	}
 	if err := os.MkdirAll(s.logDir, 0o750); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := os.MkdirAll(s.carrierRoot, 0o711); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -106,42 +117,78 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
-// restore brings back the previous daemon's workloads.
+// restore brings back the previous daemon's workloads. Runs are adopted
+// here, before any loop starts, so that everything no live run owns can be
+// swept: runs without a spec, carrier directories without a run.
 func (s *Supervisor) restore() {
 	recs, bad := s.store.loadSpecs()
 	for path, err := range bad {
 		s.log.Error("cannot load workload", zap.String("file", path), zap.Error(err))
 	}
-	owned := map[string]bool{}
+	specs := map[string]specRecord{}
 	for _, r := range recs {
-		owned[r.Spec.Name] = true
-		w := s.newWorkload(r.Spec)
-		w.post(func() { w.restore(r) })
+		specs[r.Spec.Name] = r
 	}
-	// A run recorded without a spec belongs to a workload removed while the
-	// daemon was down, or whose spec was lost: nothing may keep it alive.
+	runs := map[string]*recovered{}
+	keep := map[string]bool{}
 	for _, name := range s.store.runNames() {
-		if !owned[name] {
-			s.killOrphan(name)
+		rec, ok, err := s.store.loadRun(name)
+		if err != nil || !ok {
+			_ = s.store.removeRun(name)
+			continue
 		}
-	}
-}
-
-func (s *Supervisor) killOrphan(name string) {
-	rec, ok, err := s.store.loadRun(name)
-	if ok && err == nil {
+		r := &recovered{run: rec}
 		if d := s.drivers[rec.Process.Driver]; d != nil {
 			if p, err := d.Recover(s.ctx, rec.Process); err == nil {
-				s.log.Warn("killing a run no spec owns", zap.String("workload", name), zap.Int("pid", rec.Process.PID))
-				_ = p.Kill()
-				<-p.Done()
+				r.proc = p
 			}
 		}
+		if _, owned := specs[name]; !owned {
+			// Removed while no daemon ran, or its spec was lost: nothing
+			// may keep it alive.
+			if r.proc != nil {
+				s.log.Warn("killing a run no spec owns", zap.String("workload", name), zap.Int("pid", rec.Process.PID))
+				_ = r.proc.Kill()
+				<-r.proc.Done()
+			}
+			_ = s.store.removeRun(name)
+			continue
+		}
+		if r.proc != nil {
+			keep[filepath.Base(rec.Process.CarrierDir)] = true
+		}
+		runs[name] = r
 	}
-	_ = s.store.removeRun(name)
+	s.sweepCarriers(keep)
+	for _, r := range recs {
+		run := runs[r.Spec.Name]
+		s.newWorkload(r.Spec, func(w *workload) { w.restore(r, run) })
+	}
 }
 
-func (s *Supervisor) newWorkload(sp *spec.Workload) *workload {
+// recovered is what an earlier daemon recorded of a run, and the run
+// itself when it is still alive.
+type recovered struct {
+	run  runRecord
+	proc driver.Process
+}
+
+// sweepCarriers removes every carrier directory that no live run owns.
+func (s *Supervisor) sweepCarriers(keep map[string]bool) {
+	entries, _ := os.ReadDir(s.carrierRoot)
+	for _, e := range entries {
+		if keep[e.Name()] {
+			continue
+		}
+		if err := carriers.Remove(filepath.Join(s.carrierRoot, e.Name())); err != nil {
+			s.log.Warn("cannot sweep carriers", zap.String("dir", e.Name()), zap.Error(err))
+		}
+	}
+}
+
+// newWorkload registers a workload and starts its loop, which runs first
+// before anything else, so no command can overtake it.
+func (s *Supervisor) newWorkload(sp *spec.Workload, first func(*workload)) *workload {
 	w := &workload{
 		s:      s,
 		name:   sp.Name,
@@ -156,7 +203,7 @@ func (s *Supervisor) newWorkload(sp *spec.Workload) *workload {
 	s.workloads[sp.Name] = w
 	s.mu.Unlock()
 	s.wg.Add(1)
-	go w.loop()
+	go w.loop(first)
 	return w
 }
 
@@ -187,6 +234,14 @@ func (s *Supervisor) forget(w *workload) {
 	if s.workloads[w.name] == w {
 		delete(s.workloads, w.name)
 	}
+}
+
+// carrierDir is a fresh directory name for one run's file carriers. The
+// nonce keeps a new run from ever meeting an old run's files.
+func (s *Supervisor) carrierDir(name string) string {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return filepath.Join(s.carrierRoot, name+"."+hex.EncodeToString(b[:]))
 }
 
 func (s *Supervisor) logPath(name string) string {
@@ -286,7 +341,11 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 	if err := unsupported(sp); err != nil {
 		return nil, err
 	}
-	if _, err := makePlan(sp); err != nil {
+	pl, err := makePlan(sp)
+	if err != nil {
+		return nil, err
+	}
+	if err := pl.check(s.carrierDir(sp.Name)); err != nil {
 		return nil, err
 	}
 	for {
@@ -303,7 +362,7 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 				continue
 			}
 			s.mu.Unlock()
-			w = s.newWorkload(sp)
+			w = s.newWorkload(sp, nil)
 			s.publish(api.Event{Type: api.EventApplied, Workload: sp.Name, Message: "created"})
 			err := w.call(ctx, func() error {
 				if start {

@@ -20,7 +20,8 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // that whatever would fail at exec is refused synchronously.
 type plan struct {
 	args  []string
-	env   []string
+	env   []string        // inline variables
+	files []carriers.File // values delivered by file
 	ports []api.PortMapping
 }
 
@@ -102,11 +103,19 @@ func makePlan(w *spec.Workload) (*plan, error) {
 				Msg: missing + " names no endpoint of this workload"}
 		}
 	}
-	return &plan{
-		args:  args,
-		env:   carriers.Environ(own, w.Env, w.SecretEnv),
-		ports: ports,
-	}, nil
+	env, files := carriers.Split(carriers.Environ(own, w.Env, w.SecretEnv))
+	return &plan{args: args, env: env, files: files, ports: ports}, nil
+}
+
+// check refuses at apply time what exec would refuse, measuring the
+// environment with carrier paths as long as the real ones will be. The
+// driver checks again with the program's resolved path.
+func (p *plan) check(carrierDir string) error {
+	if len(p.args) == 0 {
+		return nil
+	}
+	env := append(p.env[:len(p.env):len(p.env)], carriers.Pointers(carrierDir, p.files)...)
+	return carriers.CheckExec(p.args[0], p.args, env, carriers.StackLimit())
 }
 
 func runtimeContext(k spec.Kind) string {

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 func itoa(n int) string           { return strconv.Itoa(n) }
@@ -11,3 +12,5 @@ func containsState(stat, st string) bool {
 	i := strings.LastIndexByte(stat, ')')
 	return i >= 0 && strings.HasPrefix(strings.TrimSpace(stat[i+1:]), st)
 }
+
+func sleepBriefly() { time.Sleep(5 * time.Millisecond) }

@@ -45,9 +45,12 @@ type workload struct {
 	view api.Workload
 }
 
-func (w *workload) loop() {
+func (w *workload) loop(first func(*workload)) {
 	defer w.s.wg.Done()
 	defer close(w.exited)
+	if first != nil {
+		first(w)
+	}
 	for !w.gone {
 		var done <-chan struct{}
 		if w.proc != nil {
@@ -64,21 +67,12 @@ func (w *workload) loop() {
 			w.onExit()
 		case <-due:
 			w.timer = nil
-			w.view.Restarts++
-			w.publish(api.Event{Type: api.EventRestart, Message: fmt.Sprintf("restart #%d", w.view.Restarts)})
+			var n int
+			w.update(func(v *api.Workload) { v.Restarts++; n = v.Restarts })
+			w.publish(api.Event{Type: api.EventRestart, Message: fmt.Sprintf("restart #%d", n)})
 			w.start()
 		}
 	}
-}
-
-// post queues f on the loop without waiting for it.
-func (w *workload) post(f func()) {
-	go func() {
-		select {
-		case w.cmds <- f:
-		case <-w.exited:
-		}
-	}()
 }
 
 // call runs f on the loop and returns its error. If ctx ends first the
@@ -211,6 +205,7 @@ func (w *workload) launch() (driver.Process, error) {
 	defer log.Close() // the child holds its own descriptor
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
 		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
+		Files: pl.files, CarrierDir: w.s.carrierDir(w.name),
 	})
 }
 
@@ -423,49 +418,43 @@ func (w *workload) detach(stop bool) {
 
 // restore brings a workload of an earlier daemon back: its run adopted when
 // still alive, else the restart policy applied as to any ended run.
-func (w *workload) restore(rec specRecord) {
+func (w *workload) restore(rec specRecord, run *recovered) {
 	w.setSpec(rec.Spec)
 	w.desired = rec.Running
-	run, ok, err := w.s.store.loadRun(w.name)
-	if err != nil {
-		w.log.Warn("unreadable run record", zap.Error(err))
-	}
-	drv := w.s.drivers[rec.Spec.Kind]
-	if drv == nil {
+	if w.s.drivers[rec.Spec.Kind] == nil {
 		w.rest(api.StateFailed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
 		return
 	}
-	if ok {
-		w.update(func(v *api.Workload) { v.Restarts = run.Restarts })
-		if p, err := drv.Recover(w.s.ctx, run.Process); err == nil {
-			w.proc = p
-			st := p.State()
-			w.update(func(v *api.Workload) {
-				v.PID, v.ContainerID, v.StartedAt = st.PID, st.ContainerID, &st.StartedAt
-			})
-			if w.desired {
-				w.setState(api.StateRunning, "adopted")
-				return
-			}
-			_ = w.stopRun()
-			w.rest(api.StateStopped, "")
+	if run != nil {
+		w.update(func(v *api.Workload) { v.Restarts = run.run.Restarts })
+	}
+	switch {
+	case run != nil && run.proc != nil:
+		w.proc = run.proc
+		st := run.proc.State()
+		w.update(func(v *api.Workload) {
+			v.PID, v.ContainerID, v.StartedAt = st.PID, st.ContainerID, &st.StartedAt
+		})
+		if w.desired {
+			w.setState(api.StateRunning, "adopted")
 			return
 		}
+		_ = w.stopRun()
+		w.rest(api.StateStopped, "")
+	case run != nil:
 		_ = w.s.store.removeRun(w.name)
 		exit := driver.Exit{Unknown: true, At: time.Now()}
 		w.update(func(v *api.Workload) { v.LastExit = &exit })
 		w.log.Info("run ended while no daemon watched")
 		w.afterExit(exit)
-		return
-	}
-	if !w.desired {
+	case !w.desired:
 		st := rec.Rest
 		if st == "" {
 			st = api.StateStopped
 		}
 		w.update(func(v *api.Workload) { v.LastError = rec.LastError })
 		w.setState(st, "")
-		return
+	default:
+		w.start()
 	}
-	w.start()
 }

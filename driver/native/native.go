@@ -10,9 +10,11 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -33,18 +35,37 @@ func (Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error)
 	}
 	env := t.Env
 	attr := &syscall.SysProcAttr{Setsid: true}
+	uid, gid := os.Getuid(), os.Getgid()
 	if t.Spec.User != "" {
 		acct, err := lookupUser(t.Spec.User)
 		if err != nil {
 			return nil, fmt.Errorf("%w: user %q: %v", driver.ErrExec, t.Spec.User, err)
 		}
 		attr.Credential = acct.credential()
+		uid, gid = int(acct.uid), int(acct.gid)
 		env = acct.fillEnv(env)
 	}
 	path, err := lookPath(t.Args[0], env)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", driver.ErrExec, err)
 	}
+	// Measured as the kernel will see it, before anything is written.
+	final := slices.Concat(env, carriers.Pointers(t.CarrierDir, t.Files))
+	if err := carriers.CheckExec(path, t.Args, final, carriers.StackLimit()); err != nil {
+		return nil, fmt.Errorf("%w: %w", driver.ErrExec, err)
+	}
+	if len(t.Files) > 0 {
+		if _, err := carriers.Write(t.CarrierDir, uid, gid, t.Files); err != nil {
+			return nil, err
+		}
+		env = final
+	}
+	started := false
+	defer func() {
+		if !started {
+			_ = carriers.Remove(t.CarrierDir)
+		}
+	}()
 	if t.Spec.Workdir != "" {
 		if fi, err := os.Stat(t.Spec.Workdir); err != nil {
 			return nil, fmt.Errorf("%w: workdir: %v", driver.ErrExec, err)
@@ -73,11 +94,15 @@ func (Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error)
 	if err := cmd.Start(); err != nil {
 		return nil, classifyStartError(t.Args[0], err)
 	}
+	started = true
 	st := driver.State{
 		Driver:    spec.KindNative,
 		PID:       cmd.Process.Pid,
 		BootID:    bootID(),
 		StartedAt: time.Now(),
+	}
+	if len(t.Files) > 0 {
+		st.CarrierDir = t.CarrierDir
 	}
 	// The child is ours and not yet reaped, so its pid cannot be reused
 	// before we read its start time.

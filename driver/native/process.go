@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 )
@@ -75,6 +76,8 @@ func (p *process) wait() {
 		}
 	}
 	p.fd.Close()
+	// The run's values die with it.
+	_ = carriers.Remove(p.st.CarrierDir)
 	close(p.done)
 }
 

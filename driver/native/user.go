@@ -74,12 +74,12 @@ func (a *account) fillEnv(env []string) []string {
 }
 
 func hasEnv(env []string, key string) bool {
-	_, ok := carriers.Lookup(env, key)
+	_, ok := carriers.LookupEnv(env, key)
 	return ok
 }
 
 func pathOf(env []string) string {
-	p, _ := carriers.Lookup(env, "PATH")
+	p, _ := carriers.LookupEnv(env, "PATH")
 	return p
 }
 
