@@ -23,7 +23,8 @@ type Backend interface {
 	Restart(ctx context.Context, name string) (*Workload, error)
 	Signal(ctx context.Context, name string, sig syscall.Signal) error
 	Delete(ctx context.Context, name string) error
-	// Logs writes the last tail lines (all when tail <= 0) and, with follow,
+	// Logs writes the last tail lines (the whole current file when tail < 0,
+	// nothing when 0) and, with follow,
 	// what is appended until ctx is done.
 	Logs(ctx context.Context, name string, w io.Writer, tail int, follow bool) error
 	// Events streams events until ctx is done. The channel is closed when

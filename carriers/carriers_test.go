@@ -12,10 +12,10 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 )
 
-func TestSplitAtTheThreshold(t *testing.T) {
+func TestFileCarrierThreshold(t *testing.T) {
 	at := strings.Repeat("a", FileCarrierThreshold)
 	over := strings.Repeat("b", FileCarrierThreshold+1)
-	inline, files := Split([]string{"AT=" + at, "CODEFLY__OVER=" + over, "SMALL=x"})
+	inline, files := Build(map[string]string{"AT": at, "CODEFLY__OVER": over, "SMALL": "x"})
 	if !slices.Equal(inline, []string{"AT=" + at, "SMALL=x"}) {
 		t.Fatalf("inline keys wrong: %d entries", len(inline))
 	}

@@ -10,11 +10,16 @@ import (
 	"strings"
 )
 
-// Environ merges layers of variables in order, the last occurrence of a key
-// winning, and returns them as KEY=VALUE strings sorted by key, so that two
-// builds of one spec give byte-identical environments.
-func Environ(layers ...map[string]string) []string {
-	merged := map[string]string{}
+// Build merges layers of variables in order, the last occurrence of a key
+// winning, and sorts them by key, so that two builds of one spec give
+// byte-identical environments. Values larger than FileCarrierThreshold go
+// to files, the rest to KEY=VALUE strings; a large value is never copied.
+func Build(layers ...map[string]string) (inline []string, files []File) {
+	n := 0
+	for _, l := range layers {
+		n += len(l)
+	}
+	merged := make(map[string]string, n)
 	for _, l := range layers {
 		for k, v := range l {
 			merged[k] = v
@@ -25,11 +30,16 @@ func Environ(layers ...map[string]string) []string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	env := make([]string, len(keys))
-	for i, k := range keys {
-		env[i] = k + "=" + merged[k]
+	inline = make([]string, 0, len(keys))
+	for _, k := range keys {
+		v := merged[k]
+		if len(v) > FileCarrierThreshold {
+			files = append(files, File{Key: k, Value: v})
+			continue
+		}
+		inline = append(inline, k+"="+v)
 	}
-	return env
+	return inline, files
 }
 
 // LookupEnv returns the value of key in env, the last occurrence winning, as

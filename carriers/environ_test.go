@@ -5,14 +5,17 @@ import (
 	"testing"
 )
 
-func TestEnvironPrecedenceAndOrder(t *testing.T) {
+func TestBuildPrecedenceAndOrder(t *testing.T) {
 	own := map[string]string{"FLYD_WORKLOAD": "api", "PATH": "/bin"}
 	env := map[string]string{"PATH": "/opt/bin", "LOG": "debug", "DB_PASSWORD": "inline"}
 	secret := map[string]string{"DB_PASSWORD": "s3cret"}
-	got := Environ(own, env, secret)
+	got, files := Build(own, env, secret)
+	if len(files) != 0 {
+		t.Fatalf("small values went to %d files", len(files))
+	}
 	want := []string{"DB_PASSWORD=s3cret", "FLYD_WORKLOAD=api", "LOG=debug", "PATH=/opt/bin"}
 	if !slices.Equal(got, want) {
-		t.Fatalf("Environ = %q, want %q", got, want)
+		t.Fatalf("Build = %q, want %q", got, want)
 	}
 	if v, ok := LookupEnv(got, "PATH"); !ok || v != "/opt/bin" {
 		t.Fatalf("LookupEnv(PATH) = %q, %v", v, ok)

@@ -28,21 +28,6 @@ type File struct {
 	Value string
 }
 
-// Split moves every value larger than FileCarrierThreshold out of env.
-// env must be normal (one entry per key, as Environ builds it).
-func Split(env []string) (inline []string, files []File) {
-	inline = make([]string, 0, len(env))
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if len(v) > FileCarrierThreshold {
-			files = append(files, File{Key: k, Value: v})
-			continue
-		}
-		inline = append(inline, kv)
-	}
-	return inline, files
-}
-
 // Pointers returns the CODEFLY__FILE__ entries for files written in dir,
 // without writing anything: apply-time checks measure the environment a
 // run will have before any file exists.

@@ -51,12 +51,13 @@ func TestFollow(t *testing.T) {
 			},
 		},
 		{
-			name: "zero writes the whole file first", initial: ptr("a\nb\n"), n: 0,
+			name: "negative writes the whole file first", initial: ptr("a\nb\n"), n: -1,
 			steps: []followStep{
 				{nothing, "a\nb\n"},
 				{appendStep("c\n"), "a\nb\nc\n"},
 			},
 		},
+
 		{
 			name: "waits for the file", n: 10,
 			steps: []followStep{
@@ -278,7 +279,7 @@ func TestFollowUnderConcurrentWriter(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	followDone := make(chan error, 1)
-	go func() { followDone <- Follow(ctx, out, path, 0, generations) }()
+	go func() { followDone <- Follow(ctx, out, path, -1, generations) }()
 
 	stop := startShellWriter(t, path)
 	windows := rotateUntil(t, path, 8<<10, generations, 20)

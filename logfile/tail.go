@@ -18,7 +18,8 @@ var tailChunk = 32 << 10
 // needs lines, walking backwards in chunks so the cost follows n, not the
 // file size. A final line without a newline counts as a line.
 //
-// n <= 0 writes the whole live file and no generation. A missing live
+// n < 0 writes the whole live file and no generation; n == 0 writes
+// nothing (Follow then streams only what comes next). A missing live
 // file or generation reads as empty: the workload may not have written
 // anything yet, and a failed rotation can leave a gap. Tail takes no
 // lock, so while a rotation is under way it may repeat or miss some of
@@ -49,7 +50,10 @@ type segment struct {
 // tailFrom is Tail with the live file already open (nil if missing) and
 // cut at size.
 func tailFrom(w io.Writer, live *os.File, size int64, path string, n, generations int) error {
-	if n <= 0 {
+	if n == 0 {
+		return nil
+	}
+	if n < 0 {
 		if live == nil {
 			return nil
 		}

@@ -162,7 +162,7 @@ func (s *Supervisor) restore() {
 	s.sweepCarriers(keep)
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
-		s.newWorkload(r.Spec, func(w *workload) { w.restore(r, run) })
+		s.register(r.Spec, func(w *workload) { w.restore(r, run) })
 	}
 }
 
@@ -186,25 +186,29 @@ func (s *Supervisor) sweepCarriers(keep map[string]bool) {
 	}
 }
 
-// newWorkload registers a workload and starts its loop, which runs first
-// before anything else, so no command can overtake it.
-func (s *Supervisor) newWorkload(sp *spec.Workload, first func(*workload)) *workload {
+// register adds a workload and starts its loop, unless one of that name
+// exists: then it returns that one. first runs on the loop before any
+// command, so nothing can overtake it.
+func (s *Supervisor) register(sp *spec.Workload, first func(*workload)) (*workload, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.workloads[sp.Name]; ok {
+		return w, false
+	}
 	w := &workload{
 		s:      s,
 		name:   sp.Name,
 		spec:   sp,
-		cmds:   make(chan func(), 1),
+		cmds:   make(chan func()),
 		exited: make(chan struct{}),
 		log:    s.log.With(zap.String("workload", sp.Name)),
 	}
 	w.view = api.Workload{Name: sp.Name, State: api.StatePending, Since: time.Now()}
 	w.setSpec(sp)
-	s.mu.Lock()
 	s.workloads[sp.Name] = w
-	s.mu.Unlock()
 	s.wg.Add(1)
 	go w.loop(first)
-	return w
+	return w, true
 }
 
 func (s *Supervisor) lookup(name string) (*workload, error) {
@@ -349,28 +353,13 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 		return nil, err
 	}
 	for {
-		s.mu.Lock()
-		w, exists := s.workloads[sp.Name]
-		s.mu.Unlock()
-		if !exists {
-			if err := s.store.saveSpec(specRecord{Spec: sp, Running: start, Rest: api.StateStopped}); err != nil {
-				return nil, err
-			}
-			s.mu.Lock()
-			if _, raced := s.workloads[sp.Name]; raced {
-				s.mu.Unlock()
-				continue
-			}
-			s.mu.Unlock()
-			w = s.newWorkload(sp, nil)
+		w, created := s.register(sp, func(w *workload) { w.createErr = w.create(start) })
+		if created {
 			s.publish(api.Event{Type: api.EventApplied, Workload: sp.Name, Message: "created"})
-			err := w.call(ctx, func() error {
-				if start {
-					return w.userStart()
-				}
-				w.setState(api.StateStopped, "")
-				return nil
-			})
+			err := w.call(ctx, func() error { return w.createErr })
+			if errors.Is(err, errRemoved) && w.createErr != nil {
+				err = w.createErr // read after the loop ended: no race
+			}
 			return w.result(err)
 		}
 		err := w.call(ctx, func() error { return w.replace(sp, start) })
@@ -386,7 +375,15 @@ func (s *Supervisor) lifecycle(ctx context.Context, name string, f func(w *workl
 	if err != nil {
 		return nil, err
 	}
-	return w.result(w.call(ctx, func() error { return f(w) }))
+	return w.result(gone(name, w.call(ctx, func() error { return f(w) })))
+}
+
+// gone turns a command that met a removal into not_found.
+func gone(name string, err error) error {
+	if errors.Is(err, errRemoved) {
+		return fmt.Errorf("%w: no workload named %q", errdefs.ErrNotFound, name)
+	}
+	return err
 }
 
 func (s *Supervisor) Start(ctx context.Context, name string) (*api.Workload, error) {
@@ -411,7 +408,7 @@ func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal
 	if err != nil {
 		return err
 	}
-	return w.call(ctx, func() error { return w.signal(sig) })
+	return gone(name, w.call(ctx, func() error { return w.signal(sig) }))
 }
 
 func (s *Supervisor) Delete(ctx context.Context, name string) error {
@@ -419,11 +416,7 @@ func (s *Supervisor) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	err = w.call(ctx, w.remove)
-	if errors.Is(err, errRemoved) {
-		return fmt.Errorf("%w: no workload named %q", errdefs.ErrNotFound, name)
-	}
-	return err
+	return gone(name, w.call(ctx, w.remove))
 }
 
 func (s *Supervisor) Logs(ctx context.Context, name string, out io.Writer, tail int, follow bool) error {

@@ -103,7 +103,7 @@ func makePlan(w *spec.Workload) (*plan, error) {
 				Msg: missing + " names no endpoint of this workload"}
 		}
 	}
-	env, files := carriers.Split(carriers.Environ(own, w.Env, w.SecretEnv))
+	env, files := carriers.Build(own, w.Env, w.SecretEnv)
 	return &plan{args: args, env: env, files: files, ports: ports}, nil
 }
 

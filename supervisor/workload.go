@@ -40,6 +40,9 @@ type workload struct {
 	timer    *time.Timer
 	failures failureWindow
 	gone     bool
+	// createErr is the outcome of create, read by the Put that created
+	// the workload.
+	createErr error
 
 	mu   sync.Mutex
 	view api.Workload
@@ -89,6 +92,14 @@ func (w *workload) call(ctx context.Context, f func() error) error {
 	select {
 	case err := <-reply:
 		return err
+	case <-w.exited:
+		// The loop may have taken f and run it as its last command.
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return errRemoved
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -326,6 +337,23 @@ func (w *workload) stopRun() error {
 		}
 	}
 	w.finish()
+	return nil
+}
+
+// create persists a new workload and starts it (or leaves it stopped). A
+// workload whose spec cannot be persisted does not exist.
+func (w *workload) create(start bool) error {
+	w.desired = start
+	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: api.StateStopped}); err != nil {
+		w.gone = true
+		w.s.forget(w)
+		return err
+	}
+	if start {
+		w.start()
+	} else {
+		w.setState(api.StateStopped, "")
+	}
 	return nil
 }
 

@@ -96,6 +96,12 @@ func newLogger(level string) (*zap.Logger, error) {
 }
 
 func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
+	// Descriptors the daemon inherited (a CI runner's pipe, a shell's
+	// fds) must not reach workloads, which would hold them open long after
+	// the daemon is gone. Go sets close-on-exec on its own descriptors only.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		log.Warn("cannot mark inherited descriptors close-on-exec", zap.Error(err))
+	}
 	for _, d := range []struct {
 		path string
 		mode os.FileMode

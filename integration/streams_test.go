@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/errdefs"
+)
+
+// TestStreamsDoNotLeak opens log and event streams, goes away in every way a
+// client can, and checks the daemon lets go of each.
+func TestStreamsDoNotLeak(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "chatty.yaml", "name: chatty\ncommand: [\"@PROG@\", print, \"3\"]\n"))
+	d.waitLog(t, "chatty", "stderr line 3")
+
+	t.Run("Go client, cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		logsDone := make(chan error, 1)
+		go func() { logsDone <- d.client.Logs(ctx, "chatty", io.Discard, -1, true) }()
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		defer cancel2()
+		ch, err := d.client.Events(ctx2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.waitStreams(t, 2)
+		cancel()
+		select {
+		case err := <-logsDone:
+			if err != nil {
+				t.Errorf("Logs after cancel: %v, want nil", err)
+			}
+		case <-time.After(waitFor):
+			t.Fatalf("Logs still runs %s after its context was cancelled", waitFor)
+		}
+		cancel2()
+		eventually(t, "the events channel closed", func() error {
+			select {
+			case _, open := <-ch:
+				if !open {
+					return nil
+				}
+			default:
+			}
+			return errors.New("still open")
+		})
+		d.waitStreams(t, 0)
+	})
+
+	t.Run("CLI killed mid-stream", func(t *testing.T) {
+		logs := startStream(t, d.socket, "logs", "-f", "chatty")
+		events := startStream(t, d.socket, "events")
+		logs.waitLine(t, "the log", func(l string) bool { return l == "stdout line 3" })
+		d.waitStreams(t, 2)
+		for _, s := range []*stream{logs, events} {
+			_ = s.cmd.Process.Signal(syscall.SIGKILL)
+			<-s.done
+		}
+		d.waitStreams(t, 0)
+	})
+
+	t.Run("CLI interrupted", func(t *testing.T) {
+		logs := startStream(t, d.socket, "logs", "-f", "chatty")
+		d.waitStreams(t, 1)
+		_ = logs.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-logs.done:
+		case <-time.After(waitFor):
+			t.Fatalf("logs -f still runs %s after SIGINT", waitFor)
+		}
+		if code := logs.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("logs -f interrupted: exit %d, want 0", code)
+		}
+		d.waitStreams(t, 0)
+	})
+
+	t.Run("workload removed under a follower", func(t *testing.T) {
+		logs := startStream(t, d.socket, "logs", "-f", "chatty")
+		d.waitStreams(t, 1)
+		d.mustCLI(t, "rm", "chatty")
+		_ = logs.cmd.Process.Signal(syscall.SIGKILL)
+		<-logs.done
+		d.waitStreams(t, 0)
+	})
+}
+
+// TestShutdownEndsStreams: a daemon that exits ends its streams, and the
+// CLI commands reading them exit instead of hanging.
+func TestShutdownEndsStreams(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, withArgs("--stop-workloads-on-exit"))
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "p.yaml", "name: p\ncommand: [\"@PROG@\", print, \"1\"]\n"))
+	logs := startStream(t, d.socket, "logs", "-f", "p")
+	events := startStream(t, d.socket, "events")
+	d.waitStreams(t, 2)
+	d.terminate(t)
+	for _, s := range []*stream{logs, events} {
+		select {
+		case <-s.done:
+		case <-time.After(waitFor):
+			t.Errorf("%v still runs %s after the daemon exited", s.cmd.Args[1:], waitFor)
+		}
+	}
+	if left := processesUnder(d.dir); len(left) > 0 {
+		t.Errorf("--stop-workloads-on-exit left %v running", left)
+	}
+}
+
+// TestSignalAndEvents watches the event stream through a lifecycle and
+// delivers signals through the API.
+func TestSignalAndEvents(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	events := startStream(t, d.socket, "events", "--json")
+	d.waitStreams(t, 1)
+
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "sig.yaml", "name: sig\ncommand: [\"@PROG@\", signals]\n"))
+	d.waitLog(t, "sig", "waiting for signals")
+	ctx := context.Background()
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR1} {
+		if err := d.client.Signal(ctx, "sig", sig); err != nil {
+			t.Fatalf("signal %v: %v", sig, err)
+		}
+	}
+	d.waitLog(t, "sig", "got SIGHUP")
+	d.waitLog(t, "sig", "got SIGUSR1")
+	if w := d.get(t, "sig"); w.State != api.StateRunning || w.Restarts != 0 {
+		t.Errorf("after signals: state %s restarts %d, want running, no restart", w.State, w.Restarts)
+	}
+	d.mustCLI(t, "stop", "sig")
+	if err := d.client.Signal(ctx, "sig", syscall.SIGHUP); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("signal to a stopped workload: %v, want conflict", err)
+	}
+	if err := d.client.Signal(ctx, "nope", syscall.SIGHUP); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("signal to an unknown workload: %v, want not found", err)
+	}
+
+	// The stream saw the whole life, in order.
+	events.waitLine(t, "the stopped event", func(l string) bool { return strings.Contains(l, `"state":"stopped"`) })
+	var states []api.State
+	var types []string
+	for _, l := range events.lines() {
+		var ev api.Event
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("events --json printed %q: %v", l, err)
+		}
+		if ev.Workload != "sig" {
+			continue
+		}
+		types = append(types, ev.Type)
+		if ev.Type == api.EventState {
+			states = append(states, ev.State)
+		}
+	}
+	if !inOrder(states, api.StateStarting, api.StateRunning, api.StateStopping, api.StateStopped) {
+		t.Errorf("state events %v, want starting, running, stopping, stopped in that order", states)
+	}
+	if !inOrder(types, api.EventApplied, api.EventState, api.EventExit) {
+		t.Errorf("event types %v, want applied, then state, then exit", types)
+	}
+}
+
+// inOrder reports whether want is a subsequence of got.
+func inOrder[T comparable](got []T, want ...T) bool {
+	for _, g := range got {
+		if len(want) > 0 && g == want[0] {
+			want = want[1:]
+		}
+	}
+	return len(want) == 0
+}

@@ -1,0 +1,200 @@
+// Command testprog is the workload the integration tests give flyd to run.
+// Each subcommand is one behaviour a test needs to observe from the outside:
+//
+//	serve ADDR             HTTP server; GET / answers its pid; "got SIGTERM" then exit 0 on SIGTERM
+//	print N                N numbered lines on stdout and stderr, interleaved, then sleep
+//	count                  print "count N" for N = 1, 2, ... one a millisecond, forever
+//	exit CODE              print a line, exit with CODE
+//	ignore-term            ignore SIGTERM, sleep
+//	spawn-group N PIDFILE  start N children in its process group that ignore SIGTERM,
+//	                       write their pids to PIDFILE, sleep; exit 0 on SIGTERM
+//	spawn-escapee PIDFILE  start a child in a new session (setsid), write its pid, sleep
+//	env                    print ids, cwd and the sorted environment, then sleep
+//	signals                print every SIGHUP, SIGUSR1, SIGUSR2 it gets; exit 0 on SIGTERM
+//
+// Everything it prints goes unbuffered to stdout or stderr, so a line is in
+// the workload's log as soon as it is printed.
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Body is what serve answers after its pid line.
+const Body = "hello from testprog"
+
+func main() {
+	if len(os.Args) < 2 {
+		fail("usage: testprog MODE [ARGS]")
+	}
+	args := os.Args[2:]
+	switch os.Args[1] {
+	case "serve":
+		need(args, 1)
+		serve(args[0])
+	case "print":
+		need(args, 1)
+		n := atoi(args[0])
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(os.Stdout, "stdout line %d\n", i)
+			fmt.Fprintf(os.Stderr, "stderr line %d\n", i)
+		}
+		sleep()
+	case "count":
+		for i := 1; ; i++ {
+			fmt.Printf("count %d\n", i)
+			time.Sleep(time.Millisecond)
+		}
+	case "exit":
+		need(args, 1)
+		code := atoi(args[0])
+		fmt.Printf("exiting with code %d\n", code)
+		os.Exit(code)
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ignoring SIGTERM")
+		sleep()
+	case "spawn-group":
+		need(args, 2)
+		spawnGroup(atoi(args[0]), args[1])
+	case "spawn-escapee":
+		need(args, 1)
+		spawn(args[0], &syscall.SysProcAttr{Setsid: true}, "ignore-term")
+		fmt.Println("spawned an escapee")
+		sleep()
+	case "env":
+		printEnv()
+		sleep()
+	case "signals":
+		signals()
+	default:
+		fail("unknown mode " + os.Args[1])
+	}
+}
+
+func serve(addr string) {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		fmt.Println("got SIGTERM")
+		os.Exit(0)
+	}()
+	http.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Printf("request %s %s from %s\n", r.Method, r.URL.Path, r.RemoteAddr)
+		fmt.Fprintf(w, "pid=%d\n%s\n", os.Getpid(), Body)
+	})
+	fmt.Printf("serving on %s\n", addr)
+	fail(http.ListenAndServe(addr, nil).Error())
+}
+
+func spawnGroup(n int, pidfile string) {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	var pids []string
+	for range n {
+		pids = append(pids, strconv.Itoa(start(nil, "ignore-term")))
+	}
+	writePids(pidfile, pids)
+	fmt.Printf("spawned %d children in my process group\n", n)
+	<-term
+	fmt.Println("got SIGTERM, leaving my children behind")
+	os.Exit(0)
+}
+
+// spawn starts one child of this program and records its pid.
+func spawn(pidfile string, attr *syscall.SysProcAttr, mode string) {
+	writePids(pidfile, []string{strconv.Itoa(start(attr, mode))})
+}
+
+// start re-executes this program in mode. Its argv[0] is ours, so the tests
+// recognise the child in /proc as one of theirs.
+func start(attr *syscall.SysProcAttr, mode string) int {
+	cmd := exec.Command("/proc/self/exe", mode)
+	cmd.Args[0] = os.Args[0]
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		fail(err.Error())
+	}
+	return cmd.Process.Pid
+}
+
+// writePids writes the file whole and then renames it, so a test that sees
+// the file sees every pid.
+func writePids(path string, pids []string) {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strings.Join(pids, "\n")+"\n"), 0o644); err != nil {
+		fail(err.Error())
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		fail(err.Error())
+	}
+}
+
+func printEnv() {
+	groups, _ := os.Getgroups()
+	gs := make([]string, len(groups))
+	for i, g := range groups {
+		gs[i] = strconv.Itoa(g)
+	}
+	fmt.Printf("ids uid=%d gid=%d groups=%s\n", os.Getuid(), os.Getgid(), strings.Join(gs, ","))
+	if wd, err := os.Getwd(); err == nil {
+		fmt.Println("cwd " + wd)
+	}
+	env := os.Environ()
+	slices.Sort(env)
+	for _, kv := range env {
+		fmt.Println("env " + kv)
+	}
+	fmt.Println("end of env")
+}
+
+func signals() {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM)
+	fmt.Println("waiting for signals")
+	names := map[os.Signal]string{syscall.SIGHUP: "SIGHUP", syscall.SIGUSR1: "SIGUSR1",
+		syscall.SIGUSR2: "SIGUSR2", syscall.SIGTERM: "SIGTERM"}
+	for s := range ch {
+		fmt.Printf("got %s\n", names[s])
+		if s == syscall.SIGTERM {
+			os.Exit(0)
+		}
+	}
+}
+
+// sleep blocks forever; a bare select{} would be reported as a deadlock.
+func sleep() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+func need(args []string, n int) {
+	if len(args) < n {
+		fail(fmt.Sprintf("%s needs %d argument(s)", os.Args[1], n))
+	}
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		fail(err.Error())
+	}
+	return n
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "testprog: "+msg)
+	os.Exit(111)
+}
