@@ -155,3 +155,66 @@ func TestOrphanCarriersAreSwept(t *testing.T) {
 		t.Fatalf("the adopted run's carriers were swept: %v", err)
 	}
 }
+
+func TestArgMaxFollowsTheStackLimit(t *testing.T) {
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	ctx := context.Background()
+	// Ten values just under the file threshold: 320 KiB inline, over the
+	// 256 KiB a 1 MiB stack allows, well under the 2 MiB of an 8 MiB one.
+	w := shSpec("wide", "exec sleep 100")
+	w.Env = map[string]string{}
+	for i := 0; i < 10; i++ {
+		w.Env["WIDE_"+itoa(i)] = strings.Repeat("w", 32<<10)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_STACK, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := syscall.Rlimit{Cur: 1 << 20, Max: old.Max}
+	if err := syscall.Setrlimit(syscall.RLIMIT_STACK, &low); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Put(ctx, w, true)
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_STACK, &old); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !errors.Is(err, errdefs.ErrEnvironmentTooLarge) || !strings.Contains(err.Error(), "ARG_MAX") || !strings.Contains(err.Error(), "WIDE_") {
+		t.Fatalf("with a 1 MiB stack: %v, want environment_too_large naming ARG_MAX and the keys", err)
+	}
+	if old.Cur < 8<<20 {
+		t.Skipf("the stack limit here is %d; the second half needs 8 MiB", old.Cur)
+	}
+	got, err := s.Put(ctx, w, true)
+	if err != nil || got.State != "running" {
+		t.Fatalf("with the default stack: %v (%+v)", err, got)
+	}
+}
+
+func TestCarrierDirectoryThatCannotBeWritten(t *testing.T) {
+	d := newDirs(t)
+	s := open(t, d, true)
+	defer s.Close()
+	// A file where the carrier root should be: even root cannot create a
+	// directory under it.
+	root := filepath.Join(d.run, "carriers")
+	if err := os.Remove(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := shSpec("blocked", "exec sleep 100")
+	w.SecretEnv = map[string]string{"BIG": "hunter2-" + strings.Repeat("b", 40<<10)}
+	w.Restart.MaxRestarts = 1
+	if _, err := s.Put(context.Background(), w, true); err != nil {
+		t.Fatal(err)
+	}
+	got := waitState(t, s, "blocked", "failed")
+	if !strings.Contains(got.LastError, "carrier") || strings.Contains(got.LastError, "hunter2") {
+		t.Fatalf("last error %q: want the carrier failure, never the value", got.LastError)
+	}
+	if got.PID != 0 {
+		t.Fatal("a run started without its carriers")
+	}
+}
