@@ -9,4 +9,8 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require go.uber.org/multierr v1.10.0 // indirect
+require (
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+)

@@ -27,6 +27,12 @@ type Backend interface {
 	// nothing when 0) and, with follow,
 	// what is appended until ctx is done.
 	Logs(ctx context.Context, name string, w io.Writer, tail int, follow bool) error
+	// Ports lists every endpoint's allocation as a network mapping.
+	Ports(ctx context.Context) ([]PortMapping, error)
+	// Networks lists the isolated networks; DeleteNetwork deletes one no
+	// workload uses.
+	Networks(ctx context.Context) ([]Network, error)
+	DeleteNetwork(ctx context.Context, name string) error
 	// Events streams events until ctx is done. The channel is closed when
 	// the stream ends, including when a reader too slow to keep up is dropped.
 	Events(ctx context.Context) (<-chan Event, error)

@@ -191,6 +191,20 @@ func (c *Client) Logs(ctx context.Context, name string, w io.Writer, tail int, f
 	return err
 }
 
+func (c *Client) Ports(ctx context.Context) ([]PortMapping, error) {
+	var ps []PortMapping
+	return ps, c.do(ctx, http.MethodGet, "/v1/ports", nil, nil, &ps)
+}
+
+func (c *Client) Networks(ctx context.Context) ([]Network, error) {
+	var ns []Network
+	return ns, c.do(ctx, http.MethodGet, "/v1/networks", nil, nil, &ns)
+}
+
+func (c *Client) DeleteNetwork(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
+}
+
 func (c *Client) Events(ctx context.Context) (<-chan Event, error) {
 	resp, err := c.send(ctx, http.MethodGet, "/v1/events", nil, nil)
 	if err != nil {

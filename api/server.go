@@ -62,6 +62,21 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/workloads/{name}/signal", s.signal)
 	m.HandleFunc("GET /v1/workloads/{name}/logs", s.logs)
 	m.HandleFunc("GET /v1/events", s.events)
+	m.HandleFunc("GET /v1/ports", func(w http.ResponseWriter, r *http.Request) {
+		ps, err := s.backend.Ports(r.Context())
+		respond(w, emptyIfNil(ps), err)
+	})
+	m.HandleFunc("GET /v1/networks", func(w http.ResponseWriter, r *http.Request) {
+		ns, err := s.backend.Networks(r.Context())
+		respond(w, emptyIfNil(ns), err)
+	})
+	m.HandleFunc("DELETE /v1/networks/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.backend.DeleteNetwork(r.Context(), r.PathValue("name")); err != nil {
+			writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no route %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	})
@@ -83,6 +98,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// respond writes v, or err when there is one.
+func respond(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// emptyIfNil makes an empty list encode as [] rather than null.
+func emptyIfNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st, err := s.backend.Status(r.Context())
 	if err != nil {
@@ -95,14 +127,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.backend.List(r.Context())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if ws == nil {
-		ws = []Workload{}
-	}
-	writeJSON(w, http.StatusOK, ws)
+	respond(w, emptyIfNil(ws), err)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {

@@ -67,6 +67,13 @@ type Instance struct {
 	Address string `json:"address"`
 }
 
+// Network is an isolated network and the workloads in it.
+type Network struct {
+	Name      string   `json:"name"`
+	Path      string   `json:"path"`
+	Workloads []string `json:"workloads"`
+}
+
 // Status describes the daemon.
 type Status struct {
 	Version   string          `json:"version"`

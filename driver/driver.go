@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -31,6 +32,8 @@ type Task struct {
 	// exist yet) and removes them when the run ends.
 	Files      []carriers.File
 	CarrierDir string
+	// Network is the isolated network the run joins; nil for the host's.
+	Network *sandbox.Network
 	// Log receives the workload's stdout and stderr; the workload writes to it
 	// directly so that a slow or absent daemon never stalls it.
 	Log *os.File

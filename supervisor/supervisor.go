@@ -29,6 +29,8 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/netalloc"
+	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -45,6 +47,9 @@ type Config struct {
 	// StopOnClose stops every workload on Close instead of leaving it
 	// running for the next daemon to adopt.
 	StopOnClose bool
+	// AdvertiseAddress is the address other hosts reach host-network
+	// endpoints on; empty publishes no public instance.
+	AdvertiseAddress string
 }
 
 // Supervisor owns every workload of one daemon. It implements api.Backend.
@@ -59,6 +64,12 @@ type Supervisor struct {
 	// carrierRoot holds one directory per run with file carriers; 0711 so
 	// that a workload's user reaches its own directory and lists nothing.
 	carrierRoot string
+
+	// nets holds the isolated networks, ports their reservations; netMu
+	// orders creating a network against deleting it when unused.
+	nets  *sandbox.Networks
+	ports *netalloc.Manager
+	netMu sync.Mutex
 
 	mu        sync.Mutex
 	workloads map[string]*workload
@@ -111,6 +122,14 @@ func New(cfg Config) (*Supervisor, error) {
 		cancel()
 		return nil, err
 	}
+	if s.nets, err = sandbox.NewNetworks(filepath.Join(cfg.RunDir, "netns")); err != nil {
+		cancel()
+		return nil, err
+	}
+	if s.ports, err = netalloc.NewManager(filepath.Join(cfg.RunDir, "ports")); err != nil {
+		cancel()
+		return nil, err
+	}
 	s.restore()
 	s.wg.Add(1)
 	go s.rotateLogs()
@@ -160,9 +179,10 @@ func (s *Supervisor) restore() {
 		runs[name] = r
 	}
 	s.sweepCarriers(keep)
+	s.sweepNetworks(specs)
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
-		s.register(r.Spec, func(w *workload) { w.restore(r, run) })
+		s.register(r.Spec, s.reservedMappings(r.Spec), func(w *workload) { w.restore(r, run) })
 	}
 }
 
@@ -189,7 +209,7 @@ func (s *Supervisor) sweepCarriers(keep map[string]bool) {
 // register adds a workload and starts its loop, unless one of that name
 // exists: then it returns that one. first runs on the loop before any
 // command, so nothing can overtake it.
-func (s *Supervisor) register(sp *spec.Workload, first func(*workload)) (*workload, bool) {
+func (s *Supervisor) register(sp *spec.Workload, ports []api.PortMapping, first func(*workload)) (*workload, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w, ok := s.workloads[sp.Name]; ok {
@@ -204,7 +224,7 @@ func (s *Supervisor) register(sp *spec.Workload, first func(*workload)) (*worklo
 		log:    s.log.With(zap.String("workload", sp.Name)),
 	}
 	w.view = api.Workload{Name: sp.Name, State: api.StatePending, Since: time.Now()}
-	w.setSpec(sp)
+	w.setSpec(sp, ports)
 	s.workloads[sp.Name] = w
 	s.wg.Add(1)
 	go w.loop(first)
@@ -345,15 +365,19 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 	if err := unsupported(sp); err != nil {
 		return nil, err
 	}
-	pl, err := makePlan(sp)
+	// Checked before any port is taken: a spec the kernel would refuse
+	// must not hold a port. Port placeholders are as long as real ports.
+	if pl, err := makePlan(sp, placeholderPorts(sp)); err != nil {
+		return nil, err
+	} else if err := pl.check(s.carrierDir(sp.Name)); err != nil {
+		return nil, err
+	}
+	ports, err := s.assign(ctx, sp)
 	if err != nil {
 		return nil, err
 	}
-	if err := pl.check(s.carrierDir(sp.Name)); err != nil {
-		return nil, err
-	}
 	for {
-		w, created := s.register(sp, func(w *workload) { w.createErr = w.create(start) })
+		w, created := s.register(sp, ports, func(w *workload) { w.createErr = w.create(start) })
 		if created {
 			s.publish(api.Event{Type: api.EventApplied, Workload: sp.Name, Message: "created"})
 			err := w.call(ctx, func() error { return w.createErr })
@@ -362,7 +386,7 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 			}
 			return w.result(err)
 		}
-		err := w.call(ctx, func() error { return w.replace(sp, start) })
+		err := w.call(ctx, func() error { return w.replace(sp, ports, start) })
 		if errors.Is(err, errRemoved) {
 			continue // removed while we waited: create it anew
 		}

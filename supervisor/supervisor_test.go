@@ -20,6 +20,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type dirs struct{ state, run string }
 
+func nativeDrivers() []driver.Driver { return []driver.Driver{native.Driver{}} }
+
 func newDirs(t *testing.T) dirs {
 	d := t.TempDir()
 	return dirs{filepath.Join(d, "state"), filepath.Join(d, "run")}
@@ -27,7 +29,7 @@ func newDirs(t *testing.T) dirs {
 
 func open(t *testing.T, d dirs, stopOnClose bool) *Supervisor {
 	t.Helper()
-	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{native.Driver{}}, StopOnClose: stopOnClose})
+	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers(), StopOnClose: stopOnClose})
 	if err != nil {
 		t.Fatal(err)
 	}

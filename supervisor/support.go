@@ -16,8 +16,6 @@ func unsupported(w *spec.Workload) error {
 		return fmt.Errorf("%w: %s: not supported by this version of flyd yet", errdefs.ErrNotImplemented, field)
 	}
 	switch {
-	case w.Network != "host":
-		return refuse("network " + w.Network + " (isolated networks)")
 	case w.Health != nil:
 		return refuse("health")
 	case w.Resources != nil:
@@ -26,11 +24,6 @@ func unsupported(w *spec.Workload) error {
 		return refuse("after")
 	case w.Registry != nil:
 		return refuse("registry")
-	}
-	for i, ep := range w.Endpoints {
-		if ep.Port.Mode == spec.PortEphemeral {
-			return refuse(fmt.Sprintf("endpoints[%d].port: ephemeral", i))
-		}
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ type workload struct {
 	exited chan struct{}
 
 	spec     *spec.Workload
+	ports    []api.PortMapping
 	desired  bool
 	proc     driver.Process
 	timer    *time.Timer
@@ -147,9 +148,8 @@ func (w *workload) setState(st api.State, msg string) {
 	w.publish(api.Event{Type: api.EventState, State: st, Message: msg})
 }
 
-func (w *workload) setSpec(sp *spec.Workload) {
-	w.spec = sp
-	ports, _ := allocatePorts(sp)
+func (w *workload) setSpec(sp *spec.Workload, ports []api.PortMapping) {
+	w.spec, w.ports = sp, ports
 	red := sp.Redacted()
 	w.update(func(v *api.Workload) {
 		v.Kind = sp.Kind
@@ -159,6 +159,13 @@ func (w *workload) setSpec(sp *spec.Workload) {
 }
 
 // persist writes the desired state. A workload at rest records why.
+// networkName is the workload's network, for readers outside the loop.
+func (w *workload) networkName() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.view.Spec.Network
+}
+
 func (w *workload) persist(rest api.State) {
 	w.mu.Lock()
 	lastErr := w.view.LastError
@@ -205,7 +212,11 @@ func (w *workload) start() {
 }
 
 func (w *workload) launch() (driver.Process, error) {
-	pl, err := makePlan(w.spec)
+	pl, err := makePlan(w.spec, w.ports)
+	if err != nil {
+		return nil, err
+	}
+	nw, err := w.s.network(w.spec.Network)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +227,7 @@ func (w *workload) launch() (driver.Process, error) {
 	defer log.Close() // the child holds its own descriptor
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
 		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
-		Files: pl.files, CarrierDir: w.s.carrierDir(w.name),
+		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw,
 	})
 }
 
@@ -388,7 +399,7 @@ func (w *workload) signal(sig syscall.Signal) error {
 
 // replace applies a new spec. An equal spec changes nothing but may start
 // a workload that is not running: apply means "make it so".
-func (w *workload) replace(sp *spec.Workload, start bool) error {
+func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start bool) error {
 	if spec.Equal(w.spec, sp) {
 		if start && w.proc == nil && w.timer == nil {
 			return w.userStart()
@@ -398,7 +409,11 @@ func (w *workload) replace(sp *spec.Workload, start bool) error {
 	if err := w.stopRun(); err != nil {
 		return err
 	}
-	w.setSpec(sp)
+	old := w.spec.Network
+	w.setSpec(sp, ports)
+	if old != sp.Network {
+		w.s.release(w.name, old)
+	}
 	w.failures.reset()
 	w.update(func(v *api.Workload) { v.Restarts = 0 })
 	w.publish(api.Event{Type: api.EventApplied, Message: "replaced"})
@@ -420,11 +435,13 @@ func (w *workload) remove() error {
 	if err := w.s.store.removeSpec(w.name); err != nil {
 		return err
 	}
+	w.gone = true
+	w.s.forget(w)
+	w.s.release(w.name, "")
+	w.s.dropNetwork(w.spec.Network)
 	if err := logfile.Remove(w.s.logPath(w.name), w.s.cfg.LogGenerations); err != nil {
 		w.log.Warn("cannot remove logs", zap.Error(err))
 	}
-	w.gone = true
-	w.s.forget(w)
 	w.publish(api.Event{Type: api.EventRemoved})
 	return nil
 }
@@ -447,7 +464,6 @@ func (w *workload) detach(stop bool) {
 // restore brings a workload of an earlier daemon back: its run adopted when
 // still alive, else the restart policy applied as to any ended run.
 func (w *workload) restore(rec specRecord, run *recovered) {
-	w.setSpec(rec.Spec)
 	w.desired = rec.Running
 	if w.s.drivers[rec.Spec.Kind] == nil {
 		w.rest(api.StateFailed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))

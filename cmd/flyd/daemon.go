@@ -39,6 +39,7 @@ type daemonConfig struct {
 	stopOnExit  bool
 	logMaxSize  string
 	logGens     int
+	advertise   string
 }
 
 func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
@@ -51,6 +52,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logMaxSize, "log-max-size", "10Mi", "rotate a workload's log file at this size")
 	fs.IntVar(&cfg.logGens, "log-generations", logfile.DefaultGenerations, "rotated log files kept per workload")
+	fs.StringVar(&cfg.advertise, "advertise-address", "127.0.0.1", "address published as the public instance of host-network endpoints")
 	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
 	return fs
 }

@@ -91,7 +91,12 @@ func (Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error)
 		Stderr:      t.Log,
 		SysProcAttr: attr,
 	}
-	if err := cmd.Start(); err != nil {
+	// The child inherits the namespace of the thread that forks it.
+	startIn := func(fn func() error) error { return fn() }
+	if t.Network != nil {
+		startIn = t.Network.Do
+	}
+	if err := startIn(cmd.Start); err != nil {
 		return nil, classifyStartError(t.Args[0], err)
 	}
 	started = true

@@ -2,6 +2,7 @@
 // Each subcommand is one behaviour a test needs to observe from the outside:
 //
 //	serve ADDR             HTTP server; GET / answers its pid; "got SIGTERM" then exit 0 on SIGTERM
+//	get ADDR               prints the answer to GET http://ADDR/, or fails
 //	print N                N numbered lines on stdout and stderr, interleaved, then sleep
 //	count                  print "count N" for N = 1, 2, ... one a millisecond, forever
 //	exit CODE              print a line, exit with CODE
@@ -18,6 +19,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -76,9 +78,23 @@ func main() {
 		sleep()
 	case "signals":
 		signals()
+	case "get":
+		need(args, 1)
+		get(args[0])
 	default:
 		fail("unknown mode " + os.Args[1])
 	}
+}
+
+// get prints what GET http://ADDR/ answers, or fails: the tests run it
+// inside a network through `flyd exec`.
+func get(addr string) {
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		fail(err.Error())
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(os.Stdout, resp.Body)
 }
 
 func serve(addr string) {

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/netalloc"
+	"github.com/flyd-dev/flyd/sandbox"
+)
+
+func init() {
+	register("ports", command{"list every endpoint's port and addresses", "", cmdPorts})
+	register("networks", command{"list isolated networks, or delete one", "[rm NAME]", cmdNetworks})
+	register("exec", command{"run a command inside an isolated network", "--network NET -- CMD [ARGS...]", cmdExec})
+	register("port", command{"compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A]", cmdPort})
+}
+
+func cmdPorts(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	ps, err := c.client.Ports(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(c.stdout, ps)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKLOAD\tENDPOINT\tAPI\tNETWORK\tPORT\tADDRESSES")
+	for _, p := range ps {
+		addrs := make([]string, len(p.Instances))
+		for i, in := range p.Instances {
+			addrs[i] = in.Access + "=" + in.Address
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", p.Workload, p.Endpoint, p.API, p.Network, p.Port, strings.Join(addrs, " "))
+	}
+	return tw.Flush()
+}
+
+func cmdNetworks(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 2 && pos[0] == "rm":
+		return c.client.DeleteNetwork(ctx, pos[1])
+	case len(pos) > 0:
+		return usagef("unexpected argument %q", pos[0])
+	}
+	ns, err := c.client.Networks(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(c.stdout, ns)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NETWORK\tWORKLOADS\tPATH")
+	for _, n := range ns {
+		users := strings.Join(n.Workloads, ",")
+		if users == "" {
+			users = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, users, n.Path)
+	}
+	return tw.Flush()
+}
+
+// cmdExec replaces this process with CMD inside the network's namespace:
+// the caller's stdio and environment, and CMD's exit status, pass through
+// untouched. The daemon only says where the namespace is.
+func cmdExec(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	network := fs.String("network", "", "the isolated network to run in")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *network == "" || len(pos) == 0 {
+		return usagef("--network and a command are needed")
+	}
+	ns, err := c.client.Networks(ctx)
+	if err != nil {
+		return err
+	}
+	var path string
+	for _, n := range ns {
+		if n.Name == *network {
+			path = n.Path
+		}
+	}
+	if path == "" {
+		return fmt.Errorf("%w: no network named %q", errdefs.ErrNotFound, *network)
+	}
+	prog, err := exec.LookPath(pos[0])
+	if err != nil {
+		return err
+	}
+	c.client.Close()
+	nw := &sandbox.Network{Name: *network, Path: path}
+	if err := nw.Enter(); err != nil {
+		return fmt.Errorf("entering network %s: %w", *network, err)
+	}
+	return syscall.Exec(prog, pos, os.Environ())
+}
+
+func cmdPort(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	var in netalloc.HashInput
+	fs.StringVar(&in.Workspace, "workspace", "", "workspace")
+	fs.StringVar(&in.Module, "module", "", "module")
+	fs.StringVar(&in.Service, "service", "", "service")
+	fs.StringVar(&in.Endpoint, "endpoint", "", "endpoint name")
+	fs.StringVar(&in.API, "api", "tcp", "tcp, http, rest, grpc or other")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || pos[0] != "hash" {
+		return usagef("only `port hash` exists")
+	}
+	if in.Workspace == "" || in.Module == "" || in.Service == "" || in.Endpoint == "" {
+		return usagef("--workspace, --module, --service and --endpoint are needed")
+	}
+	port := netalloc.HashedPort(in)
+	if c.json {
+		return printJSONLine(c.stdout, map[string]int{"port": port})
+	}
+	fmt.Fprintln(c.stdout, strconv.Itoa(port))
+	return nil
+}

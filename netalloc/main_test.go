@@ -1,0 +1,69 @@
+package netalloc
+
+import (
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newManager returns a manager persisted in a fresh directory, so every
+// test also exercises the store.
+func newManager(t *testing.T) (*Manager, string) {
+	t.Helper()
+	dir := t.TempDir()
+	m, err := NewManager(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, dir
+}
+
+// freePort asks the kernel for a port nobody holds right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// listen holds addr for the rest of the test, as a foreign process would.
+func listen(t *testing.T, network, addr string) int {
+	t.Helper()
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ownComm is the name /proc gives this test binary.
+func ownComm(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// needRoot skips a test that needs root, except in CI where a skipped
+// namespace test would hide a regression.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("this test needs root (CI=true: not skipping)")
+	}
+	t.Skip("needs root to create a network namespace")
+}

@@ -1,0 +1,33 @@
+package sandbox
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/flyd-dev/flyd/errdefs"
+)
+
+// HostNetwork names the host's own network namespace. It is what a spec
+// means by `network: host` (spec.NetworkHost), so no isolated network may
+// take the name.
+const HostNetwork = "host"
+
+// nameRule is a DNS label: the name becomes a file name here and may become
+// a host name elsewhere, so it admits neither dots nor slashes.
+var nameRule = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidateName reports, wrapping errdefs.ErrInvalid, why name cannot name an
+// isolated network.
+func ValidateName(name string) error {
+	if name == HostNetwork {
+		return fmt.Errorf("network %q is the host's own network and cannot be created or deleted: %w", name, errdefs.ErrInvalid)
+	}
+	if !nameRule.MatchString(name) {
+		shown := name
+		if len(shown) > 70 { // the name is the user's; the message need not echo a megabyte of it
+			shown = shown[:64] + "..."
+		}
+		return fmt.Errorf("network name %q must be 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit: %w", shown, errdefs.ErrInvalid)
+	}
+	return nil
+}
