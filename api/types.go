@@ -83,10 +83,22 @@ type Status struct {
 	Workloads int             `json:"workloads"`
 	States    map[State]int   `json:"states"`
 	Runtimes  map[string]bool `json:"runtimes"`
-	Registry  string          `json:"registry"`
+	Registry  RegistryStatus  `json:"registry"`
 	// Streams counts open log and event streams; it returns to zero when
 	// their clients go away.
 	Streams int64 `json:"streams"`
+}
+
+// RegistryStatus is how heart-beating into the registry goes. An empty URL
+// means the registry is off.
+type RegistryStatus struct {
+	URL        string `json:"url,omitempty"`
+	Desired    int    `json:"desired"`
+	Registered int    `json:"registered"`
+	Failing    int    `json:"failing"`
+	Heartbeats uint64 `json:"heartbeats"`
+	Failures   uint64 `json:"failures"`
+	LastError  string `json:"last_error,omitempty"`
 }
 
 // Event is one change the daemon reports on /v1/events.
@@ -107,4 +119,7 @@ const (
 	EventExit    = "exit"
 	EventRestart = "restart"
 	EventError   = "error"
+	// EventRegistry reports an instance the registry refuses or cannot be
+	// reached for, and its recovery.
+	EventRegistry = "registry"
 )

@@ -195,7 +195,9 @@ func startDaemon(t *testing.T, opts ...option) *daemon {
 
 	// No --config: the default /etc/flyd/flyd.yaml is absent on test
 	// machines, and an explicit file that is absent is an error.
-	args := append([]string{"daemon", "--socket", d.socket, "--state-dir", d.stateDir, "--run-dir", d.runDir}, o.args...)
+	// The embedded registry gets a port of its own: tests run side by side.
+	args := append([]string{"daemon", "--socket", d.socket, "--state-dir", d.stateDir, "--run-dir", d.runDir,
+		"--registry-listen", "127.0.0.1:0"}, o.args...)
 	d.cmd = exec.Command(flydBin, args...)
 	d.cmd.Dir = d.dir
 	d.cmd.Env = append(cleanEnv(), o.env...)

@@ -30,6 +30,7 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/netalloc"
+	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -50,17 +51,22 @@ type Config struct {
 	// AdvertiseAddress is the address other hosts reach host-network
 	// endpoints on; empty publishes no public instance.
 	AdvertiseAddress string
+	// Registrar heart-beats running workloads' endpoints into a registry;
+	// nil when the registry is off. RegistryURL says where, for status.
+	Registrar   *registrar.Registrar
+	RegistryURL string
 }
 
 // Supervisor owns every workload of one daemon. It implements api.Backend.
 type Supervisor struct {
-	cfg     Config
-	log     *zap.Logger
-	store   *store
-	drivers map[spec.Kind]driver.Driver
-	events  *bus
-	started time.Time
-	logDir  string
+	cfg      Config
+	log      *zap.Logger
+	store    *store
+	drivers  map[spec.Kind]driver.Driver
+	events   *bus
+	started  time.Time
+	hostname string
+	logDir   string
 	// carrierRoot holds one directory per run with file carriers; 0711 so
 	// that a workload's user reaches its own directory and lists nothing.
 	carrierRoot string
@@ -105,6 +111,7 @@ func New(cfg Config) (*Supervisor, error) {
 		drivers:     map[spec.Kind]driver.Driver{},
 		events:      newBus(),
 		started:     time.Now(),
+		hostname:    hostname(),
 		logDir:      filepath.Join(cfg.StateDir, "logs"),
 		carrierRoot: filepath.Join(cfg.RunDir, "carriers"),
 		workloads:   map[string]*workload{},
@@ -277,6 +284,15 @@ func (s *Supervisor) publish(ev api.Event) {
 	s.events.publish(ev)
 }
 
+// hostname names this host in registry ids and metadata.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}
+
 // rotateLogs rotates every workload's log file by size. One goroutine for
 // all workloads: a stat each per second is cheap, a goroutine each is not.
 func (s *Supervisor) rotateLogs() {
@@ -323,7 +339,12 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 		Uptime:    time.Since(s.started).Round(time.Second).String(),
 		States:    map[api.State]int{},
 		Runtimes:  map[string]bool{},
-		Registry:  "off",
+		Registry:  api.RegistryStatus{URL: s.cfg.RegistryURL},
+	}
+	if r := s.cfg.Registrar; r != nil {
+		rs := r.Stats()
+		st.Registry.Desired, st.Registry.Registered, st.Registry.Failing = rs.Desired, rs.Registered, rs.Failing
+		st.Registry.Heartbeats, st.Registry.Failures, st.Registry.LastError = rs.Heartbeats, rs.Failures, rs.LastError
 	}
 	for _, k := range []spec.Kind{spec.KindNative, spec.KindNix, spec.KindContainerd} {
 		st.Runtimes[string(k)] = s.drivers[k] != nil

@@ -22,8 +22,6 @@ func unsupported(w *spec.Workload) error {
 		return refuse("resources")
 	case len(w.After) > 0:
 		return refuse("after")
-	case w.Registry != nil:
-		return refuse("registry")
 	}
 	return nil
 }

@@ -144,6 +144,7 @@ func (w *workload) setState(st api.State, msg string) {
 			v.NextStart = nil
 		}
 	})
+	w.publishInstances(st)
 	w.log.Info("state", zap.String("state", string(st)), zap.String("reason", msg))
 	w.publish(api.Event{Type: api.EventState, State: st, Message: msg})
 }

@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -40,6 +41,10 @@ type daemonConfig struct {
 	logMaxSize  string
 	logGens     int
 	advertise   string
+
+	registry        string
+	registryKeyFile string
+	registryListen  string
 }
 
 func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
@@ -52,6 +57,9 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logMaxSize, "log-max-size", "10Mi", "rotate a workload's log file at this size")
 	fs.IntVar(&cfg.logGens, "log-generations", logfile.DefaultGenerations, "rotated log files kept per workload")
+	fs.StringVar(&cfg.registry, "registry", "embedded", "embedded, off, or the base URL of a registry (http://host:port)")
+	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
+	fs.StringVar(&cfg.registryListen, "registry-listen", defaultRegistryListen, "where the embedded registry listens")
 	fs.StringVar(&cfg.advertise, "advertise-address", "127.0.0.1", "address published as the public instance of host-network endpoints")
 	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
 	return fs
@@ -124,21 +132,37 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	}
 	defer os.Remove(cfg.socket)
 
-	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
-	sup, err := supervisor.New(supervisor.Config{
-		LogMaxSize:     int64(maxSize),
-		LogGenerations: cfg.logGens,
-		StateDir:       cfg.stateDir,
-		RunDir:         cfg.runDir,
-		Drivers:        []driver.Driver{native.Driver{}},
-		Logger:         log,
-		Version:        version,
-		StopOnClose:    cfg.stopOnExit,
+	// The registrar may report before the supervisor exists.
+	var supRef atomic.Pointer[supervisor.Supervisor]
+	reg, err := startRegistry(ctx, cfg, log, func(owner, id string, err error) {
+		if sup := supRef.Load(); sup != nil {
+			sup.RegistryProblem(owner, id, err)
+		}
 	})
 	if err != nil {
 		l.Close()
 		return err
 	}
+	defer reg.close()
+	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
+	sup, err := supervisor.New(supervisor.Config{
+		Registrar:        reg.registrar,
+		RegistryURL:      reg.url,
+		LogMaxSize:       int64(maxSize),
+		LogGenerations:   cfg.logGens,
+		StateDir:         cfg.stateDir,
+		RunDir:           cfg.runDir,
+		Drivers:          []driver.Driver{native.Driver{}},
+		Logger:           log,
+		Version:          version,
+		StopOnClose:      cfg.stopOnExit,
+		AdvertiseAddress: cfg.advertise,
+	})
+	if err != nil {
+		l.Close()
+		return err
+	}
+	supRef.Store(sup)
 	gid := lookupGroup(cfg.socketGroup)
 	srv := api.NewServer(sup, api.PeerPolicy(gid), log.Named("api"))
 
@@ -169,6 +193,9 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		<-served
 	}
 	sup.Close()
+	if cfg.stopOnExit {
+		reg.flush(log)
+	}
 	log.Info("flyd daemon stopped")
 	return serveErr
 }

@@ -65,7 +65,15 @@ func printStatus(w io.Writer, st *api.Status) {
 		}
 	}
 	fmt.Fprintf(tw, "runtimes\t%s\n", strings.Join(rts, ", "))
-	fmt.Fprintf(tw, "registry\t%s\n", st.Registry)
+	if r := st.Registry; r.URL == "" {
+		fmt.Fprintf(tw, "registry\toff\n")
+	} else {
+		fmt.Fprintf(tw, "registry\t%s: %d of %d instances registered, %d failing, %d heartbeats\n",
+			r.URL, r.Registered, r.Desired, r.Failing, r.Heartbeats)
+		if r.LastError != "" {
+			fmt.Fprintf(tw, "  last error\t%s\n", r.LastError)
+		}
+	}
 	tw.Flush()
 }
 

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/registrar"
+	"github.com/flyd-dev/flyd/registry"
+	"github.com/flyd-dev/flyd/registryclient"
+)
+
+// daemonRegistry is the daemon's side of the registry: the embedded
+// reference registry when it runs one, and the registrar that heart-beats
+// into whichever registry is configured.
+type daemonRegistry struct {
+	url       string
+	registrar *registrar.Registrar
+	client    *registryclient.Client
+	stop      []func()
+}
+
+// startRegistry sets up --registry: "off", "embedded" (a reference registry
+// in this process, its key created 0600 when missing) or a base URL.
+func startRegistry(ctx context.Context, cfg daemonConfig, log *zap.Logger, onError func(owner, id string, err error)) (*daemonRegistry, error) {
+	d := &daemonRegistry{}
+	if cfg.registry == "off" {
+		return d, nil
+	}
+	keyFile := cfg.registryKeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(cfg.stateDir, "registry.key")
+	}
+	d.url = cfg.registry
+	if cfg.registry == "embedded" {
+		key, created, err := registry.LoadOrCreateKey(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("registry key: %w", err)
+		}
+		if created {
+			log.Info("created the registry key file", zap.String("file", keyFile))
+		}
+		srv, err := registry.New(registry.Config{
+			DefaultTTL:   registry.DefaultTTL,
+			SnapshotPath: filepath.Join(cfg.stateDir, "registry.json"),
+			Key:          key,
+			Logger:       log.Named("registry"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		l, err := net.Listen("tcp", cfg.registryListen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded registry: %w", err)
+		}
+		sctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := srv.Serve(sctx, l); err != nil {
+				log.Error("embedded registry stopped", zap.Error(err))
+			}
+		}()
+		d.stop = append(d.stop, func() { cancel(); <-done })
+		d.url = "http://" + l.Addr().String()
+	}
+	client, err := registryclient.New(d.url, keyFile)
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	d.client = client
+	d.registrar = registrar.New(registrar.Config{Registry: client, Logger: log.Named("registrar"), OnError: onError})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.registrar.Run(rctx)
+	}()
+	// Stopped before the embedded server so no heartbeat meets a closed door.
+	d.stop = append([]func(){func() { cancel(); <-done; client.Close() }}, d.stop...)
+	return d, nil
+}
+
+// flush deregisters everything still registered, for a daemon that stops
+// its workloads on exit.
+func (d *daemonRegistry) flush(log *zap.Logger) {
+	if d.registrar == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.registrar.Flush(ctx); err != nil {
+		log.Warn("could not deregister every instance", zap.Error(err))
+	}
+}
+
+func (d *daemonRegistry) close() {
+	for _, f := range d.stop {
+		f()
+	}
+	d.stop = nil
+}

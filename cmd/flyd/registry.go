@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/registry"
+	"github.com/flyd-dev/flyd/registryclient"
+)
+
+// Where `flyd registry serve` listens and keeps its key unless told
+// otherwise, and so where `flyd registry ls` looks.
+const (
+	defaultRegistryURL     = "http://127.0.0.1:9471"
+	defaultRegistryListen  = "127.0.0.1:9471"
+	defaultRegistryKeyFile = "/var/lib/flyd/registry.key"
+)
+
+const (
+	registryServeUsage = "serve [--listen ADDR] [--key-file F] [--default-ttl 90s] [--reap-interval 30s] [--snapshot FILE] [--log-level L]"
+	registryLsUsage    = "ls [--registry URL] [--registry-key-file F] [--healthy-only] [--json]"
+)
+
+func init() {
+	register("registry", command{"run or query a service registry", registryServeUsage + "\n       flyd registry " + registryLsUsage, cmdRegistry})
+}
+
+func cmdRegistry(ctx context.Context, c *cli, args []string) error {
+	if len(args) == 0 {
+		return usagef("name a subcommand: serve or ls")
+	}
+	switch args[0] {
+	case "serve":
+		c.usage = registryServeUsage
+		return registryServe(ctx, c, args[1:])
+	case "ls":
+		c.usage = registryLsUsage
+		return registryLs(ctx, c, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprintf(c.stderr, "usage: flyd registry %s\n       flyd registry %s\n", registryServeUsage, registryLsUsage)
+		return flag.ErrHelp
+	}
+	return usagef("unknown subcommand %q: serve or ls", args[0])
+}
+
+// registryFlags is a flag set for a registry subcommand: they take none of
+// the daemon client's flags (--socket).
+func registryFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("registry "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func registryServe(ctx context.Context, c *cli, args []string) error {
+	fs := registryFlags("serve")
+	listen := fs.String("listen", defaultRegistryListen, "address to listen on (host:port)")
+	keyFile := fs.String("key-file", defaultRegistryKeyFile, "file holding the API key; created (0600, random) when absent")
+	defTTL := fs.Duration("default-ttl", registry.DefaultTTL, "lease of instances registered without a ttl_ns; 0 = never expire")
+	reap := fs.Duration("reap-interval", registry.DefaultReapInterval, "how often expired instances are removed")
+	snapshot := fs.String("snapshot", "", "file keeping the state across restarts (default: memory only)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return usagef("unexpected argument %q", pos[0])
+	case *defTTL < 0:
+		return usagef("--default-ttl must not be negative")
+	case *reap <= 0:
+		return usagef("--reap-interval must be positive")
+	}
+	log, err := newLogger(*level)
+	if err != nil {
+		return usagef("--log-level: %v", err)
+	}
+	defer log.Sync()
+
+	key, created, err := registry.LoadOrCreateKey(*keyFile)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("created a new registry key file", zap.String("key_file", *keyFile))
+	}
+	srv, err := registry.New(registry.Config{
+		DefaultTTL:   *defTTL,
+		ReapInterval: *reap,
+		SnapshotPath: *snapshot,
+		Key:          key,
+		Logger:       log.Named("registry"),
+	})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	log.Info("registry listening", zap.String("addr", l.Addr().String()), zap.String("key_file", *keyFile),
+		zap.Stringer("default_ttl", *defTTL), zap.Stringer("reap_interval", *reap), zap.String("snapshot", *snapshot))
+	err = srv.Serve(ctx, l)
+	if err != nil {
+		log.Error("registry stopped", zap.Error(err))
+		return err
+	}
+	log.Info("registry stopped")
+	return nil
+}
+
+func registryLs(ctx context.Context, c *cli, args []string) error {
+	fs := registryFlags("ls")
+	url := fs.String("registry", defaultRegistryURL, "registry URL")
+	keyFile := fs.String("registry-key-file", defaultRegistryKeyFile, "file holding the registry's API key")
+	healthy := fs.Bool("healthy-only", false, "only the healthy instances")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	rc, err := registryclient.New(*url, *keyFile)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	ins, err := rc.Instances(ctx, *healthy)
+	if err != nil {
+		if errors.Is(err, registryclient.ErrUnauthorized) {
+			return fmt.Errorf("%w (is --registry-key-file the registry's key?)", err)
+		}
+		return err
+	}
+	if c.json {
+		if ins == nil {
+			ins = []registryclient.Instance{}
+		}
+		return printJSON(c.stdout, ins)
+	}
+	printInstances(c.stdout, ins, time.Now())
+	return nil
+}
+
+func printInstances(w io.Writer, ins []registryclient.Instance, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tADDRESS\tPORT\tHEALTHY\tTTL\tAGE\tID")
+	for _, in := range ins {
+		ttl := "never"
+		if in.TTL > 0 {
+			ttl = time.Duration(in.TTL).String()
+		}
+		age := "-"
+		if !in.RegisteredAt.IsZero() {
+			age = now.Sub(in.RegisteredAt).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", in.Name, in.Address, strconv.Itoa(in.Port),
+			in.Healthy, ttl, age, in.ID)
+	}
+	tw.Flush()
+}

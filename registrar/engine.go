@@ -1,0 +1,188 @@
+package registrar
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/flyd-dev/flyd/registryclient"
+)
+
+// slack lets the scheduler take work due within the next instant in the
+// same pass, instead of waking once per instance of a jittered burst.
+const slack = 2 * time.Millisecond
+
+// job is one request handed to a worker: a copy of what it needs, taken
+// under the lock, so the worker reads nothing shared while it calls out.
+type job struct {
+	e      *entry // only touched again under the lock, in finish
+	id     string
+	op     op
+	inst   registryclient.Instance // for opRegister
+	gen    uint64                  // of inst
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// Run schedules until ctx is done, then stops promptly: requests in flight
+// are cancelled and nothing is deregistered, so that a daemon restart does
+// not flap the registry (the next daemon re-registers the same ids). Run
+// waits for a Flush that is scheduling to finish.
+func (r *Registrar) Run(ctx context.Context) {
+	select {
+	case r.engine <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-r.engine }()
+	r.schedule(ctx, false)
+}
+
+// Flush ends every owner's desired set and deregisters every instance the
+// registry may still hold, retrying failures with backoff until ctx is
+// done. It is for a daemon that stops its workloads on exit; it uses the
+// running scheduler if Run is running, or schedules by itself otherwise.
+// A Set during Flush is honoured, and may keep Flush waiting.
+func (r *Registrar) Flush(ctx context.Context) error {
+	now := time.Now()
+	r.mu.Lock()
+	clear(r.owners)
+	for _, e := range r.entries {
+		e.desired = false
+		if e.inflight == opNone && !e.held {
+			r.drop(e)
+			continue
+		}
+		// Backoff or not, this is the last chance: try now.
+		r.queue.at(e, now)
+	}
+	if len(r.entries) == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	if r.drained == nil {
+		r.drained = make(chan struct{})
+	}
+	drained := r.drained
+	r.mu.Unlock()
+	r.poke()
+
+	select {
+	case r.engine <- struct{}{}:
+		r.schedule(ctx, true)
+		<-r.engine
+	case <-drained:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	left := len(r.entries)
+	r.mu.Unlock()
+	if left > 0 {
+		return fmt.Errorf("registrar: flush left %d instances possibly registered: %w", left, context.Cause(ctx))
+	}
+	return nil
+}
+
+// schedule is the one scheduler goroutine: it hands due entries to a fixed
+// pool of workers, never more than there are idle workers, and sleeps until
+// the next due time, a Set, or a worker coming back. With untilEmpty it
+// returns once nothing is left to do (Flush).
+func (r *Registrar) schedule(ctx context.Context, untilEmpty bool) {
+	ctx, stop := context.WithCancel(ctx)
+	// At most workers jobs are ever outstanding, so neither channel blocks
+	// its sender.
+	jobs := make(chan job, r.workers)
+	done := make(chan struct{}, r.workers)
+	var wg sync.WaitGroup
+	for range r.workers {
+		wg.Go(func() { r.work(ctx, jobs, done) })
+	}
+	defer func() {
+		stop() // cancels every request in flight
+		close(jobs)
+		wg.Wait()
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	idle := r.workers
+	for {
+		wait, empty := r.dispatch(ctx, jobs, &idle)
+		if untilEmpty && empty && idle == r.workers {
+			return
+		}
+		if wait >= 0 {
+			timer.Reset(wait)
+		} else {
+			timer.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.notify:
+		case <-timer.C:
+		case <-done:
+			idle++
+		}
+	}
+}
+
+// dispatch sends every due entry it has a worker for. It returns how long
+// to sleep (-1: until something else happens) and whether no entry is
+// left. The lock is held, but sending cannot block (see schedule).
+func (r *Registrar) dispatch(ctx context.Context, jobs chan<- job, idle *int) (time.Duration, bool) {
+	now := time.Now()
+	horizon := now.Add(slack)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for *idle > 0 && len(r.queue) > 0 && !r.queue[0].next.After(horizon) {
+		e := heap.Pop(&r.queue).(*entry)
+		o := e.due(now)
+		if o == opNone {
+			r.drop(e)
+			continue
+		}
+		jctx, cancel := context.WithTimeout(ctx, r.timeout)
+		e.inflight, e.cancel = o, cancel
+		j := job{e: e, id: e.id, op: o, gen: e.gen, ctx: jctx, cancel: cancel}
+		if o == opRegister {
+			j.inst = e.want
+		}
+		jobs <- j
+		*idle--
+	}
+	wait := time.Duration(-1)
+	if *idle > 0 && len(r.queue) > 0 {
+		wait = max(r.queue[0].next.Sub(now), 0)
+	}
+	return wait, len(r.entries) == 0
+}
+
+// work runs requests until jobs is closed. Jobs left over after the
+// engine stopped are not sent: they are handed back as aborted.
+func (r *Registrar) work(ctx context.Context, jobs <-chan job, done chan<- struct{}) {
+	for j := range jobs {
+		var err error
+		if err = ctx.Err(); err == nil {
+			err = r.call(j)
+		}
+		r.finish(ctx, j, err) // before cancel: finish tells our cancel from others'
+		j.cancel()
+		done <- struct{}{}
+	}
+}
+
+func (r *Registrar) call(j job) error {
+	switch j.op {
+	case opRegister:
+		// The id is always ours, so the one the registry echoes is too.
+		_, _, err := r.reg.Register(j.ctx, j.inst)
+		return err
+	case opHeartbeat:
+		return r.reg.Heartbeat(j.ctx, j.id)
+	default:
+		return r.reg.Deregister(j.ctx, j.id)
+	}
+}

@@ -1,0 +1,253 @@
+package registrar
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/registryclient"
+)
+
+// Registry is what the registrar needs of a client; registryclient.Client
+// satisfies it. Every method must return promptly once ctx is done: that
+// is how Run stops with requests in flight.
+type Registry interface {
+	Register(ctx context.Context, in registryclient.Instance) (id string, created bool, err error)
+	Heartbeat(ctx context.Context, id string) error
+	Deregister(ctx context.Context, id string) error
+}
+
+// Config configures a Registrar. Only Registry is required.
+type Config struct {
+	Registry Registry
+	Logger   *zap.Logger
+	// Workers bounds the requests in flight (default 8).
+	Workers int
+	// RequestTimeout bounds each request (default 10 s); a request that
+	// times out counts as the registry being unreachable.
+	RequestTimeout time.Duration
+	// OnError is called when an instance's requests start failing, when
+	// the kind of failure changes (unreachable, unauthorized, refused
+	// content), and when they recover (err == nil) — once per change, not
+	// per retry, so an outage does not flood the daemon's events. It runs
+	// on a worker without the registrar's lock and must not block. May be
+	// nil.
+	OnError func(owner, id string, err error)
+}
+
+// Default values of Config.
+const (
+	DefaultWorkers        = 8
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// Registrar keeps a registry's view equal to the desired instances. Set,
+// Stats and Flush are safe for concurrent use; Run runs once at a time.
+type Registrar struct {
+	reg     Registry
+	log     *zap.Logger
+	workers int
+	timeout time.Duration
+	onError func(owner, id string, err error)
+
+	// notify wakes the scheduler after a Set; one pending wake is enough
+	// because the scheduler re-reads the whole queue.
+	notify chan struct{}
+	// engine is held by whoever runs the scheduler (Run or Flush), so that
+	// two schedulers never race over the same entries.
+	engine chan struct{}
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	owners  map[string]map[string]struct{} // owner → desired ids
+	queue   queue
+	drained chan struct{} // closed when entries becomes empty; nil unless awaited
+
+	heartbeats uint64
+	failures   uint64
+	lastErr    string
+}
+
+// New returns a Registrar that does nothing until Run.
+func New(cfg Config) *Registrar {
+	if cfg.Registry == nil {
+		panic("registrar: Config.Registry is nil")
+	}
+	r := &Registrar{
+		reg:     cfg.Registry,
+		log:     cfg.Logger,
+		workers: cfg.Workers,
+		timeout: cfg.RequestTimeout,
+		onError: cfg.OnError,
+		notify:  make(chan struct{}, 1),
+		engine:  make(chan struct{}, 1),
+		entries: map[string]*entry{},
+		owners:  map[string]map[string]struct{}{},
+	}
+	if r.log == nil {
+		r.log = zap.NewNop()
+	}
+	if r.workers <= 0 {
+		r.workers = DefaultWorkers
+	}
+	if r.timeout <= 0 {
+		r.timeout = DefaultRequestTimeout
+	}
+	return r
+}
+
+// Set replaces the desired instances of owner; nil or empty means none, so
+// all of the owner's are deregistered. Instances are identified by
+// Instance.ID: an id that another owner had moves to this one. An instance
+// whose content changed is re-registered at once, unless the registry is
+// failing, in which case the retry already scheduled carries the new
+// content. Set never blocks on the network.
+func (r *Registrar) Set(owner string, instances []registryclient.Instance) {
+	now := time.Now()
+	changed := false
+	var ids map[string]struct{}
+	if len(instances) > 0 {
+		ids = make(map[string]struct{}, len(instances))
+	}
+
+	r.mu.Lock()
+	for i := range instances {
+		in := &instances[i]
+		if in.ID == "" {
+			r.log.Warn("registrar: instance without id ignored", zap.String("owner", owner), zap.String("name", in.Name))
+			continue
+		}
+		ids[in.ID] = struct{}{}
+		changed = r.want(owner, in, now) || changed
+	}
+	for id := range r.owners[owner] {
+		if _, ok := ids[id]; !ok {
+			changed = r.unwant(owner, id, now) || changed
+		}
+	}
+	if len(ids) == 0 {
+		delete(r.owners, owner)
+	} else {
+		r.owners[owner] = ids
+	}
+	r.mu.Unlock()
+
+	if changed {
+		r.poke()
+	}
+}
+
+// want makes in desired for owner; it reports whether anything changed.
+// Called with r.mu held.
+func (r *Registrar) want(owner string, in *registryclient.Instance, now time.Time) bool {
+	e := r.entries[in.ID]
+	if e == nil {
+		e = &entry{id: in.ID, owner: owner, desired: true, want: own(in), gen: 1, index: -1}
+		r.entries[in.ID] = e
+		r.queue.at(e, now)
+		return true
+	}
+	if e.owner != owner {
+		if e.desired {
+			r.log.Warn("registrar: instance id moved to another owner",
+				zap.String("id", e.id), zap.String("from", e.owner), zap.String("to", owner))
+			delete(r.owners[e.owner], e.id)
+			if len(r.owners[e.owner]) == 0 {
+				delete(r.owners, e.owner)
+			}
+		}
+		e.owner = owner
+	}
+	changed := false
+	if !sameContent(&e.want, in) {
+		e.want, e.gen, changed = own(in), e.gen+1, true
+	}
+	if !e.desired {
+		e.desired, changed = true, true
+		if e.inflight == opDeregister {
+			// Wanted again: the deregister in flight is now wrong. Should it
+			// land anyway, the next heartbeat's 410 re-registers.
+			e.cancel()
+			e.superseded = true
+		}
+	}
+	if changed {
+		r.soon(e, now)
+	}
+	return changed
+}
+
+// unwant ends owner's desire for id. Called with r.mu held.
+func (r *Registrar) unwant(owner, id string, now time.Time) bool {
+	e := r.entries[id]
+	if e == nil || e.owner != owner || !e.desired {
+		return false
+	}
+	e.desired = false
+	if e.inflight == opNone && !e.held {
+		r.drop(e)
+		return true
+	}
+	r.soon(e, now)
+	return true
+}
+
+// soon schedules a change to be sent now, unless the registry is down or
+// refusing the key: a change does not fix those, and pulling the retry
+// forward on every Set would let a flapping health check defeat the
+// backoff. Called with r.mu held.
+func (r *Registrar) soon(e *entry, now time.Time) {
+	if e.failures > 0 && (e.failing == classDown || e.failing == classRefused) {
+		return
+	}
+	r.queue.earlier(e, now)
+}
+
+// drop forgets e. Called with r.mu held.
+func (r *Registrar) drop(e *entry) {
+	r.queue.remove(e)
+	delete(r.entries, e.id)
+	if len(r.entries) == 0 && r.drained != nil {
+		close(r.drained)
+		r.drained = nil
+	}
+}
+
+func (r *Registrar) poke() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Stats is a snapshot for status and metrics.
+type Stats struct {
+	Desired    int    // instances the daemon wants registered
+	Registered int    // instances whose lease the registry acknowledged and has not lapsed
+	Failing    int    // instances whose last request failed
+	Heartbeats uint64 // heartbeats acknowledged, ever
+	Failures   uint64 // requests failed, ever
+	LastError  string // the last failure, for display
+}
+
+// Stats returns a snapshot.
+func (r *Registrar) Stats() Stats {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := Stats{Heartbeats: r.heartbeats, Failures: r.failures, LastError: r.lastErr}
+	for _, e := range r.entries {
+		if e.desired {
+			s.Desired++
+		}
+		if e.registered && now.Sub(e.renewedAt) < e.lease {
+			s.Registered++
+		}
+		if e.failures > 0 {
+			s.Failing++
+		}
+	}
+	return s
+}

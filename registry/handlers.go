@@ -1,0 +1,238 @@
+package registry
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// MaxBodyBytes caps request bodies: an instance is a few hundred bytes.
+const MaxBodyBytes = 64 << 10
+
+// The routes of the contract (R7).
+const (
+	PathServices   = "/api/v1/services"
+	PathRegister   = "/api/v1/services/register"
+	PathHeartbeat  = "/api/v1/services/heartbeat"
+	PathDeregister = "/api/v1/services/deregister"
+	PathExport     = "/api/v1/services/export"
+)
+
+// errorBody is the JSON form of every error answer.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+type idBody struct {
+	ID string `json:"id"`
+}
+
+func (s *Server) routes() http.Handler {
+	m := http.NewServeMux()
+	m.Handle(PathRegister, only(http.MethodPost, s.register))
+	m.Handle(PathHeartbeat, only(http.MethodPost, s.heartbeat))
+	m.Handle(PathDeregister, only(http.MethodPost, s.deregister))
+	m.Handle(PathServices, only(http.MethodGet, s.services))
+	m.Handle(PathExport, only(http.MethodGet, s.export))
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path)
+	})
+	return s.authenticated(m)
+}
+
+// authenticated refuses every request without the key, unknown routes
+// included, so that an unauthenticated caller learns nothing. Hashing both
+// sides makes the comparison constant-time in the length too.
+func (s *Server) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		given := r.Header.Get("X-API-Key")
+		if given == "" {
+			writeError(w, http.StatusUnauthorized, "missing X-API-Key header")
+			return
+		}
+		h := sha256.Sum256([]byte(given))
+		if subtle.ConstantTimeCompare(h[:], s.keyHash[:]) != 1 {
+			writeError(w, http.StatusUnauthorized, "invalid API key")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// only answers other methods with a JSON 405 (the mux's own is plain text).
+func only(method string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			writeError(w, http.StatusMethodNotAllowed, "use "+method+" on "+r.URL.Path)
+			return
+		}
+		h(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+// decode reads exactly one JSON object with only known fields into v, and
+// answers the request itself when it cannot.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
+		err = errors.New("trailing data after the JSON object")
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", mbe.Limit))
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, "empty request body: a JSON object is required")
+	default:
+		writeError(w, http.StatusBadRequest, "malformed request body: "+err.Error())
+	}
+	return false
+}
+
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var reg registration
+	if !decode(w, r, &reg) {
+		return
+	}
+	in, err := reg.instance(s.cfg.DefaultTTL)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	in, created := s.store.upsert(in, s.now())
+	s.changed()
+	if created {
+		s.log.Info("instance registered", zap.String("id", in.ID), zap.String("name", in.Name),
+			zap.String("address", in.Address), zap.Int("port", in.Port))
+	} else {
+		s.log.Debug("instance refreshed", zap.String("id", in.ID))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID      string `json:"id"`
+		Created bool   `json:"created"`
+	}{in.ID, created})
+}
+
+// readID reads a {"id"} body.
+func readID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var b idBody
+	if !decode(w, r, &b) {
+		return "", false
+	}
+	if strings.TrimSpace(b.ID) == "" {
+		writeError(w, http.StatusBadRequest, "id is required")
+		return "", false
+	}
+	return b.ID, true
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	id, ok := readID(w, r)
+	if !ok {
+		return
+	}
+	in, ok := s.store.heartbeat(id, s.now())
+	if !ok {
+		writeError(w, http.StatusGone, fmt.Sprintf("instance %q is unknown or its lease expired: register again", id))
+		return
+	}
+	s.leasesDirty.Store(true)
+	writeJSON(w, http.StatusOK, struct {
+		ID        string    `json:"id"`
+		UpdatedAt time.Time `json:"updated_at"`
+	}{in.ID, in.UpdatedAt})
+}
+
+func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
+	id, ok := readID(w, r)
+	if !ok {
+		return
+	}
+	in, ok := s.store.remove(id, s.now())
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("instance %q is not registered", id))
+		return
+	}
+	s.changed()
+	s.log.Info("instance deregistered", zap.String("id", in.ID), zap.String("name", in.Name))
+	writeJSON(w, http.StatusOK, idBody{ID: in.ID})
+}
+
+// boolParam reads a boolean query parameter ("1", "true", "0", ...).
+func boolParam(w http.ResponseWriter, r *http.Request, name string) (on, ok bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, true
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter %s=%q is not a boolean", name, v))
+		return false, false
+	}
+	return on, true
+}
+
+// services lists the names of the live services, or with ?detail=1 their
+// instances; ?healthy_only=1 keeps the healthy instances only (R6).
+func (s *Server) services(w http.ResponseWriter, r *http.Request) {
+	detail, ok := boolParam(w, r, "detail")
+	if !ok {
+		return
+	}
+	healthy, ok := boolParam(w, r, "healthy_only")
+	if !ok {
+		return
+	}
+	ins := s.store.list(s.now(), healthy)
+	if detail {
+		writeJSON(w, http.StatusOK, struct {
+			Instances []Instance `json:"instances"`
+		}{ins})
+		return
+	}
+	names := make([]string, 0, len(ins))
+	for _, in := range ins {
+		names = append(names, in.Name)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Services []string `json:"services"`
+	}{slices.Compact(names)}) // sorted by name already
+}
+
+func (s *Server) export(w http.ResponseWriter, r *http.Request) {
+	healthy, ok := boolParam(w, r, "healthy_only")
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/toml; charset=utf-8")
+	w.Header().Set("Content-Disposition", `inline; filename="koder-service-ports.toml"`)
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = io.WriteString(w, RenderTOML(s.store.list(s.now(), healthy)))
+}

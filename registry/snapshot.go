@@ -1,0 +1,138 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+const (
+	// snapshotEvery bounds how often the state is written after changes: a
+	// burst of registrations costs one write.
+	snapshotEvery = 200 * time.Millisecond
+	// leaseFlushEvery bounds how often heart-beats alone cause a write. A
+	// daemon heart-beating a thousand instances would otherwise rewrite the
+	// file five times a second; an updated_at a few seconds old costs a
+	// restarted registry nothing, since leases are many heartbeats long.
+	leaseFlushEvery = 2 * time.Second
+	snapshotVersion = 1
+)
+
+type snapshotFile struct {
+	Version   int        `json:"version"`
+	Instances []Instance `json:"instances"`
+}
+
+// readSnapshot reads the state written by writeSnapshot; no file is an
+// empty registry. A file that cannot be read is an error rather than an
+// empty registry, which would silently drop every lease.
+func readSnapshot(path string) (ins []Instance, found bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("registry: reading snapshot: %w", err)
+	}
+	var f snapshotFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, false, fmt.Errorf("registry: snapshot %s is corrupt (move it away to start empty): %w", path, err)
+	}
+	if f.Version != snapshotVersion {
+		return nil, false, fmt.Errorf("registry: snapshot %s has version %d; this registry reads version %d", path, f.Version, snapshotVersion)
+	}
+	out := f.Instances[:0]
+	for _, in := range f.Instances {
+		if in.ID != "" {
+			out = append(out, in)
+		}
+	}
+	return out, true, nil
+}
+
+// writeSnapshot replaces the snapshot atomically: a crash leaves the old
+// file or the new one, never half of one.
+func (s *Server) writeSnapshot() error {
+	s.leasesDirty.Store(false)
+	b, err := json.Marshal(snapshotFile{Version: snapshotVersion, Instances: s.store.all()})
+	if err != nil {
+		return fmt.Errorf("registry: encoding snapshot: %w", err)
+	}
+	if err := writeFileAtomic(s.cfg.SnapshotPath, b); err != nil {
+		return fmt.Errorf("registry: writing snapshot: %w", err)
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op once renamed
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	// The rename is durable only once the directory is.
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// snapshotLoop writes the state after changes, at most every snapshotEvery,
+// until ctx is done; Serve writes the last one.
+func (s *Server) snapshotLoop(ctx context.Context) {
+	lease := time.NewTicker(leaseFlushEvery)
+	defer lease.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.dirty:
+		case <-lease.C:
+			if !s.leasesDirty.Load() {
+				continue
+			}
+		}
+		if err := s.writeSnapshot(); err != nil {
+			// The registry keeps serving; the lease tick tries again.
+			s.log.Error("cannot snapshot the registry", zap.Error(err))
+			s.leasesDirty.Store(true)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(snapshotEvery):
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package supervisor
+
+import (
+	"sort"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/registryclient"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// defaultRegistryTTL is an instance's lease when the spec names none.
+const defaultRegistryTTL = 30_000_000_000 // 30 s in ns
+
+// instances is what the registry should hold for a workload in a state:
+// one instance per endpoint while it runs, nothing otherwise.
+func (s *Supervisor) instances(w *spec.Workload, ports []api.PortMapping, st api.State) []registryclient.Instance {
+	if st != api.StateRunning || len(ports) == 0 {
+		return nil
+	}
+	name, ttl := w.Name, int64(defaultRegistryTTL)
+	var tags []string
+	meta := map[string]string{}
+	if r := w.Registry; r != nil {
+		if r.Name != "" {
+			name = r.Name
+		}
+		if r.TTL.Duration > 0 {
+			ttl = int64(r.TTL.Duration)
+		}
+		tags = r.Tags
+		for k, v := range r.Metadata {
+			meta[k] = v
+		}
+	}
+	out := make([]registryclient.Instance, 0, len(ports))
+	for _, p := range ports {
+		address := s.cfg.AdvertiseAddress
+		if p.Network != spec.NetworkHost || address == "" {
+			// An isolated network has nothing but its loopback.
+			address = "127.0.0.1"
+		}
+		md := map[string]string{
+			"flyd.workload": w.Name,
+			"flyd.endpoint": p.Endpoint,
+			"flyd.api":      p.API,
+			"flyd.host":     s.hostname,
+			"flyd.kind":     string(w.Kind),
+			"flyd.network":  p.Network,
+		}
+		for k, v := range meta {
+			md[k] = v
+		}
+		it := append([]string{"api=" + p.API}, tags...)
+		sort.Strings(it[1:])
+		out = append(out, registryclient.Instance{
+			ID:       "flyd-" + s.hostname + "-" + w.Name + "-" + p.Endpoint,
+			Name:     name,
+			Address:  address,
+			Port:     p.Port,
+			Protocol: "tcp",
+			Tags:     it,
+			Metadata: md,
+			Healthy:  true,
+			TTL:      ttl,
+		})
+	}
+	return out
+}
+
+// publishInstances tells the registrar what the workload should have
+// registered now. It never blocks on the registry.
+func (w *workload) publishInstances(st api.State) {
+	if w.s.cfg.Registrar == nil {
+		return
+	}
+	w.s.cfg.Registrar.Set(w.name, w.s.instances(w.spec, w.ports, st))
+}
+
+// RegistryProblem reports a registration that fails, or recovers (err nil),
+// as an event. The registrar calls it; it must not block.
+func (s *Supervisor) RegistryProblem(owner, id string, err error) {
+	ev := api.Event{Type: api.EventRegistry, Workload: owner, Message: id + " registered again"}
+	if err != nil {
+		ev.Message = id + ": " + err.Error()
+	}
+	s.publish(ev)
+}
