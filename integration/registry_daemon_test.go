@@ -1,0 +1,151 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/registryclient"
+)
+
+const twoEndpoints = `
+name: reg
+command: ["@PROG@", "serve", "${ADDR_HTTP}"]
+endpoints: [{name: http, api: http, port: ephemeral}, {name: admin, api: grpc, port: ephemeral}]
+registry: {name: reg-svc, tags: [team=core], metadata: {jet.domain: reg.example.dev}, ttl: TTL}
+`
+
+// TestDaemonHeartbeatsIntoRegistry: a workload's two endpoints are
+// registered with the contract's shape, kept alive, brought back after a
+// registry outage longer than their lease that also wiped the registry,
+// and deregistered when the workload stops.
+func TestDaemonHeartbeatsIntoRegistry(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "registry.key")
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	serve := []string{"--listen", listen, "--key-file", keyFile, "--reap-interval", "100ms"}
+	reg := startConfRegistry(t, flydBin, dir, serve...)
+	d := startDaemon(t, withArgs("--registry", reg.url, "--registry-key-file", keyFile))
+	client, err := registryclient.New(reg.url, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "reg.yaml", strings.Replace(twoEndpoints, "TTL", "1s", 1)))
+	w := d.waitState(t, "reg", api.StateRunning)
+	host, _ := os.Hostname()
+	want := map[string]api.PortMapping{}
+	for _, p := range w.Ports {
+		want[fmt.Sprintf("flyd-%s-reg-%s", host, p.Endpoint)] = p
+	}
+	registered := func() (map[string]registryclient.Instance, error) {
+		ins, err := client.Instances(context.Background(), false)
+		got := map[string]registryclient.Instance{}
+		for _, in := range ins {
+			got[in.ID] = in
+		}
+		return got, err
+	}
+	both := func(what string) map[string]registryclient.Instance {
+		var got map[string]registryclient.Instance
+		eventually(t, what, func() error {
+			var err error
+			if got, err = registered(); err != nil {
+				return err
+			}
+			for id := range want {
+				if _, ok := got[id]; !ok {
+					return fmt.Errorf("%s not registered (have %d)", id, len(got))
+				}
+			}
+			return nil
+		})
+		return got
+	}
+	got := both("both endpoints registered")
+	for id, p := range want {
+		in := got[id]
+		if in.Name != "reg-svc" || in.Address != "127.0.0.1" || in.Port != p.Port || in.Protocol != "tcp" ||
+			!in.Healthy || in.TTL != int64(time.Second) {
+			t.Errorf("%s: %+v", id, in)
+		}
+		if strings.Join(in.Tags, ",") != "api="+p.API+",team=core" {
+			t.Errorf("%s tags %v", id, in.Tags)
+		}
+		for k, v := range map[string]string{"flyd.workload": "reg", "flyd.endpoint": p.Endpoint, "flyd.api": p.API,
+			"flyd.host": host, "flyd.kind": "native", "jet.domain": "reg.example.dev"} {
+			if in.Metadata[k] != v {
+				t.Errorf("%s metadata %s = %q, want %q", id, k, in.Metadata[k], v)
+			}
+		}
+	}
+	eventually(t, "heartbeats renewing the lease", func() error {
+		got, err := registered()
+		if err != nil {
+			return err
+		}
+		for id := range want {
+			if in := got[id]; !in.UpdatedAt.After(in.RegisteredAt) {
+				return fmt.Errorf("%s not heart-beaten yet", id)
+			}
+		}
+		return nil
+	})
+
+	// An outage longer than the lease, and a registry that comes back empty.
+	reg.terminate(t)
+	eventually(t, "the daemon noticing the outage", func() error {
+		st, err := d.client.Status(context.Background())
+		if err != nil {
+			return err
+		}
+		if st.Registry.Failing == 0 {
+			return fmt.Errorf("registry status %+v", st.Registry)
+		}
+		return nil
+	})
+	time.Sleep(1500 * time.Millisecond) // longer than the 1 s lease
+	if now := d.get(t, "reg"); now.PID != w.PID || now.State != api.StateRunning {
+		t.Fatalf("the outage touched the workload: %+v", now)
+	}
+	reg = startConfRegistry(t, flydBin, dir, serve...)
+	both("both endpoints registered again after the outage and the wipe")
+
+	// With a lease far longer than the test, an instance that disappears
+	// after stop was deregistered, not expired.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "reg.yaml", strings.Replace(twoEndpoints, "TTL", "10m", 1)))
+	d.waitState(t, "reg", api.StateRunning)
+	both("both endpoints registered with the long lease")
+	d.mustCLI(t, "stop", "reg")
+	eventually(t, "both endpoints deregistered on stop", func() error {
+		got, err := registered()
+		if err != nil {
+			return err
+		}
+		if len(got) != 0 {
+			return fmt.Errorf("%d instances still registered", len(got))
+		}
+		return nil
+	})
+	if strings.Contains(d.log(), readKey(t, keyFile)) {
+		t.Fatal("the registry key is in the daemon's log")
+	}
+}
+
+func readKey(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
