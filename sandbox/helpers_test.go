@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,12 +12,6 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 )
-
-// Keep the main goroutine on the main thread, as cmd/flyd should: then no
-// other goroutine runs there, so the runtime cannot wedge the main thread
-// in a namespace when a goroutine exits locked to it (TestEnter does, on
-// purpose), and /proc/self/ns/net keeps naming the host namespace.
-func init() { runtime.LockOSThread() }
 
 // hostNS is the namespace the process started in, read from the main
 // thread before any test ran; every thread must be back in it outside Do.

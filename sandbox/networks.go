@@ -227,13 +227,13 @@ func (n *Networks) sweepLeftovers() error {
 // isNamespace reports whether path is a mounted namespace file. A missing
 // path is not an error: it is simply not a network.
 func isNamespace(path string) (bool, error) {
-	var fs unix.Statfs_t
-	err := unix.Statfs(path, &fs)
+	var st unix.Statfs_t
+	err := unix.Statfs(path, &st)
 	if errors.Is(err, unix.ENOENT) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("inspect %s: %w", path, err)
 	}
-	return fs.Type == unix.NSFS_MAGIC, nil
+	return st.Type == unix.NSFS_MAGIC, nil
 }

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,7 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/errdefs"
 )
@@ -77,153 +77,6 @@ func TestInvalidNamesRefused(t *testing.T) {
 	}
 }
 
-// pingPong connects to ln from the current thread and checks that bytes
-// travel both ways.
-func pingPong(ln net.Listener) error {
-	c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	// The connection is already queued, unless it went to another
-	// namespace's listener: then fail rather than hang.
-	ln.(*net.TCPListener).SetDeadline(time.Now().Add(time.Second))
-	s, err := ln.Accept()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if _, err := c.Write([]byte("ping")); err != nil {
-		return err
-	}
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(s, buf); err != nil {
-		return err
-	}
-	if string(buf) != "ping" {
-		return fmt.Errorf("read %q, want ping", buf)
-	}
-	return nil
-}
-
-func TestEnsureLoopbackUp(t *testing.T) {
-	n := newTestNetworks(t)
-	nw, err := n.Ensure("web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
-		t.Run(addr, func(t *testing.T) {
-			err := nw.Do(func() error {
-				ln, err := net.Listen("tcp", addr)
-				if err != nil {
-					return err
-				}
-				defer ln.Close()
-				return pingPong(ln)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
-// listenIn opens a listener inside nw; the socket stays in nw's namespace
-// after Do returns.
-func listenIn(t *testing.T, nw *Network, addr string) net.Listener {
-	t.Helper()
-	var ln net.Listener
-	err := nw.Do(func() (err error) {
-		ln, err = net.Listen("tcp", addr)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen on %s in %s: %v", addr, nw.Name, err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln
-}
-
-// accepts reports whether a connection is waiting on ln.
-func accepts(ln net.Listener) bool {
-	ln.(*net.TCPListener).SetDeadline(time.Now().Add(50 * time.Millisecond))
-	c, err := ln.Accept()
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
-func TestNetworksIsolatePorts(t *testing.T) {
-	n := newTestNetworks(t)
-	// Find a port free on the host; the namespaces start empty anyway.
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := probe.Addr().String()
-	probe.Close()
-
-	listeners := map[string]net.Listener{}
-	for _, name := range []string{"alpha", "beta"} {
-		nw, err := n.Ensure(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		listeners[name] = listenIn(t, nw, addr)
-	}
-
-	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-		c.Close()
-		t.Fatalf("host reached %s, which only isolated networks listen on", addr)
-	}
-
-	host, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("host cannot listen on %s next to the networks: %v", addr, err)
-	}
-	defer host.Close()
-
-	tests := []struct {
-		from string // "" is the host
-		want string
-	}{
-		{"", "host"},
-		{"alpha", "alpha"},
-		{"beta", "beta"},
-	}
-	for _, tt := range tests {
-		t.Run("from "+tt.want, func(t *testing.T) {
-			dial := func() error {
-				c, err := net.DialTimeout("tcp", addr, time.Second)
-				if err == nil {
-					c.Close()
-				}
-				return err
-			}
-			if tt.from != "" {
-				nw, err := n.Open(tt.from)
-				if err != nil {
-					t.Fatal(err)
-				}
-				onHost := dial
-				dial = func() error { return nw.Do(onHost) }
-			}
-			if err := dial(); err != nil {
-				t.Fatal(err)
-			}
-			all := map[string]net.Listener{"host": host, "alpha": listeners["alpha"], "beta": listeners["beta"]}
-			for name, ln := range all {
-				if got := accepts(ln); got != (name == tt.want) {
-					t.Errorf("listener in %s accepted = %v", name, got)
-				}
-			}
-		})
-	}
-}
-
 func TestEnsureIdempotent(t *testing.T) {
 	n := newTestNetworks(t)
 	first, err := n.Ensure("same")
@@ -241,27 +94,39 @@ func TestEnsureIdempotent(t *testing.T) {
 
 func TestEnsureConcurrent(t *testing.T) {
 	tests := []struct {
-		name     string
-		nameOf   func(i int) string
-		distinct int
+		name      string
+		nameOf    func(i int) string
+		instances int // Networks values over one directory, as two daemons would have
+		distinct  int
 	}{
-		{"same name", func(int) string { return "shared" }, 1},
-		{"different names", func(i int) string { return fmt.Sprintf("net-%d", i) }, 10},
+		{"same name", func(int) string { return "shared" }, 1, 1},
+		{"different names", func(i int) string { return fmt.Sprintf("net-%d", i) }, 1, 10},
+		{"same name, two instances", func(int) string { return "shared" }, 2, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := newTestNetworks(t)
-			ids := make([]string, 10)
+			first := newTestNetworks(t)
+			all := []*Networks{first}
+			for range tt.instances - 1 {
+				other, err := NewNetworks(first.Dir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, other)
+			}
+			ids := make([]uint64, 10)
 			errs := make([]error, 10)
 			var wg sync.WaitGroup
 			for i := range 10 {
 				wg.Go(func() {
-					nw, err := n.Ensure(tt.nameOf(i))
+					nw, err := all[i%len(all)].Ensure(tt.nameOf(i))
 					if err != nil {
 						errs[i] = err
 						return
 					}
-					ids[i] = nsID(t, nw.Path)
+					var st unix.Stat_t
+					errs[i] = unix.Stat(nw.Path, &st)
+					ids[i] = st.Ino
 				})
 			}
 			wg.Wait()
@@ -271,10 +136,33 @@ func TestEnsureConcurrent(t *testing.T) {
 			if got := len(slices.Compact(slices.Sorted(slices.Values(ids)))); got != tt.distinct {
 				t.Fatalf("%d distinct namespaces, want %d: %v", got, tt.distinct, ids)
 			}
-			if got := len(mountsUnder(t, n.Dir())); got != tt.distinct {
+			if got := len(mountsUnder(t, first.Dir())); got != tt.distinct {
 				t.Fatalf("%d mounts under the directory, want %d", got, tt.distinct)
 			}
 		})
+	}
+}
+
+// A restarted daemon finds its networks, and the workloads in them, intact.
+func TestReopenDirectory(t *testing.T) {
+	before := newTestNetworks(t)
+	nw, err := before.Ensure("kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := NewNetworks(before.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names, err := after.List(); err != nil || !slices.Equal(names, []string{"kept"}) {
+		t.Fatalf("List after reopening = %v, %v", names, err)
+	}
+	again, err := after.Ensure("kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nsID(t, again.Path) != nsID(t, nw.Path) {
+		t.Fatal("reopening the directory replaced an existing namespace")
 	}
 }
 
@@ -391,75 +279,6 @@ func TestDeleteWhileInside(t *testing.T) {
 	}
 }
 
-func TestStaleFileRecreated(t *testing.T) {
-	tests := []struct {
-		name string
-		mode os.FileMode
-		data string
-	}{
-		{"empty leftover", 0o444, ""},
-		{"writable leftover", 0o644, ""},
-		{"leftover with bytes", 0o600, "junk"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n := newTestNetworks(t)
-			path := filepath.Join(n.Dir(), "stale")
-			if err := os.WriteFile(path, []byte(tt.data), tt.mode); err != nil {
-				t.Fatal(err)
-			}
-			nw, err := n.Ensure("stale")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok, err := isNamespace(nw.Path); !ok || err != nil {
-				t.Fatalf("Ensure left %s unmounted (%v)", nw.Path, err)
-			}
-			err = nw.Do(func() error {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					return err
-				}
-				defer ln.Close()
-				return pingPong(ln)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
-func TestNewNetworksSweepsLeftovers(t *testing.T) {
-	requireRoot(t)
-	dir := filepath.Join(t.TempDir(), "run", "networks") // also checks creation
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	files := []struct {
-		name, data string
-		kept       bool
-	}{
-		{"crashed", "", false},
-		{"not-ours", "data", true},
-		{"Not_A_Name", "", true},
-	}
-	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.data), 0o444); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := NewNetworks(dir); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		_, err := os.Stat(filepath.Join(dir, f.name))
-		if kept := err == nil; kept != f.kept {
-			t.Errorf("%s kept = %v, want %v", f.name, kept, f.kept)
-		}
-	}
-}
-
 func TestNewNetworksCreatesDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "b")
 	n, err := NewNetworks(dir)
@@ -494,5 +313,45 @@ func TestDirectoriesDoNotCollide(t *testing.T) {
 	}
 	if _, err := b.Open("app"); err != nil {
 		t.Fatalf("deleting in one directory removed the other's network: %v", err)
+	}
+}
+
+// Every operation closes what it opens: a daemon calls these for months.
+func TestNoDescriptorLeak(t *testing.T) {
+	n := newTestNetworks(t)
+	openFDs := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	before := openFDs()
+	for i := range 20 {
+		name := fmt.Sprintf("fd-%d", i%3)
+		nw, err := n.Ensure(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Open(name); err != nil {
+			t.Fatal(err)
+		}
+		if err := nw.Do(func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.List(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Open("absent"); err == nil {
+			t.Fatal("Open of an absent network succeeded")
+		}
+		if i%2 == 0 {
+			if err := n.Delete(name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if after := openFDs(); after != before {
+		t.Fatalf("%d descriptors open before, %d after", before, after)
 	}
 }

@@ -3,12 +3,16 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/errdefs"
 )
@@ -214,7 +218,7 @@ func TestEnter(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan string, 1)
-	go func() {
+	goOffMainThread(func() {
 		// Enter never unlocks: when this goroutine returns, the runtime
 		// discards its thread, as it will for a process that execs instead.
 		if err := nw.Enter(); err != nil {
@@ -226,9 +230,73 @@ func TestEnter(t *testing.T) {
 			ns = err.Error()
 		}
 		got <- ns
-	}()
+	})
 	if ns, want := <-got, nsID(t, nw.Path); ns != want {
 		t.Fatalf("after Enter the thread is in %s, want %s", ns, want)
 	}
 	requireThreadsIn(t, host)
+}
+
+// goOffMainThread runs fn on a new goroutine locked to a thread other than
+// the main one, which the runtime could only park, not discard, if fn left
+// it in a namespace.
+func goOffMainThread(fn func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == pid {
+			done := make(chan struct{})
+			goOffMainThread(func() { defer close(done); fn() })
+			<-done
+			runtime.UnlockOSThread()
+			return
+		}
+		fn()
+	}()
+}
+
+// The main thread's namespace is the daemon's namespace as the rest of the
+// system reads it (/proc/PID/ns/net, nsenter -t PID); Do must never lend
+// the main thread to a network, even for a moment.
+func TestDoNeverUsesMainThread(t *testing.T) {
+	n := newTestNetworks(t)
+	nw, err := n.Ensure("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	procNS := fmt.Sprintf("/proc/%d/ns/net", pid)
+	stop := make(chan struct{})
+	var foreign, samples atomic.Int64
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if link, err := os.Readlink(procNS); err == nil && link != hostNS {
+				foreign.Add(1)
+			}
+			samples.Add(1)
+		}
+	})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 500 {
+				// A locked thread that sleeps gives its P away, so the
+				// runtime keeps picking threads, the main one among them.
+				if err := nw.Do(func() error { time.Sleep(100 * time.Microsecond); return nil }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+	if foreign.Load() != 0 {
+		t.Fatalf("%s named a network in %d of %d samples", procNS, foreign.Load(), samples.Load())
+	}
 }
