@@ -107,3 +107,21 @@ func TestNotify(t *testing.T) {
 		t.Fatalf("read %q, %v", buf[:n], err)
 	}
 }
+
+func TestPortHashOffline(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"port", "hash", "--workspace", "demo", "--module", "store", "--service", "postgres", "--endpoint", "tcp"}, "56960\n"},
+		{[]string{"port", "hash", "--workspace", "demo", "--module", "api", "--service", "server", "--endpoint", "grpc", "--api", "grpc"}, "54953\n"},
+		{[]string{"port", "hash", "--workspace", "acme", "--module", "web", "--service", "frontend", "--endpoint", "rest", "--api", "rest"}, "2032\n"},
+	} {
+		var out, errb bytes.Buffer
+		// No daemon is reachable on this socket: the command must not need one.
+		args := append(tt.args, "--socket", filepath.Join(t.TempDir(), "none.sock"))
+		if code := run(args, &out, &errb); code != 0 || out.String() != tt.want {
+			t.Errorf("flyd %q: exit %d, %q %q; want %q", tt.args, code, out.String(), errb.String(), tt.want)
+		}
+	}
+}
