@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/flyd-dev/flyd/atomicfile"
 	"github.com/flyd-dev/flyd/errdefs"
 )
 
@@ -30,7 +31,6 @@ const (
 	fileExt     = ".json"
 	// Temporary files start with a dot so load never mistakes one for a
 	// table, and carry this marker so load can sweep those a crash left.
-	tempMarker = ".tmp-"
 )
 
 func (s store) path(network string) string { return filepath.Join(s.dir, network+fileExt) }
@@ -52,7 +52,7 @@ func (s store) load() (map[string]map[int]Reservation, error) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") && strings.Contains(name, tempMarker) {
+		if atomicfile.IsTemp(name) {
 			// A write that crashed before its rename; the table it was
 			// replacing is still whole.
 			if err := os.Remove(filepath.Join(s.dir, name)); err != nil {
@@ -135,47 +135,17 @@ func (s store) save(network string, ports map[int]Reservation) (err error) {
 		if err := os.Remove(final); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("port table: %w", err)
 		}
-		return syncDir(s.dir)
+		if err := atomicfile.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("port table: %w", err)
+		}
+		return nil
 	}
 	data, err := json.MarshalIndent(tableFile{Version: fileVersion, Reservations: sorted(ports)}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("port table %s: %w", network, err)
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+network+fileExt+tempMarker+"*")
-	if err != nil {
-		return fmt.Errorf("port table: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(append(data, '\n')); err != nil {
-		return fmt.Errorf("port table: %w", err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("port table: %w", err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("port table: %w", err)
-	}
-	if err = os.Rename(tmp.Name(), final); err != nil {
-		return fmt.Errorf("port table: %w", err)
-	}
-	return syncDir(s.dir)
-}
-
-// syncDir makes a rename or removal durable: until the directory is
-// synced, a crash can bring the old name back.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("port table: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("port table: sync %s: %w", dir, err)
+	if err := atomicfile.Write(final, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("port table %s: %w", network, err)
 	}
 	return nil
 }

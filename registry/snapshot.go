@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/atomicfile"
 )
 
 const (
@@ -65,48 +67,13 @@ func (s *Server) writeSnapshot() error {
 	if err != nil {
 		return fmt.Errorf("registry: encoding snapshot: %w", err)
 	}
-	if err := writeFileAtomic(s.cfg.SnapshotPath, b); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.cfg.SnapshotPath), 0o700); err != nil {
+		return fmt.Errorf("registry: writing snapshot: %w", err)
+	}
+	if err := atomicfile.Write(s.cfg.SnapshotPath, b, 0o600); err != nil {
 		return fmt.Errorf("registry: writing snapshot: %w", err)
 	}
 	return nil
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// The rename is durable only once the directory is.
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // snapshotLoop writes the state after changes, at most every snapshotEvery,

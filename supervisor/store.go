@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/atomicfile"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -127,43 +128,7 @@ func writeJSONAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, b, 0o600)
-}
-
-// writeFileAtomic replaces path so that a crash leaves either the old or the
-// new content: temp file, fsync, rename, fsync of the directory.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, b, 0o600)
 }
 
 func removeFile(path string) error {
