@@ -29,8 +29,6 @@ type tableFile struct {
 const (
 	fileVersion = 1
 	fileExt     = ".json"
-	// Temporary files start with a dot so load never mistakes one for a
-	// table, and carry this marker so load can sweep those a crash left.
 )
 
 func (s store) path(network string) string { return filepath.Join(s.dir, network+fileExt) }

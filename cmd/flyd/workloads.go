@@ -58,38 +58,19 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 	if err := uniqueNames(specs); err != nil {
 		return err
 	}
-	results := make([]*api.Workload, len(specs))
-	errs := make([]error, len(specs))
-	forEach(len(specs), func(i int) {
-		results[i], errs[i] = c.client.Put(ctx, specs[i], *start)
+	byName := make(map[string]*spec.Workload, len(specs))
+	names := make([]string, len(specs))
+	for i, w := range specs {
+		byName[w.Name], names[i] = w, w.Name
+	}
+	return c.each(ctx, "apply", names, func(name string) (*api.Workload, error) {
+		w, err := c.client.Put(ctx, byName[name], *start)
+		if err == nil && w.State == api.StateFailed {
+			// Applied, but it cannot run: the user must hear why.
+			err = fmt.Errorf("failed: %s", w.LastError)
+		}
+		return w, err
 	})
-	var failed []string
-	for i, w := range results {
-		if errs[i] != nil {
-			fmt.Fprintf(c.stderr, "%s: %s\n", specs[i].Name, errs[i])
-			failed = append(failed, specs[i].Name)
-			continue
-		}
-		if w.State == api.StateFailed {
-			fmt.Fprintf(c.stderr, "%s: failed: %s\n", w.Name, w.LastError)
-			failed = append(failed, w.Name)
-		}
-	}
-	if c.json {
-		if err := printJSON(c.stdout, compact(results)); err != nil {
-			return err
-		}
-	} else {
-		for _, w := range results {
-			if w != nil {
-				fmt.Fprintf(c.stdout, "%s %s\n", w.Name, w.State)
-			}
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d workloads not applied or failed: %s", len(failed), len(specs), strings.Join(failed, ", "))
-	}
-	return nil
 }
 
 // readSpecs reads a spec file, every *.yaml, *.yml and *.json file of a
