@@ -125,6 +125,11 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		return err
 	}
 	defer unlock()
+	reapCtx, stopReaping := context.WithCancel(context.Background())
+	defer stopReaping()
+	if err := native.BecomeSubreaper(reapCtx); err != nil {
+		log.Warn("cannot become the reaper of orphaned workload processes", zap.Error(err))
+	}
 
 	l, err := listen(cfg.socket, cfg.socketGroup, log)
 	if err != nil {

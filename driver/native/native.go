@@ -96,7 +96,13 @@ func (Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error)
 	if t.Network != nil {
 		startIn = t.Network.Do
 	}
-	if err := startIn(cmd.Start); err != nil {
+	starting.RLock()
+	err = startIn(cmd.Start)
+	if err == nil {
+		children.Store(cmd.Process.Pid, struct{}{})
+	}
+	starting.RUnlock()
+	if err != nil {
 		return nil, classifyStartError(t.Args[0], err)
 	}
 	started = true

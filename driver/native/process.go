@@ -65,7 +65,9 @@ func (p *process) wait() {
 	p.exit = driver.Exit{At: time.Now(), Unknown: true}
 	if p.cmd != nil {
 		_ = p.cmd.Wait()
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		children.Delete(p.st.PID)
+		// A nil state means someone else reaped it: the status stays unknown.
+		if ws, ok := processStatus(p.cmd); ok {
 			p.exit.Unknown = false
 			if ws.Signaled() {
 				p.exit.Code = 128 + int(ws.Signal())
@@ -118,4 +120,12 @@ func (p *process) Release() {
 			p.fd.Close()
 		}
 	})
+}
+
+func processStatus(cmd *exec.Cmd) (syscall.WaitStatus, bool) {
+	if cmd.ProcessState == nil {
+		return 0, false
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ws, ok
 }
