@@ -1,0 +1,271 @@
+package sandbox
+
+// The cgroup half of sandbox: each workload gets a cgroup of its own under
+// one parent, its process is born inside it (never moved in after the
+// fork, when it could already have forked), the limits of its spec are set
+// before it runs, and stopping it kills everything inside, whatever
+// session or process group a child moved to. It is not a resource
+// monitor (no usage statistics) and does not touch cpuset, devices, blkio
+// or systemd's name=systemd hierarchy.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/errdefs"
+)
+
+// Limits are a workload's resources; zero values mean no limit.
+type Limits struct {
+	MemoryMax int64   // bytes
+	CPUMax    float64 // cores, e.g. 0.5; at least 0.01
+	CPUWeight int     // 1..10000, as cgroup v2's cpu.weight (100 is the default share)
+	PidsMax   int     // processes and threads
+}
+
+// Cgroups manages the workload cgroups under one parent, on whichever
+// hierarchy the host has (see discoverLayout). It is safe for concurrent
+// use; starts, kills and deletes of one cgroup are ordered by a lock all
+// of this process's values share.
+type Cgroups struct {
+	parent string // relative to each mount, no leading '/'
+	l      layout
+	ctrls  []string // controllers a workload cgroup has
+}
+
+// Cgroup is one workload's cgroup, as Create or Open return it. Its
+// methods are safe for concurrent use.
+type Cgroup struct {
+	Name string
+	// Path is the cgroup's directory on v2, or in the primary v1
+	// hierarchy (memory when mounted): a stable identifier to persist.
+	Path string
+	cg   *Cgroups
+	dirs []string // one per hierarchy, in layout order
+}
+
+// NewCgroups creates the parent (for example "flyd", or
+// "system.slice/flyd.service/workloads" under systemd) below the root of
+// each hierarchy it uses; it is idempotent. On v2 it also enables the
+// memory, pids and cpu controllers down to the parent's children. An error
+// wraps errdefs.ErrUnavailable when the host has no cgroup filesystem flyd
+// can use.
+func NewCgroups(parent string) (*Cgroups, error) {
+	l, err := discoverLayout("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	return newCgroups(parent, l)
+}
+
+func newCgroups(parent string, l layout) (*Cgroups, error) {
+	p, err := cleanParent(parent)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cgroups{parent: p, l: l}
+	for _, h := range l.hier {
+		if err := os.MkdirAll(filepath.Join(h.mount, p), 0o755); err != nil {
+			return nil, fmt.Errorf("create cgroup parent %q: %w: %w", p, err, errdefs.ErrUnavailable)
+		}
+		if h.ctrl != "" {
+			c.ctrls = append(c.ctrls, h.ctrl)
+		}
+	}
+	if l.version == 2 {
+		if c.ctrls, err = enableControllers(l.hier[0].mount, p); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// cleanParent admits a relative path of ordinary names: the parent is
+// joined to every mount point, and must not climb out of it or land on a
+// control file.
+func cleanParent(parent string) (string, error) {
+	p := strings.Trim(parent, "/")
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.HasPrefix(seg, "cgroup.") {
+			return "", fmt.Errorf("cgroup parent %q must be a path of plain directory names: %w", parent, errdefs.ErrInvalid)
+		}
+	}
+	return p, nil
+}
+
+// Version is 1 or 2: which cgroup API the host gave us.
+func (c *Cgroups) Version() int { return c.l.version }
+
+// Parent is the parent's path relative to the root of each hierarchy.
+func (c *Cgroups) Parent() string { return c.parent }
+
+// Controllers lists the controllers a workload cgroup has, out of memory,
+// pids, cpu (and freezer on v1). A limit needs its controller.
+func (c *Cgroups) Controllers() []string { return slices.Clone(c.ctrls) }
+
+// Create makes the workload's cgroup, or reuses it as it is (processes
+// inside stay), and sets every limit: a zero value resets that limit to
+// none, so the cgroup ends up exactly as l says. It thaws the cgroup, in
+// case a kill was cut short. It is idempotent.
+func (c *Cgroups) Create(name string, l Limits) (*Cgroup, error) {
+	g, err := c.cgroup(name)
+	if err != nil {
+		return nil, err
+	}
+	sets, err := l.settings(c.l.version)
+	if err != nil {
+		return nil, err
+	}
+	sets, err = c.applicable(sets)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup %q: %w", name, err)
+	}
+	created := false
+	for _, d := range g.dirs {
+		err := os.Mkdir(d, 0o755)
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create cgroup %q: %w", name, err)
+		}
+		created = created || err == nil
+	}
+	// Shared: a start may go on meanwhile, but a kill's freeze must not
+	// be thawed under it.
+	unlock := lockCgroup(g.Path, false)
+	err = g.thaw()
+	if err == nil {
+		err = g.apply(sets)
+	}
+	unlock()
+	if err != nil {
+		if created {
+			_ = g.Delete() // a half-made cgroup would look like a working one
+		}
+		return nil, fmt.Errorf("create cgroup %q: %w", name, err)
+	}
+	return g, nil
+}
+
+// Open returns an existing workload cgroup, or an error wrapping
+// errdefs.ErrNotFound.
+func (c *Cgroups) Open(name string) (*Cgroup, error) {
+	g, err := c.cgroup(name)
+	if err != nil {
+		return nil, err
+	}
+	info, err := os.Stat(g.Path)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !info.IsDir()) {
+		return nil, fmt.Errorf("cgroup %q does not exist: %w", name, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup %q: %w", name, err)
+	}
+	return g, nil
+}
+
+// List returns the names of the workload cgroups under the parent, sorted.
+func (c *Cgroups) List() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(c.l.hier[0].mount, c.parent))
+	if err != nil {
+		return nil, fmt.Errorf("list cgroups: %w", err)
+	}
+	names := []string{}
+	for _, e := range entries {
+		if e.IsDir() && nameRule.MatchString(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// RemoveParent removes the parent in every hierarchy, for an uninstall or
+// a test's cleanup; it fails, wrapping errdefs.ErrConflict, while any
+// cgroup remains under it. A missing parent is not an error.
+func (c *Cgroups) RemoveParent() error {
+	var errs []error
+	for _, h := range c.l.hier {
+		err := unix.Rmdir(filepath.Join(h.mount, c.parent))
+		switch {
+		case errors.Is(err, unix.ENOENT):
+		case errors.Is(err, unix.EBUSY):
+			errs = append(errs, fmt.Errorf("remove cgroup parent %q: it still holds cgroups: %w", c.parent, errdefs.ErrConflict))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("remove cgroup parent %q: %w", c.parent, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Delete removes the cgroup from every hierarchy. It fails, wrapping
+// errdefs.ErrConflict, while a process is inside (Kill first); a cgroup
+// that does not exist is not an error.
+func (g *Cgroup) Delete() error {
+	unlock := lockCgroup(g.Path, true)
+	defer unlock()
+	for _, d := range g.dirs {
+		pids, err := readInts(filepath.Join(d, "cgroup.procs"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("delete cgroup %q: %w", g.Name, err)
+		}
+		if pids = withoutSelf(pids); len(pids) > 0 {
+			return fmt.Errorf("delete cgroup %q: %d processes are still inside: %w", g.Name, len(pids), errdefs.ErrConflict)
+		}
+	}
+	// The primary goes last: while it exists, Open finds the cgroup and a
+	// second Delete can finish what a failed one left.
+	for i := len(g.dirs) - 1; i >= 0; i-- {
+		err := unix.Rmdir(g.dirs[i])
+		switch {
+		case errors.Is(err, unix.ENOENT):
+		case errors.Is(err, unix.EBUSY):
+			return fmt.Errorf("delete cgroup %q: it is not empty: %w", g.Name, errdefs.ErrConflict)
+		case err != nil:
+			return fmt.Errorf("delete cgroup %q: %w", g.Name, err)
+		}
+	}
+	return nil
+}
+
+// CgroupsPath is the cgroup as /proc/PID/cgroup shows it, which is also
+// what an OCI runtime expects in linux.cgroupsPath.
+func (g *Cgroup) CgroupsPath() string {
+	h := g.cg.l.hier[0]
+	return path.Join(h.root, g.cg.parent, g.Name)
+}
+
+func (c *Cgroups) cgroup(name string) (*Cgroup, error) {
+	if !nameRule.MatchString(name) {
+		return nil, fmt.Errorf("cgroup name %q must be 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit: %w", shorten(name), errdefs.ErrInvalid)
+	}
+	g := &Cgroup{Name: name, cg: c}
+	for _, h := range c.l.hier {
+		g.dirs = append(g.dirs, filepath.Join(h.mount, c.parent, name))
+	}
+	g.Path = g.dirs[0]
+	return g, nil
+}
+
+// shorten keeps an error message short whatever the caller passed.
+func shorten(s string) string {
+	if len(s) > 70 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// withoutSelf drops this process from a pid list: on v1 a thread of ours
+// sits in a workload cgroup while it starts a child, and the daemon is
+// never one of a workload's processes.
+func withoutSelf(pids []int) []int {
+	return slices.DeleteFunc(pids, func(p int) bool { return p == pid })
+}

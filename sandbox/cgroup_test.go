@@ -1,0 +1,118 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/flyd-dev/flyd/errdefs"
+)
+
+func TestInvalidLimitsAndNames(t *testing.T) {
+	limits := []Limits{
+		{MemoryMax: -1}, {CPUMax: -0.5}, {CPUMax: 0.001}, {CPUMax: math.NaN()}, {CPUMax: math.Inf(1)},
+		{CPUWeight: -1}, {CPUWeight: 10001}, {PidsMax: -1},
+	}
+	for _, l := range limits {
+		if _, err := l.settings(1); !errors.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("%+v: err = %v, want ErrInvalid", l, err)
+		}
+	}
+	for _, tl := range testLayouts(t) {
+		t.Run(tl.name, func(t *testing.T) {
+			c := newTestCgroups(t, tl.l)
+			for _, name := range []string{"", "Web", "a/b", "..", "cgroup.procs", "-a", "a_b"} {
+				if _, err := c.Create(name, Limits{}); !errors.Is(err, errdefs.ErrInvalid) {
+					t.Errorf("Create(%q): err = %v, want ErrInvalid", name, err)
+				}
+				if _, err := c.Open(name); !errors.Is(err, errdefs.ErrInvalid) {
+					t.Errorf("Open(%q): err = %v, want ErrInvalid", name, err)
+				}
+			}
+			if _, err := c.Create("web", Limits{PidsMax: -1}); !errors.Is(err, errdefs.ErrInvalid) {
+				t.Errorf("Create with a negative limit: err = %v, want ErrInvalid", err)
+			}
+			if names, _ := c.List(); len(names) != 0 {
+				t.Errorf("refused Creates left %v", names)
+			}
+		})
+	}
+}
+
+func TestCgroupLifecycle(t *testing.T) {
+	for _, tl := range testLayouts(t) {
+		t.Run(tl.name, func(t *testing.T) {
+			c := newTestCgroups(t, tl.l)
+			if _, err := newCgroups(c.parent, tl.l); err != nil {
+				t.Fatalf("a second NewCgroups on the same parent: %v", err)
+			}
+			if c.Version() != tl.l.version {
+				t.Errorf("Version() = %d, want %d", c.Version(), tl.l.version)
+			}
+			if _, err := c.Open("web"); !errors.Is(err, errdefs.ErrNotFound) {
+				t.Fatalf("Open of a missing cgroup: err = %v, want ErrNotFound", err)
+			}
+			var web *Cgroup
+			for _, name := range []string{"web", "db", "web"} { // the second web reuses the first
+				g, err := c.Create(name, Limits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if name == "web" {
+					web = g
+				}
+			}
+			// A directory flyd did not name is not a workload.
+			if err := os.Mkdir(filepath.Join(c.l.hier[0].mount, c.parent, "Not_Ours"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if names, err := c.List(); err != nil || !slices.Equal(names, []string{"db", "web"}) {
+				t.Fatalf("List() = %v, %v; want [db web]", names, err)
+			}
+			opened, err := c.Open("web")
+			if err != nil || opened.Path != web.Path {
+				t.Fatalf("Open(web) = %+v, %v; want path %s", opened, err, web.Path)
+			}
+
+			cmd := exec.Command("sleep", "300")
+			startIn(t, web, cmd)
+			if _, err := c.Create("web", Limits{}); err != nil {
+				t.Fatalf("Create of a cgroup in use: %v", err)
+			}
+			if !web.Contains(cmd.Process.Pid) {
+				t.Fatal("re-Create emptied the cgroup")
+			}
+			if err := web.Delete(); !errors.Is(err, errdefs.ErrConflict) {
+				t.Fatalf("Delete of a cgroup in use: err = %v, want ErrConflict", err)
+			}
+			if err := web.Kill(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the second finds nothing to delete
+				if err := web.Delete(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.Open("web"); !errors.Is(err, errdefs.ErrNotFound) {
+				t.Fatalf("Open after Delete: err = %v, want ErrNotFound", err)
+			}
+			if err := c.RemoveParent(); !errors.Is(err, errdefs.ErrConflict) {
+				t.Fatalf("RemoveParent with db still there: err = %v, want ErrConflict", err)
+			}
+		})
+	}
+}
+
+func mustOpen(tb testing.TB, c *Cgroups, name string) *Cgroup {
+	tb.Helper()
+	g, err := c.Open(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return g
+}
