@@ -34,6 +34,9 @@ type Task struct {
 	CarrierDir string
 	// Network is the isolated network the run joins; nil for the host's.
 	Network *sandbox.Network
+	// Cgroup is the workload's cgroup, limits applied, that the run is born
+	// in; nil where the host gives flyd no cgroups.
+	Cgroup *sandbox.Cgroup
 	// Log receives the workload's stdout and stderr; the workload writes to it
 	// directly so that a slow or absent daemon never stalls it.
 	Log *os.File
@@ -80,6 +83,7 @@ type State struct {
 	BootID      string    `json:"boot_id,omitempty"`
 	ContainerID string    `json:"container_id,omitempty"`
 	CarrierDir  string    `json:"carrier_dir,omitempty"`
+	Cgroup      string    `json:"cgroup,omitempty"`
 	StartedAt   time.Time `json:"started_at"`
 }
 
@@ -91,12 +95,18 @@ type Exit struct {
 	// Unknown is set when the run was adopted from an earlier daemon: it was
 	// not our child, so its status could not be collected.
 	Unknown bool `json:"unknown,omitempty"`
+	// Reason says why, when the runtime knows more than the status: the
+	// memory limit's OOM kill.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Success reports a clean exit; an unknown status is not one.
 func (e Exit) Success() bool { return !e.Unknown && e.Signal == "" && e.Code == 0 }
 
 func (e Exit) String() string {
+	if e.Reason != "" {
+		return e.Reason
+	}
 	switch {
 	case e.Unknown:
 		return "exit status unknown (adopted)"

@@ -76,7 +76,8 @@ func (d *daemon) stop(sig syscall.Signal) error {
 // checks with /proc that nothing of the test's workloads still runs.
 func (d *daemon) cleanup() {
 	t := d.t
-	if d.running() {
+	wasRunning := d.running()
+	if wasRunning {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
 		ws, err := d.client.List(ctx)
 		if err != nil {
@@ -110,6 +111,7 @@ func (d *daemon) cleanup() {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
+	d.checkAndRemoveCgroups(wasRunning)
 	if d.cmd.ProcessState != nil && !d.cmd.ProcessState.Exited() {
 		// SIGKILLed on purpose: its socket stays, t.TempDir removes it.
 		return

@@ -217,7 +217,6 @@ stop: {timeout: 5s}
 // TestStopKillsEscapedSession is stop's promise for a child that left the
 // run's session: only the cgroup can find it.
 func TestStopKillsEscapedSession(t *testing.T) {
-	t.Skip("needs the cgroup sandbox (issue: Sandbox and survival)")
 	t.Parallel()
 	d := startDaemon(t)
 	pidfile := filepath.Join(d.dir, "escapee.pid")

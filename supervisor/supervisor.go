@@ -55,6 +55,9 @@ type Config struct {
 	// nil when the registry is off. RegistryURL says where, for status.
 	Registrar   *registrar.Registrar
 	RegistryURL string
+	// Cgroups gives each workload a cgroup with its limits; nil where the
+	// host has none for flyd, and then `resources` is refused.
+	Cgroups *sandbox.Cgroups
 }
 
 // Supervisor owns every workload of one daemon. It implements api.Backend.
@@ -187,6 +190,7 @@ func (s *Supervisor) restore() {
 	}
 	s.sweepCarriers(keep)
 	s.sweepNetworks(specs)
+	s.sweepCgroups(specs)
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
 		s.register(r.Spec, s.reservedMappings(r.Spec), func(w *workload) { w.restore(r, run) })
@@ -385,6 +389,9 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 	}
 	if err := unsupported(sp); err != nil {
 		return nil, err
+	}
+	if sp.Resources != nil && s.cfg.Cgroups == nil {
+		return nil, fmt.Errorf("%w: resources need cgroups, and this host gives flyd none", errdefs.ErrRuntimeUnavailable)
 	}
 	// Checked before any port is taken: a spec the kernel would refuse
 	// must not hold a port. Port placeholders are as long as real ports.

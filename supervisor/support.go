@@ -18,8 +18,6 @@ func unsupported(w *spec.Workload) error {
 	switch {
 	case w.Health != nil:
 		return refuse("health")
-	case w.Resources != nil:
-		return refuse("resources")
 	case len(w.After) > 0:
 		return refuse("after")
 	}

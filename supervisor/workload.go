@@ -221,6 +221,10 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	cg, err := w.s.cgroup(w.spec)
+	if err != nil {
+		return nil, err
+	}
 	log, err := logfile.Open(w.s.logPath(w.name))
 	if err != nil {
 		return nil, fmt.Errorf("log file: %w", err)
@@ -228,7 +232,7 @@ func (w *workload) launch() (driver.Process, error) {
 	defer log.Close() // the child holds its own descriptor
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
 		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
-		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw,
+		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg,
 	})
 }
 
@@ -438,6 +442,7 @@ func (w *workload) remove() error {
 	}
 	w.gone = true
 	w.s.forget(w)
+	w.s.deleteCgroup(w.name)
 	w.s.release(w.name, "")
 	w.s.dropNetwork(w.spec.Network)
 	if err := logfile.Remove(w.s.logPath(w.name), w.s.cfg.LogGenerations); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/supervisor"
 )
@@ -42,6 +43,7 @@ type daemonConfig struct {
 	logGens     int
 	advertise   string
 
+	cgroupParent    string
 	registry        string
 	registryKeyFile string
 	registryListen  string
@@ -57,6 +59,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logMaxSize, "log-max-size", "10Mi", "rotate a workload's log file at this size")
 	fs.IntVar(&cfg.logGens, "log-generations", logfile.DefaultGenerations, "rotated log files kept per workload")
+	fs.StringVar(&cfg.cgroupParent, "cgroup-parent", "flyd", "the cgroup, under each hierarchy's root, that holds one cgroup per workload")
 	fs.StringVar(&cfg.registry, "registry", "embedded", "embedded, off, or the base URL of a registry (http://host:port)")
 	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
 	fs.StringVar(&cfg.registryListen, "registry-listen", defaultRegistryListen, "where the embedded registry listens")
@@ -149,6 +152,13 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		return err
 	}
 	defer reg.close()
+	cgroups, err := sandbox.NewCgroups(cfg.cgroupParent)
+	if err != nil {
+		// Workloads still run, without limits and with the process group
+		// as the only handle on their children.
+		log.Warn("no cgroups: resources are refused and a child that leaves its session escapes stop", zap.Error(err))
+		cgroups = nil
+	}
 	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
 	sup, err := supervisor.New(supervisor.Config{
 		Registrar:        reg.registrar,
@@ -157,7 +167,8 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		LogGenerations:   cfg.logGens,
 		StateDir:         cfg.stateDir,
 		RunDir:           cfg.runDir,
-		Drivers:          []driver.Driver{native.Driver{}},
+		Drivers:          []driver.Driver{native.Driver{Cgroups: cgroups}},
+		Cgroups:          cgroups,
 		Logger:           log,
 		Version:          version,
 		StopOnClose:      cfg.stopOnExit,

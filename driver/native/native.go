@@ -16,17 +16,22 @@ import (
 
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// Driver is the native runtime. The zero value is ready to use.
-type Driver struct{}
+// Driver is the native runtime. The zero value is ready to use; it runs
+// workloads without cgroups and can only adopt runs started without them.
+type Driver struct {
+	// Cgroups opens the cgroups of adopted runs.
+	Cgroups *sandbox.Cgroups
+}
 
 func (Driver) Kind() spec.Kind { return spec.KindNative }
 
 // Start execs the task's program. Exec failures are reported here, not as a
 // quick exit, because os.StartProcess reports the child's execve error back.
-func (Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error) {
+func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -91,13 +96,14 @@ func (Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error)
 		Stderr:      t.Log,
 		SysProcAttr: attr,
 	}
-	// The child inherits the namespace of the thread that forks it.
-	startIn := func(fn func() error) error { return fn() }
-	if t.Network != nil {
-		startIn = t.Network.Do
+	oomBefore := 0
+	if t.Cgroup != nil {
+		oomBefore, _ = t.Cgroup.OOMKills()
 	}
 	starting.RLock()
-	err = startIn(cmd.Start)
+	// The child is born in its network and cgroup: it runs no instruction
+	// outside them.
+	err = sandbox.Start(t.Network, t.Cgroup, attr, cmd.Start)
 	if err == nil {
 		children.Store(cmd.Process.Pid, struct{}{})
 	}
@@ -115,17 +121,20 @@ func (Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error)
 	if len(t.Files) > 0 {
 		st.CarrierDir = t.CarrierDir
 	}
+	if t.Cgroup != nil {
+		st.Cgroup = t.Cgroup.Name
+	}
 	// The child is ours and not yet reaped, so its pid cannot be reused
 	// before we read its start time.
 	if ps, err := readStat(st.PID); err == nil {
 		st.StartTicks = ps.startTicks
 	}
-	return watch(st, pidfd, cmd)
+	return watch(st, pidfd, cmd, t.Cgroup, oomBefore)
 }
 
 // Recover adopts a run of an earlier daemon when pid, start time and boot id
 // all still match.
-func (Driver) Recover(ctx context.Context, st driver.State) (driver.Process, error) {
+func (d Driver) Recover(ctx context.Context, st driver.State) (driver.Process, error) {
 	if st.BootID != bootID() {
 		return nil, fmt.Errorf("pid %d: %w (the host rebooted)", st.PID, errGone)
 	}
@@ -140,7 +149,22 @@ func (Driver) Recover(ctx context.Context, st driver.State) (driver.Process, err
 		syscall.Close(fd)
 		return nil, fmt.Errorf("pid %d: %w", st.PID, errGone)
 	}
-	return watch(st, fd, nil)
+	var cg *sandbox.Cgroup
+	if st.Cgroup != "" {
+		// A run born in a cgroup is adopted only if it is still in it.
+		if d.Cgroups != nil {
+			cg, err = d.Cgroups.Open(st.Cgroup)
+		}
+		if cg == nil || err != nil || !cg.Contains(st.PID) {
+			syscall.Close(fd)
+			return nil, fmt.Errorf("pid %d is not in cgroup %s: %w", st.PID, st.Cgroup, errGone)
+		}
+	}
+	oom := 0
+	if cg != nil {
+		oom, _ = cg.OOMKills()
+	}
+	return watch(st, fd, nil, cg, oom)
 }
 
 func classifyStartError(argv0 string, err error) error {

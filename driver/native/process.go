@@ -1,6 +1,7 @@
 package native
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/sandbox"
 )
 
 var errGone = fmt.Errorf("process is gone: %w", errdefs.ErrNotFound)
@@ -21,29 +23,35 @@ var errGone = fmt.Errorf("process is gone: %w", errdefs.ErrNotFound)
 // process watches one run through a pidfd registered with Go's poller, so a
 // thousand idle workloads cost a thousand parked goroutines and no threads.
 type process struct {
-	st   driver.State
-	cmd  *exec.Cmd // nil for an adopted run: not our child, cannot be reaped
-	fd   *os.File
-	done chan struct{}
-	exit driver.Exit
+	st  driver.State
+	cmd *exec.Cmd // nil for an adopted run: not our child, cannot be reaped
+	// cg holds every process of the run when the host has cgroups; else
+	// the process group is all flyd can reach.
+	cg        *sandbox.Cgroup
+	oomBefore int
+	fd        *os.File
+	done      chan struct{}
+	exit      driver.Exit
 
 	releaseOnce sync.Once
 	released    chan struct{}
 	watching    chan struct{}
 }
 
-func watch(st driver.State, pidfd int, cmd *exec.Cmd) (*process, error) {
+func watch(st driver.State, pidfd int, cmd *exec.Cmd, cg *sandbox.Cgroup, oomBefore int) (*process, error) {
 	if err := unix.SetNonblock(pidfd, true); err != nil {
 		syscall.Close(pidfd)
 		return nil, err
 	}
 	p := &process{
-		st:       st,
-		cmd:      cmd,
-		fd:       os.NewFile(uintptr(pidfd), "pidfd"),
-		done:     make(chan struct{}),
-		released: make(chan struct{}),
-		watching: make(chan struct{}),
+		st:        st,
+		cmd:       cmd,
+		cg:        cg,
+		oomBefore: oomBefore,
+		fd:        os.NewFile(uintptr(pidfd), "pidfd"),
+		done:      make(chan struct{}),
+		released:  make(chan struct{}),
+		watching:  make(chan struct{}),
 	}
 	go p.wait()
 	return p, nil
@@ -61,7 +69,7 @@ func (p *process) wait() {
 	// The leader is a zombie now (or gone, if adopted); its pid still names
 	// the group, so nothing else can be signalled by mistake. Kill whatever
 	// it left behind before reaping it.
-	_ = syscall.Kill(-p.st.PID, syscall.SIGKILL)
+	_ = p.killAll()
 	p.exit = driver.Exit{At: time.Now(), Unknown: true}
 	if p.cmd != nil {
 		_ = p.cmd.Wait()
@@ -75,6 +83,11 @@ func (p *process) wait() {
 			} else {
 				p.exit.Code = ws.ExitStatus()
 			}
+		}
+	}
+	if p.cg != nil {
+		if n, err := p.cg.OOMKills(); err == nil && n > p.oomBefore {
+			p.exit.Reason = "killed by the memory limit (resources.memory_max)"
 		}
 	}
 	p.fd.Close()
@@ -95,11 +108,16 @@ func (p *process) State() driver.State   { return p.st }
 func (p *process) Done() <-chan struct{} { return p.done }
 func (p *process) Exit() driver.Exit     { return p.exit }
 
+// Signal delivers sig to the whole cgroup, children that left the
+// session included, or to the process group without cgroups.
 func (p *process) Signal(sig syscall.Signal) error {
 	select {
 	case <-p.done:
 		return nil
 	default:
+	}
+	if p.cg != nil {
+		return p.cg.Signal(sig)
 	}
 	err := syscall.Kill(-p.st.PID, sig)
 	if errors.Is(err, syscall.ESRCH) {
@@ -108,7 +126,29 @@ func (p *process) Signal(sig syscall.Signal) error {
 	return err
 }
 
-func (p *process) Kill() error { return p.Signal(syscall.SIGKILL) }
+func (p *process) Kill() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	return p.killAll()
+}
+
+// killAll kills every process of the run: the cgroup, frozen first so
+// nothing forks away, or the process group.
+func (p *process) killAll() error {
+	if p.cg != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return p.cg.Kill(ctx)
+	}
+	err := syscall.Kill(-p.st.PID, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
 
 func (p *process) Release() {
 	p.releaseOnce.Do(func() {

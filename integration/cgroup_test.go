@@ -1,0 +1,61 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+)
+
+// cgroupParent is the daemon's --cgroup-parent: one per daemon directory,
+// so daemons of parallel tests never sweep each other's cgroups, and a
+// daemon restarted on the same directory finds its workloads' cgroups.
+func cgroupParent(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return "flyd-it-" + hex.EncodeToString(sum[:6])
+}
+
+// cgroupDirs lists the daemon's parent cgroup in every mounted hierarchy.
+func cgroupDirs(parent string) []string {
+	var dirs []string
+	for _, pattern := range []string{"/sys/fs/cgroup/" + parent, "/sys/fs/cgroup/*/" + parent} {
+		m, _ := filepath.Glob(pattern)
+		dirs = append(dirs, m...)
+	}
+	return dirs
+}
+
+// workloadCgroups lists the workload cgroups under the daemon's parent.
+func workloadCgroups(parent string) []string {
+	var out []string
+	for _, d := range cgroupDirs(parent) {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if e.IsDir() {
+				out = append(out, filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// checkAndRemoveCgroups fails the test if removing every workload left a
+// cgroup behind, then removes the daemon's parent cgroup. A daemon that
+// was killed on purpose may leave cgroups to its successor; the last
+// cleanup of the directory removes them.
+func (d *daemon) checkAndRemoveCgroups(removedAll bool) {
+	parent := cgroupParent(d.dir)
+	left := workloadCgroups(parent)
+	if removedAll && len(left) > 0 && !anotherDaemonRuns(d) {
+		d.t.Errorf("cgroups left after every workload was removed: %v", left)
+	}
+	if anotherDaemonRuns(d) {
+		return
+	}
+	for _, c := range left {
+		_ = os.Remove(c)
+	}
+	for _, p := range cgroupDirs(parent) {
+		_ = os.Remove(p)
+	}
+}

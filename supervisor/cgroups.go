@@ -1,0 +1,80 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// cgroup creates (or reuses) the workload's cgroup with the spec's limits;
+// nil when the host gives flyd no cgroups.
+func (s *Supervisor) cgroup(w *spec.Workload) (*sandbox.Cgroup, error) {
+	if s.cfg.Cgroups == nil {
+		return nil, nil
+	}
+	l, err := limits(w.Resources)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Cgroups.Create(w.Name, l)
+}
+
+func limits(r *spec.Resources) (sandbox.Limits, error) {
+	if r == nil {
+		return sandbox.Limits{}, nil
+	}
+	l := sandbox.Limits{MemoryMax: int64(r.MemoryMax), CPUWeight: r.CPUWeight, PidsMax: r.PidsMax}
+	if r.CPUMax != "" {
+		cores, err := strconv.ParseFloat(r.CPUMax, 64)
+		if err != nil {
+			return l, fmt.Errorf("%w: resources.cpu_max %q is not a number of cores", errdefs.ErrInvalid, r.CPUMax)
+		}
+		l.CPUMax = cores
+	}
+	return l, nil
+}
+
+// deleteCgroup removes a workload's cgroup, killing what is left in it.
+func (s *Supervisor) deleteCgroup(name string) {
+	if s.cfg.Cgroups == nil {
+		return
+	}
+	g, err := s.cfg.Cgroups.Open(name)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.Kill(ctx); err != nil {
+		s.log.Warn("cannot empty a cgroup", zap.String("workload", name), zap.Error(err))
+	}
+	if err := g.Delete(); err != nil {
+		s.log.Warn("cannot delete a cgroup", zap.String("workload", name), zap.Error(err))
+	}
+}
+
+// sweepCgroups removes the cgroups of workloads no spec names any more,
+// with whatever still runs in them.
+func (s *Supervisor) sweepCgroups(specs map[string]specRecord) {
+	if s.cfg.Cgroups == nil {
+		return
+	}
+	names, err := s.cfg.Cgroups.List()
+	if err != nil {
+		s.log.Warn("cannot list cgroups", zap.Error(err))
+		return
+	}
+	for _, n := range names {
+		if _, ok := specs[n]; !ok {
+			s.log.Info("deleting a cgroup no spec owns", zap.String("cgroup", n))
+			s.deleteCgroup(n)
+		}
+	}
+}
