@@ -2,17 +2,38 @@ package supervisor
 
 import (
 	"context"
+	"os"
 	"testing"
+
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/sandbox"
 
 	"github.com/flyd-dev/flyd/spec"
 )
 
 // BenchmarkApplyToRunning is one Put of a new native workload until it is
 // running (the exec done), then its removal: the supervisor's own cost on
-// top of fork and exec.
+// top of fork and exec, without and with a cgroup per workload.
 func BenchmarkApplyToRunning(b *testing.B) {
+	b.Run("no-cgroup", func(b *testing.B) { benchApply(b, nil) })
+	b.Run("cgroup", func(b *testing.B) {
+		if os.Geteuid() != 0 {
+			b.Skip("cgroups need root")
+		}
+		cgs, err := sandbox.NewCgroups("flyd-bench-" + itoa(os.Getpid()))
+		if err != nil {
+			b.Skip(err)
+		}
+		defer cgs.RemoveParent()
+		benchApply(b, cgs)
+	})
+}
+
+func benchApply(b *testing.B, cgs *sandbox.Cgroups) {
 	d := dirs{b.TempDir() + "/state", b.TempDir() + "/run"}
-	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers(), StopOnClose: true})
+	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{native.Driver{Cgroups: cgs}},
+		Cgroups: cgs, StopOnClose: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,4 +52,46 @@ func BenchmarkApplyToRunning(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+}
+
+// BenchmarkAdopt200 is a daemon restart with 200 running workloads: from
+// opening the state until every one is adopted and running again.
+func BenchmarkAdopt200(b *testing.B) {
+	d := dirs{b.TempDir() + "/state", b.TempDir() + "/run"}
+	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < 200; i++ {
+		w := &spec.Workload{Name: "w" + itoa(i), Command: []string{"/bin/sleep", "1000"}}
+		w.SetDefaults()
+		if _, err := s.Put(ctx, w, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pids := map[string]int{}
+	list, _ := s.List(ctx)
+	for _, w := range list {
+		pids[w.Name] = w.PID
+	}
+	for b.Loop() {
+		s.Close()
+		s, err = New(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for adopted := 0; adopted < 200; {
+			adopted = 0
+			list, _ := s.List(ctx)
+			for _, w := range list {
+				if w.State == "running" && w.PID == pids[w.Name] {
+					adopted++
+				}
+			}
+		}
+	}
+	b.StopTimer()
+	s.cfg.StopOnClose = true
+	s.Close()
 }

@@ -3,6 +3,8 @@
 //
 //	serve ADDR             HTTP server; GET / answers its pid; "got SIGTERM" then exit 0 on SIGTERM
 //	get ADDR               prints the answer to GET http://ADDR/, or fails
+//	hog                    allocates and touches memory, 8 MiB at a time, forever
+//	forkbomb               starts sleeping copies of itself as fast as it can, forever
 //	print N                N numbered lines on stdout and stderr, interleaved, then sleep
 //	count                  print "count N" for N = 1, 2, ... one a millisecond, forever
 //	exit CODE              print a line, exit with CODE
@@ -81,6 +83,10 @@ func main() {
 	case "get":
 		need(args, 1)
 		get(args[0])
+	case "hog":
+		hog()
+	case "forkbomb":
+		forkbomb()
 	default:
 		fail("unknown mode " + os.Args[1])
 	}
@@ -95,6 +101,32 @@ func get(addr string) {
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(os.Stdout, resp.Body)
+}
+
+func hog() {
+	var kept [][]byte
+	for {
+		b := make([]byte, 8<<20)
+		for i := range b {
+			b[i] = byte(i)
+		}
+		kept = append(kept, b)
+		fmt.Printf("holding %d MiB\n", 8*len(kept))
+	}
+}
+
+func forkbomb() {
+	started, refused := 0, 0
+	for {
+		if err := exec.Command(os.Args[0], "ignore-term").Start(); err != nil {
+			refused++
+		} else {
+			started++
+		}
+		if (started+refused)%50 == 0 {
+			fmt.Printf("started %d, refused %d\n", started, refused)
+		}
+	}
 }
 
 func serve(addr string) {

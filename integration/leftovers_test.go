@@ -40,14 +40,26 @@ func workloadCgroups(parent string) []string {
 }
 
 // checkAndRemoveCgroups fails the test if removing every workload left a
-// cgroup behind, then removes the daemon's parent cgroup. A daemon that
+// cgroup, carrier, network namespace or port reservation behind, then
+// removes the daemon's parent cgroup. A daemon that
 // was killed on purpose may leave cgroups to its successor; the last
 // cleanup of the directory removes them.
 func (d *daemon) checkAndRemoveCgroups(removedAll bool) {
 	parent := cgroupParent(d.dir)
 	left := workloadCgroups(parent)
-	if removedAll && len(left) > 0 && !anotherDaemonRuns(d) {
-		d.t.Errorf("cgroups left after every workload was removed: %v", left)
+	if removedAll && !anotherDaemonRuns(d) {
+		if len(left) > 0 {
+			d.t.Errorf("cgroups left after every workload was removed: %v", left)
+		}
+		// Nor a carrier, a network namespace or a port reservation.
+		for _, sub := range []string{"carriers", "netns", "ports"} {
+			entries, _ := os.ReadDir(filepath.Join(d.runDir, sub))
+			for _, e := range entries {
+				if e.Name() != ".lock" {
+					d.t.Errorf("%s/%s left after every workload was removed", sub, e.Name())
+				}
+			}
+		}
 	}
 	if anotherDaemonRuns(d) {
 		return

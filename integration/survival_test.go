@@ -1,0 +1,115 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+// TestMemoryLimitKills: a workload that outgrows memory_max is killed, and
+// its state says it was the limit.
+func TestMemoryLimitKills(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "hog.yaml", `
+name: hog
+command: ["@PROG@", "hog"]
+resources: {memory_max: 64Mi}
+restart: {policy: never}
+`))
+	w := d.waitState(t, "hog", api.StateExited)
+	if w.LastExit == nil || w.LastExit.Signal != "SIGKILL" || !strings.Contains(w.LastExit.Reason, "memory") {
+		t.Fatalf("last exit %+v, want SIGKILL by the memory limit", w.LastExit)
+	}
+	if out := d.mustCLI(t, "ps"); !strings.Contains(out, "memory limit") {
+		t.Errorf("ps does not say why:\n%s", out)
+	}
+}
+
+// TestForkBombContained: under pids_max the workload never holds more
+// processes than the limit, and stop ends all of them.
+func TestForkBombContained(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "bomb.yaml", `
+name: bomb
+command: ["@PROG@", "forkbomb"]
+resources: {pids_max: 32}
+stop: {timeout: 1s}
+`))
+	d.waitLog(t, "bomb", "refused")
+	if n := len(processesUnder(d.dir)); n > 32 {
+		t.Fatalf("%d processes, over pids_max 32", n)
+	}
+	if _, err := d.client.Status(t.Context()); err != nil {
+		t.Fatalf("the daemon suffers from the bomb: %v", err)
+	}
+	d.mustCLI(t, "stop", "bomb")
+	if left := processesUnder(d.dir); len(left) > 0 {
+		t.Fatalf("processes left after stop: %v", left)
+	}
+}
+
+// TestReusedPidIsNotAdopted: a run record whose pid now belongs to an
+// unrelated process (a pid reused while no daemon ran) is neither adopted
+// nor killed; the workload is restarted by its policy.
+func TestReusedPidIsNotAdopted(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "victim.yaml", "name: victim\ncommand: [\"@PROG@\", \"print\", \"1\"]\n"))
+	before := d.waitState(t, "victim", api.StateRunning)
+	d.kill(t)
+	// The workload dies while no daemon runs, and its pid goes to a stranger.
+	if err := syscallKill(before.PID); err != nil {
+		t.Fatal(err)
+	}
+	stranger := exec.Command("sleep", "60")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stranger.Process.Kill(); _ = stranger.Wait() }()
+	record := filepath.Join(d.dir, "run", "workloads", "victim.json")
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["process"].(map[string]any)["pid"] = stranger.Process.Pid
+	if b, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(record, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	d2 := startDaemon(t, inDir(d.dir))
+	after := d2.waitWorkload(t, "victim", "restarted with a pid of its own", func(w *api.Workload) bool {
+		return w.State == api.StateRunning && w.PID != stranger.Process.Pid && w.PID != before.PID
+	})
+	if after.LastExit == nil || !after.LastExit.Unknown {
+		t.Errorf("last exit %+v, want unknown", after.LastExit)
+	}
+	if !alive(stranger.Process.Pid) {
+		t.Fatal("the daemon killed a process that was not its workload")
+	}
+}
+
+func syscallKill(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	if err := p.Kill(); err != nil {
+		return fmt.Errorf("kill %d: %w", pid, err)
+	}
+	return nil
+}
