@@ -113,3 +113,30 @@ func syscallKill(pid int) error {
 	}
 	return nil
 }
+
+// TestLeftoversOfADeadRunAreKilled: a run dies while no daemon watches and
+// leaves a child in its own session behind; the next daemon kills that
+// child before it restarts the workload.
+func TestLeftoversOfADeadRunAreKilled(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	pidfile := filepath.Join(d.dir, "escapee.pid")
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "esc.yaml", "name: esc\ncommand: [\"@PROG@\", \"spawn-escapee\", \""+pidfile+"\"]\n"))
+	first := d.waitState(t, "esc", api.StateRunning)
+	escapee := readPids(t, pidfile)[0]
+	d.kill(t)
+	if err := syscallKill(first.PID); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(pidfile)
+	d2 := startDaemon(t, inDir(d.dir))
+	d2.waitWorkload(t, "esc", "restarted", func(w *api.Workload) bool {
+		return w.State == api.StateRunning && w.PID != first.PID
+	})
+	eventually(t, "the old run's escapee killed", func() error {
+		if alive(escapee) {
+			return fmt.Errorf("pid %d still runs", escapee)
+		}
+		return nil
+	})
+}

@@ -23,7 +23,21 @@ func (s *Supervisor) cgroup(w *spec.Workload) (*sandbox.Cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Cgroups.Create(w.Name, l)
+	cg, err := s.cfg.Cgroups.Create(w.Name, l)
+	if err != nil {
+		return nil, err
+	}
+	// A new run starts only when the last one is over: whatever is still
+	// in the cgroup outlived its run (a daemon was down when it ended).
+	if left, _ := cg.Procs(); len(left) > 0 {
+		s.log.Warn("killing processes a finished run left", zap.String("workload", w.Name), zap.Ints("pids", left))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cg.Kill(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return cg, nil
 }
 
 func limits(r *spec.Resources) (sandbox.Limits, error) {
