@@ -14,15 +14,16 @@ type Backend interface {
 	Status(ctx context.Context) (*Status, error)
 	List(ctx context.Context) ([]Workload, error)
 	Get(ctx context.Context, name string) (*Workload, error)
-	// Put creates or replaces a workload. Replacing with an equal spec
-	// changes nothing. With start, Put returns after the first start attempt,
-	// with its outcome in the returned state.
-	Put(ctx context.Context, w *spec.Workload, start bool) (*Workload, error)
+	// Apply creates or replaces a workload. Replacing with an equal spec
+	// changes nothing. With Start, it returns after the first start
+	// attempt, with its outcome in the returned state.
+	Apply(ctx context.Context, w *spec.Workload, o ApplyOptions) (*Workload, error)
 	Start(ctx context.Context, name string) (*Workload, error)
 	Stop(ctx context.Context, name string) (*Workload, error)
 	Restart(ctx context.Context, name string) (*Workload, error)
 	Signal(ctx context.Context, name string, sig syscall.Signal) error
-	Delete(ctx context.Context, name string) error
+	// Remove stops and removes a workload.
+	Remove(ctx context.Context, name string, o RemoveOptions) error
 	// Logs writes the last tail lines (the whole current file when tail < 0,
 	// nothing when 0) and, with follow,
 	// what is appended until ctx is done.
@@ -36,4 +37,20 @@ type Backend interface {
 	// Events streams events until ctx is done. The channel is closed when
 	// the stream ends, including when a reader too slow to keep up is dropped.
 	Events(ctx context.Context) (<-chan Event, error)
+}
+
+// ApplyOptions qualify Apply.
+type ApplyOptions struct {
+	Start bool
+	// Owner is the file of the workloads directory the spec comes from;
+	// empty for the API. A workload owned by a file is changed only
+	// through that file, unless Force.
+	Owner string
+	Force bool
+}
+
+// RemoveOptions qualify Remove; Owner and Force as in ApplyOptions.
+type RemoveOptions struct {
+	Owner string
+	Force bool
 }

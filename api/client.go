@@ -134,10 +134,18 @@ func (c *Client) Get(ctx context.Context, name string) (*Workload, error) {
 	return &w, nil
 }
 
+// Put applies a spec through the API, as its owner: Apply without force.
 func (c *Client) Put(ctx context.Context, ws *spec.Workload, start bool) (*Workload, error) {
+	return c.Apply(ctx, ws, ApplyOptions{Start: start})
+}
+
+func (c *Client) Apply(ctx context.Context, ws *spec.Workload, o ApplyOptions) (*Workload, error) {
 	q := url.Values{}
-	if !start {
+	if !o.Start {
 		q.Set("start", "false")
+	}
+	if o.Force {
+		q.Set("force", "true")
 	}
 	var w Workload
 	if err := c.do(ctx, http.MethodPut, workloadPath(ws.Name), q, ws, &w); err != nil {
@@ -170,8 +178,17 @@ func (c *Client) Signal(ctx context.Context, name string, sig syscall.Signal) er
 	return c.do(ctx, http.MethodPost, workloadPath(name, "signal"), url.Values{"sig": {strconv.Itoa(int(sig))}}, nil, nil)
 }
 
+// Delete removes a workload through the API, without force.
 func (c *Client) Delete(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, workloadPath(name), nil, nil, nil)
+	return c.Remove(ctx, name, RemoveOptions{})
+}
+
+func (c *Client) Remove(ctx context.Context, name string, o RemoveOptions) error {
+	var q url.Values
+	if o.Force {
+		q = url.Values{"force": {"true"}}
+	}
+	return c.do(ctx, http.MethodDelete, workloadPath(name), q, nil, nil)
 }
 
 func (c *Client) Logs(ctx context.Context, name string, w io.Writer, tail int, follow bool) error {

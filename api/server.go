@@ -150,8 +150,8 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &spec.FieldError{Field: "name", Msg: fmt.Sprintf("%q does not match the path's %q", ws.Name, name)})
 		return
 	}
-	start := r.URL.Query().Get("start") != "false"
-	wl, err := s.backend.Put(r.Context(), ws, start)
+	q := r.URL.Query()
+	wl, err := s.backend.Apply(r.Context(), ws, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -160,7 +160,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	if err := s.backend.Delete(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.backend.Remove(r.Context(), r.PathValue("name"), RemoveOptions{Force: r.URL.Query().Get("force") == "true"}); err != nil {
 		writeError(w, err)
 		return
 	}

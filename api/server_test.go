@@ -89,7 +89,7 @@ func TestErrorModel(t *testing.T) {
 		{"bad name", "PUT", "/v1/workloads/Bad_Name", `{"name":"Bad_Name","command":["/bin/true"]}`, 400, "invalid_spec", "name"},
 		{"too large", "PUT", "/v1/workloads/a", `{"name":"a","env":{"X":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}}`, 413, "too_large", ""},
 		{"no runtime", "PUT", "/v1/workloads/a", `{"name":"a","kind":"nix","command":["hello"],"nix":{"flake":"path:/x"}}`, 503, "runtime_unavailable", ""},
-		{"not yet", "PUT", "/v1/workloads/a", `{"name":"a","command":["/bin/true"],"after":["b"]}`, 501, "not_implemented", ""},
+		{"after nothing", "PUT", "/v1/workloads/a", `{"name":"a","command":["/bin/true"],"after":["b"]}`, 400, "invalid_spec", "after[0]"},
 		{"not found", "GET", "/v1/workloads/nope", "", 404, "not_found", ""},
 		{"no route", "GET", "/v2/nothing", "", 404, "not_found", ""},
 		{"bad signal", "POST", "/v1/workloads/nope/signal?sig=SIGNOPE", "", 400, "invalid_spec", ""},

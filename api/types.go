@@ -49,6 +49,8 @@ type Workload struct {
 	Healthy     *bool          `json:"healthy,omitempty"`
 	Ports       []PortMapping  `json:"ports,omitempty"`
 	Spec        *spec.Workload `json:"spec,omitempty"`
+	// Owner is the workloads-directory file the workload comes from.
+	Owner string `json:"owner,omitempty"`
 }
 
 // PortMapping publishes one endpoint's allocation.

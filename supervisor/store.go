@@ -20,6 +20,8 @@ import (
 type specRecord struct {
 	Spec    *spec.Workload `json:"spec"`
 	Running bool           `json:"running"`
+	// Owner is the workloads-directory file the spec comes from.
+	Owner string `json:"owner,omitempty"`
 	// Rest is the state a workload that is not running comes back in
 	// (stopped, exited or failed), with the reason it got there.
 	Rest      api.State `json:"rest,omitempty"`

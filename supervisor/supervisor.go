@@ -378,7 +378,12 @@ func (s *Supervisor) Get(ctx context.Context, name string) (*api.Workload, error
 	return &v, nil
 }
 
+// Put applies a spec as the API does: Apply without owner or force.
 func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*api.Workload, error) {
+	return s.Apply(ctx, sp, api.ApplyOptions{Start: start})
+}
+
+func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOptions) (*api.Workload, error) {
 	sp = sp.Clone()
 	sp.SetDefaults()
 	if err := sp.Validate(); err != nil {
@@ -393,6 +398,14 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 	if sp.Resources != nil && s.cfg.Cgroups == nil {
 		return nil, fmt.Errorf("%w: resources need cgroups, and this host gives flyd none", errdefs.ErrRuntimeUnavailable)
 	}
+	if err := s.checkAfter(sp); err != nil {
+		return nil, err
+	}
+	if w, err := s.lookup(sp.Name); err == nil {
+		if err := ownedBy(sp.Name, w.snapshot(false).Owner, o.Owner, o.Force); err != nil {
+			return nil, err
+		}
+	}
 	// Checked before any port is taken: a spec the kernel would refuse
 	// must not hold a port. Port placeholders are as long as real ports.
 	if pl, err := makePlan(sp, placeholderPorts(sp)); err != nil {
@@ -405,7 +418,7 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 		return nil, err
 	}
 	for {
-		w, created := s.register(sp, ports, func(w *workload) { w.createErr = w.create(start) })
+		w, created := s.register(sp, ports, func(w *workload) { w.createErr = w.create(o.Start, o.Owner) })
 		if created {
 			s.publish(api.Event{Type: api.EventApplied, Workload: sp.Name, Message: "created"})
 			err := w.call(ctx, func() error { return w.createErr })
@@ -414,7 +427,7 @@ func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*a
 			}
 			return w.result(err)
 		}
-		err := w.call(ctx, func() error { return w.replace(sp, ports, start) })
+		err := w.call(ctx, func() error { return w.replace(sp, ports, o.Start) })
 		if errors.Is(err, errRemoved) {
 			continue // removed while we waited: create it anew
 		}
@@ -463,12 +476,22 @@ func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal
 	return gone(name, w.call(ctx, func() error { return w.signal(sig) }))
 }
 
+// Delete removes a workload as the API does: without owner or force.
 func (s *Supervisor) Delete(ctx context.Context, name string) error {
+	return s.Remove(ctx, name, api.RemoveOptions{})
+}
+
+func (s *Supervisor) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
 	w, err := s.lookup(name)
 	if err != nil {
 		return err
 	}
-	return gone(name, w.call(ctx, w.remove))
+	return gone(name, w.call(ctx, func() error {
+		if err := ownedBy(name, w.owner, o.Owner, o.Force); err != nil {
+			return err
+		}
+		return w.remove()
+	}))
 }
 
 func (s *Supervisor) Logs(ctx context.Context, name string, out io.Writer, tail int, follow bool) error {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -247,5 +249,68 @@ func waitLog(t *testing.T, s *Supervisor, name, want string) {
 			t.Fatalf("%s never logged %q", name, want)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestAfterWaitsForDependencies(t *testing.T) {
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	ctx := context.Background()
+	db := shSpec("db", "exec sleep 100")
+	if _, err := s.Put(ctx, db, false); err != nil {
+		t.Fatal(err)
+	}
+	api1 := shSpec("api", "exec sleep 100")
+	api1.After = []string{"db"}
+	got, err := s.Put(ctx, api1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != "pending" || got.PID != 0 {
+		t.Fatalf("api started before db runs: %s pid %d", got.State, got.PID)
+	}
+	if _, err := s.Start(ctx, "db"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, "api", "running")
+
+	// A cycle and a name that exists nowhere are refused at apply.
+	cyc := shSpec("db", "exec sleep 100")
+	cyc.After = []string{"api"}
+	if _, err := s.Put(ctx, cyc, true); err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("a cycle was accepted: %v", err)
+	}
+	lone := shSpec("lone", "exec sleep 100")
+	lone.After = []string{"ghost"}
+	if _, err := s.Put(ctx, lone, true); err == nil || !strings.Contains(err.Error(), "after[0]") {
+		t.Fatalf("an unknown name was accepted: %v", err)
+	}
+}
+
+func TestOwnedWorkloadsChangeOnlyThroughTheirFile(t *testing.T) {
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.PutOwned(ctx, shSpec("owned", "exec sleep 100"), "owned.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, shSpec("owned", "exec sleep 101"), true); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("the API changed a file's workload: %v", err)
+	}
+	if err := s.Delete(ctx, "owned"); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("the API removed a file's workload: %v", err)
+	}
+	if _, err := s.Apply(ctx, shSpec("owned", "exec sleep 101"), api.ApplyOptions{Start: true, Force: true}); err != nil {
+		t.Fatalf("force: %v", err)
+	}
+	owned, _ := s.Owned(ctx)
+	if owned["owned"] != "owned.yaml" {
+		t.Fatalf("owned = %v", owned)
+	}
+	if err := s.DeleteOwned(ctx, "owned", "owned.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteOwned(ctx, "owned", "owned.yaml"); err != nil {
+		t.Fatalf("deleting twice: %v", err)
 	}
 }

@@ -18,8 +18,6 @@ func unsupported(w *spec.Workload) error {
 	switch {
 	case w.Health != nil:
 		return refuse("health")
-	case len(w.After) > 0:
-		return refuse("after")
 	}
 	return nil
 }

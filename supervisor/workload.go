@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ type workload struct {
 	exited chan struct{}
 
 	spec     *spec.Workload
+	owner    string
 	ports    []api.PortMapping
 	desired  bool
 	proc     driver.Process
@@ -145,6 +147,9 @@ func (w *workload) setState(st api.State, msg string) {
 		}
 	})
 	w.publishInstances(st)
+	if st == api.StateRunning {
+		w.s.kickDependents(w.name)
+	}
 	w.log.Info("state", zap.String("state", string(st)), zap.String("reason", msg))
 	w.publish(api.Event{Type: api.EventState, State: st, Message: msg})
 }
@@ -171,7 +176,7 @@ func (w *workload) persist(rest api.State) {
 	w.mu.Lock()
 	lastErr := w.view.LastError
 	w.mu.Unlock()
-	rec := specRecord{Spec: w.spec, Running: w.desired}
+	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner}
 	if !w.desired {
 		rec.Rest, rec.LastError = rest, lastErr
 	}
@@ -191,6 +196,11 @@ func (w *workload) cancelTimer() {
 // workload failed at once; any other is retried by policy.
 func (w *workload) start() {
 	w.cancelTimer()
+	if waiting := w.s.unready(w.spec.After); len(waiting) > 0 {
+		// Started again when what it waits for is ready (kickDependents).
+		w.setState(api.StatePending, "waiting for "+strings.Join(waiting, ", "))
+		return
+	}
 	w.setState(api.StateStarting, "")
 	p, err := w.launch()
 	if err != nil {
@@ -358,9 +368,10 @@ func (w *workload) stopRun() error {
 
 // create persists a new workload and starts it (or leaves it stopped). A
 // workload whose spec cannot be persisted does not exist.
-func (w *workload) create(start bool) error {
-	w.desired = start
-	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: api.StateStopped}); err != nil {
+func (w *workload) create(start bool, owner string) error {
+	w.desired, w.owner = start, owner
+	w.update(func(v *api.Workload) { v.Owner = owner })
+	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: api.StateStopped, Owner: owner}); err != nil {
 		w.gone = true
 		w.s.forget(w)
 		return err
@@ -470,7 +481,8 @@ func (w *workload) detach(stop bool) {
 // restore brings a workload of an earlier daemon back: its run adopted when
 // still alive, else the restart policy applied as to any ended run.
 func (w *workload) restore(rec specRecord, run *recovered) {
-	w.desired = rec.Running
+	w.desired, w.owner = rec.Running, rec.Owner
+	w.update(func(v *api.Workload) { v.Owner = rec.Owner })
 	if w.s.drivers[rec.Spec.Kind] == nil {
 		w.rest(api.StateFailed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
 		return

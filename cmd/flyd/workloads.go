@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,13 +17,13 @@ import (
 )
 
 func init() {
-	register("apply", command{"create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--start=false]", cmdApply})
+	register("apply", command{"create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--start=false] [--force]", cmdApply})
 	register("ps", command{"list workloads", "", cmdPs})
 	register("inspect", command{"show a workload as JSON", "NAME", cmdInspect})
 	register("start", command{"start workloads", "NAME...|--all", lifecycleCmd("start", (*api.Client).Start)})
 	register("stop", command{"stop workloads", "NAME...|--all", lifecycleCmd("stop", (*api.Client).Stop)})
 	register("restart", command{"restart workloads", "NAME...|--all", lifecycleCmd("restart", (*api.Client).Restart)})
-	register("rm", command{"stop and remove workloads", "NAME...|--all", cmdRm})
+	register("rm", command{"stop and remove workloads", "NAME...|--all [--force]", cmdRm})
 	register("status", command{"show the daemon's status", "", cmdStatus})
 }
 
@@ -37,6 +38,7 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 	var files stringList
 	fs.Var(&files, "f", "spec file, directory of spec files, or - for stdin (repeatable)")
 	start := fs.Bool("start", true, "start the workloads")
+	force := fs.Bool("force", false, "change workloads that belong to a file of the workloads directory")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -58,19 +60,31 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 	if err := uniqueNames(specs); err != nil {
 		return err
 	}
-	byName := make(map[string]*spec.Workload, len(specs))
-	names := make([]string, len(specs))
-	for i, w := range specs {
-		byName[w.Name], names[i] = w, w.Name
+	// Dependencies first: `after` may only name workloads that exist.
+	levels, err := spec.Order(specs)
+	if err != nil {
+		return err
 	}
-	return c.each(ctx, "apply", names, func(name string) (*api.Workload, error) {
-		w, err := c.client.Put(ctx, byName[name], *start)
-		if err == nil && w.State == api.StateFailed {
-			// Applied, but it cannot run: the user must hear why.
-			err = fmt.Errorf("failed: %s", w.LastError)
+	var failed []error
+	for _, level := range levels {
+		byName := make(map[string]*spec.Workload, len(level))
+		names := make([]string, len(level))
+		for i, w := range level {
+			byName[w.Name], names[i] = w, w.Name
 		}
-		return w, err
-	})
+		err := c.each(ctx, "apply", names, func(name string) (*api.Workload, error) {
+			w, err := c.client.Apply(ctx, byName[name], api.ApplyOptions{Start: *start, Force: *force})
+			if err == nil && w.State == api.StateFailed {
+				// Applied, but it cannot run: the user must hear why.
+				err = fmt.Errorf("failed: %s", w.LastError)
+			}
+			return w, err
+		})
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	return errors.Join(failed...)
 }
 
 // readSpecs reads a spec file, every *.yaml, *.yml and *.json file of a
@@ -282,6 +296,7 @@ func lifecycleCmd(verb string, op func(*api.Client, context.Context, string) (*a
 func cmdRm(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags()
 	all := fs.Bool("all", false, "every workload")
+	force := fs.Bool("force", false, "remove workloads that belong to a file of the workloads directory")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -292,7 +307,7 @@ func cmdRm(ctx context.Context, c *cli, args []string) error {
 	}
 	sort.Strings(names)
 	return c.each(ctx, "remove", names, func(n string) (*api.Workload, error) {
-		if err := c.client.Delete(ctx, n); err != nil {
+		if err := c.client.Remove(ctx, n, api.RemoveOptions{Force: *force}); err != nil {
 			return nil, err
 		}
 		return &api.Workload{Name: n, State: "removed"}, nil

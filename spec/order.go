@@ -1,0 +1,60 @@
+package spec
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Order sorts workloads into levels by their `after` lists: every workload
+// comes in a later level than the workloads of the set it names, so a
+// batch can be applied level by level. Names outside the set are assumed
+// to exist already. A cycle is an error naming it.
+func Order(ws []*Workload) ([][]*Workload, error) {
+	byName := make(map[string]*Workload, len(ws))
+	for _, w := range ws {
+		byName[w.Name] = w
+	}
+	level := map[string]int{}
+	visiting := map[string]bool{}
+	var visit func(w *Workload, path []string) (int, error)
+	visit = func(w *Workload, path []string) (int, error) {
+		if l, ok := level[w.Name]; ok {
+			return l, nil
+		}
+		if visiting[w.Name] {
+			return 0, &FieldError{Field: "after", Msg: "cycle: " + strings.Join(append(path, w.Name), " → ")}
+		}
+		visiting[w.Name] = true
+		l := 0
+		for _, dep := range w.After {
+			d, ok := byName[dep]
+			if !ok {
+				continue
+			}
+			dl, err := visit(d, append(path, w.Name))
+			if err != nil {
+				return 0, err
+			}
+			l = max(l, dl+1)
+		}
+		visiting[w.Name] = false
+		level[w.Name] = l
+		return l, nil
+	}
+	var levels [][]*Workload
+	for _, w := range ws {
+		l, err := visit(w, nil)
+		if err != nil {
+			return nil, fmt.Errorf("workload %s: %w", w.Name, err)
+		}
+		for len(levels) <= l {
+			levels = append(levels, nil)
+		}
+		levels[l] = append(levels[l], w)
+	}
+	for _, lv := range levels {
+		sort.Slice(lv, func(i, j int) bool { return lv[i].Name < lv[j].Name })
+	}
+	return levels, nil
+}

@@ -1,0 +1,109 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// checkAfter refuses an `after` that names no workload, or that would
+// close a cycle with the workloads there are.
+func (s *Supervisor) checkAfter(sp *spec.Workload) error {
+	for i, dep := range sp.After {
+		if _, err := s.lookup(dep); err != nil {
+			return &spec.FieldError{Field: fmt.Sprintf("after[%d]", i), Msg: fmt.Sprintf("%q names no workload (apply it first)", dep)}
+		}
+	}
+	if len(sp.After) == 0 {
+		return nil
+	}
+	all := []*spec.Workload{sp}
+	for _, w := range s.all() {
+		if v := w.snapshot(true); v.Name != sp.Name && v.Spec != nil {
+			all = append(all, v.Spec)
+		}
+	}
+	_, err := spec.Order(all)
+	return err
+}
+
+// unready lists the workloads of after that are not running, or not
+// healthy when they have a health check.
+func (s *Supervisor) unready(after []string) []string {
+	var waiting []string
+	for _, dep := range after {
+		w, err := s.lookup(dep)
+		if err != nil {
+			waiting = append(waiting, dep)
+			continue
+		}
+		v := w.snapshot(true)
+		healthy := v.Spec == nil || v.Spec.Health == nil || (v.Healthy != nil && *v.Healthy)
+		if v.State != api.StateRunning || !healthy {
+			waiting = append(waiting, dep)
+		}
+	}
+	return waiting
+}
+
+// kickDependents asks every workload waiting for name to try again. The
+// calls go on their own goroutines: a workload's loop never waits on
+// another's.
+func (s *Supervisor) kickDependents(name string) {
+	for _, w := range s.all() {
+		v := w.snapshot(true)
+		if v.State != api.StatePending || v.Spec == nil || !slices.Contains(v.Spec.After, name) {
+			continue
+		}
+		go func() {
+			_ = w.call(s.ctx, func() error {
+				if w.desired && w.proc == nil && w.timer == nil {
+					w.start()
+				}
+				return nil
+			})
+		}()
+	}
+}
+
+// ownedBy refuses a change by anyone but the workload's owner: a workload
+// created from a file changes through that file, unless forced.
+func ownedBy(name, owner, by string, force bool) error {
+	if owner == by || force {
+		return nil
+	}
+	if owner == "" {
+		return fmt.Errorf("%w: workload %s was created through the API, not by %s", errdefs.ErrConflict, name, by)
+	}
+	return fmt.Errorf("%w: workload %s belongs to %s in the workloads directory; change that file, or force", errdefs.ErrConflict, name, owner)
+}
+
+// PutOwned, DeleteOwned and Owned let the workloads directory's watcher
+// keep its files applied.
+func (s *Supervisor) PutOwned(ctx context.Context, w *spec.Workload, owner string) error {
+	_, err := s.Apply(ctx, w, api.ApplyOptions{Start: true, Owner: owner})
+	return err
+}
+
+func (s *Supervisor) DeleteOwned(ctx context.Context, name, owner string) error {
+	err := s.Remove(ctx, name, api.RemoveOptions{Owner: owner})
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func (s *Supervisor) Owned(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for _, w := range s.all() {
+		if o := w.snapshot(false).Owner; o != "" {
+			out[w.name] = o
+		}
+	}
+	return out, nil
+}
