@@ -29,13 +29,32 @@ type Server struct {
 	log     *zap.Logger
 	streams atomic.Int64
 	mux     *http.ServeMux
+	handler http.Handler
+}
+
+// Option adds to a Server.
+type Option func(*Server)
+
+// WithRoute serves h on pattern too, behind the same peer check.
+func WithRoute(pattern string, h http.Handler) Option {
+	return func(s *Server) { s.mux.Handle(pattern, h) }
+}
+
+// WithMiddleware wraps the routing (after the peer check): mw sees each
+// request once its route is known (r.Pattern).
+func WithMiddleware(mw func(http.Handler) http.Handler) Option {
+	return func(s *Server) { s.handler = mw(s.handler) }
 }
 
 // NewServer returns a server for b. allow decides which peers are served;
 // everyone else gets 403 and nothing else.
-func NewServer(b Backend, allow func(Peer) bool, log *zap.Logger) *Server {
+func NewServer(b Backend, allow func(Peer) bool, log *zap.Logger, opts ...Option) *Server {
 	s := &Server{backend: b, allow: allow, log: log, mux: http.NewServeMux()}
 	s.routes()
+	s.handler = s.mux
+	for _, o := range opts {
+		o(s)
+	}
 	return s
 }
 
@@ -89,7 +108,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	s.mux.ServeHTTP(w, r)
+	s.handler.ServeHTTP(w, r)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -22,6 +22,7 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/metrics"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/supervisor"
@@ -180,7 +181,9 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	}
 	supRef.Store(sup)
 	gid := lookupGroup(cfg.socketGroup)
-	srv := api.NewServer(sup, api.PeerPolicy(gid), log.Named("api"))
+	m := metrics.New(sup)
+	srv := api.NewServer(sup, api.PeerPolicy(gid), log.Named("api"),
+		api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count))
 
 	// The API stops first so that nothing changes while workloads are
 	// released (or stopped) and their state flushed.
