@@ -89,6 +89,9 @@ type Status struct {
 	// Streams counts open log and event streams; it returns to zero when
 	// their clients go away.
 	Streams int64 `json:"streams"`
+	// FileProblems are the files of the workloads directory that could not
+	// be applied, and why.
+	FileProblems []FileProblem `json:"file_problems,omitempty"`
 }
 
 // RegistryStatus is how heart-beating into the registry goes. An empty URL
@@ -101,6 +104,13 @@ type RegistryStatus struct {
 	Heartbeats uint64 `json:"heartbeats"`
 	Failures   uint64 `json:"failures"`
 	LastError  string `json:"last_error,omitempty"`
+}
+
+// FileProblem is a workloads-directory file that changes nothing until
+// it is fixed.
+type FileProblem struct {
+	File  string `json:"file"`
+	Error string `json:"error"`
 }
 
 // Event is one change the daemon reports on /v1/events.
@@ -121,6 +131,9 @@ const (
 	EventExit    = "exit"
 	EventRestart = "restart"
 	EventError   = "error"
+	// EventFile reports a workloads-directory file that is refused, and
+	// when it is good again.
+	EventFile = "file"
 	// EventRegistry reports an instance the registry refuses or cannot be
 	// reached for, and its recovery.
 	EventRegistry = "registry"

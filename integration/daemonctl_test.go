@@ -84,7 +84,7 @@ func (d *daemon) cleanup() {
 			t.Errorf("cleanup: listing workloads: %v", err)
 		}
 		for _, w := range ws {
-			if err := d.client.Delete(ctx, w.Name); err != nil {
+			if err := d.client.Remove(ctx, w.Name, api.RemoveOptions{Force: true}); err != nil {
 				t.Errorf("cleanup: removing %s: %v", w.Name, err)
 			}
 		}

@@ -197,7 +197,8 @@ func startDaemon(t *testing.T, opts ...option) *daemon {
 	// machines, and an explicit file that is absent is an error.
 	// The embedded registry gets a port of its own: tests run side by side.
 	args := append([]string{"daemon", "--socket", d.socket, "--state-dir", d.stateDir, "--run-dir", d.runDir,
-		"--registry-listen", "127.0.0.1:0", "--cgroup-parent", cgroupParent(o.dir)}, o.args...)
+		"--registry-listen", "127.0.0.1:0", "--cgroup-parent", cgroupParent(o.dir),
+		"--workloads-dir", filepath.Join(o.dir, "workloads.d")}, o.args...)
 	d.cmd = exec.Command(flydBin, args...)
 	d.cmd.Dir = d.dir
 	d.cmd.Env = append(cleanEnv(), o.env...)

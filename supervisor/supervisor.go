@@ -80,8 +80,9 @@ type Supervisor struct {
 	ports *netalloc.Manager
 	netMu sync.Mutex
 
-	mu        sync.Mutex
-	workloads map[string]*workload
+	mu           sync.Mutex
+	workloads    map[string]*workload
+	fileProblems map[string]string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -108,18 +109,19 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		store:       st,
-		drivers:     map[spec.Kind]driver.Driver{},
-		events:      newBus(),
-		started:     time.Now(),
-		hostname:    hostname(),
-		logDir:      filepath.Join(cfg.StateDir, "logs"),
-		carrierRoot: filepath.Join(cfg.RunDir, "carriers"),
-		workloads:   map[string]*workload{},
-		ctx:         ctx,
-		cancel:      cancel,
+		cfg:          cfg,
+		log:          cfg.Logger,
+		store:        st,
+		drivers:      map[spec.Kind]driver.Driver{},
+		events:       newBus(),
+		started:      time.Now(),
+		hostname:     hostname(),
+		logDir:       filepath.Join(cfg.StateDir, "logs"),
+		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
+		workloads:    map[string]*workload{},
+		fileProblems: map[string]string{},
+		ctx:          ctx,
+		cancel:       cancel,
 	}
 	for _, d := range cfg.Drivers {
 		s.drivers[d.Kind()] = d
@@ -353,6 +355,7 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 	for _, k := range []spec.Kind{spec.KindNative, spec.KindNix, spec.KindContainerd} {
 		st.Runtimes[string(k)] = s.drivers[k] != nil
 	}
+	st.FileProblems = s.fileProblemList()
 	for _, w := range s.all() {
 		st.Workloads++
 		st.States[w.snapshot(false).State]++

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/logfile"
@@ -45,6 +46,7 @@ type daemonConfig struct {
 	advertise   string
 
 	cgroupParent    string
+	workloadsDir    string
 	registry        string
 	registryKeyFile string
 	registryListen  string
@@ -60,6 +62,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logMaxSize, "log-max-size", "10Mi", "rotate a workload's log file at this size")
 	fs.IntVar(&cfg.logGens, "log-generations", logfile.DefaultGenerations, "rotated log files kept per workload")
+	fs.StringVar(&cfg.workloadsDir, "workloads-dir", "/etc/flyd/workloads.d", "spec files applied and watched; a workload created by a file changes only through it")
 	fs.StringVar(&cfg.cgroupParent, "cgroup-parent", "flyd", "the cgroup, under each hierarchy's root, that holds one cgroup per workload")
 	fs.StringVar(&cfg.registry, "registry", "embedded", "embedded, off, or the base URL of a registry (http://host:port)")
 	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
@@ -185,6 +188,20 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	srv := api.NewServer(sup, api.PeerPolicy(gid), log.Named("api"),
 		api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count))
 
+	watchCtx, stopWatching := context.WithCancel(context.Background())
+	watched := make(chan error, 1)
+	wd, err := declarative.New(declarative.Config{
+		Dir: cfg.workloadsDir, Applier: sup, Logger: log.Named("workloads-dir"),
+		OnProblem: func(p declarative.Problem) { sup.FileProblem(p.File, p.Err) },
+	})
+	if err != nil {
+		stopWatching()
+		sup.Close()
+		l.Close()
+		return err
+	}
+	go func() { watched <- wd.Run(watchCtx) }()
+
 	// The API stops first so that nothing changes while workloads are
 	// released (or stopped) and their state flushed.
 	serveCtx, stopServing := context.WithCancel(context.Background())
@@ -211,6 +228,8 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	if serveErr == nil {
 		<-served
 	}
+	stopWatching()
+	<-watched
 	sup.Close()
 	if cfg.stopOnExit {
 		reg.flush(log)

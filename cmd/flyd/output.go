@@ -65,6 +65,9 @@ func printStatus(w io.Writer, st *api.Status) {
 		}
 	}
 	fmt.Fprintf(tw, "runtimes\t%s\n", strings.Join(rts, ", "))
+	for _, p := range st.FileProblems {
+		fmt.Fprintf(tw, "bad file\t%s: %s\n", p.File, p.Error)
+	}
 	if r := st.Registry; r.URL == "" {
 		fmt.Fprintf(tw, "registry\toff\n")
 	} else {

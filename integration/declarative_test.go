@@ -1,0 +1,73 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+// TestWorkloadsDirectory: a file dropped in --workloads-dir runs, an edit
+// replaces it, a bad file changes nothing and is reported, the API may not
+// change a file's workload, and removing the file removes the workload.
+func TestWorkloadsDirectory(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	dir := filepath.Join(d.dir, "workloads.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		t.Helper()
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, []byte(strings.ReplaceAll(text, "@PROG@", d.prog)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// An editor's save: write aside, rename over.
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("web.yaml", "name: web\ncommand: [\"@PROG@\", \"print\", \"1\"]\n")
+	first := d.waitState(t, "web", api.StateRunning)
+	if first.Owner != "web.yaml" {
+		t.Fatalf("owner %q, want web.yaml", first.Owner)
+	}
+
+	write("web.yaml", "name: web\ncommand: [\"@PROG@\", \"print\", \"2\"]\n")
+	d.waitWorkload(t, "web", "replaced by the edit", func(w *api.Workload) bool {
+		return w.State == api.StateRunning && w.PID != first.PID
+	})
+	second := d.get(t, "web")
+
+	write("web.yaml", "name: web\ncommand: [\"@PROG@\", \"print\", \"3\"]\nrestart: {polcy: always}\n")
+	eventually(t, "the bad file reported", func() error {
+		st, err := d.client.Status(t.Context())
+		if err != nil {
+			return err
+		}
+		if len(st.FileProblems) != 1 || !strings.Contains(st.FileProblems[0].Error, "restart.polcy") {
+			return fmt.Errorf("file problems %+v", st.FileProblems)
+		}
+		return nil
+	})
+	if now := d.get(t, "web"); now.PID != second.PID || now.State != api.StateRunning {
+		t.Fatalf("a bad file changed the workload: %+v", now)
+	}
+	if _, errOut, code := runCLI(t, d.socket, "rm", "web"); code != 1 || !strings.Contains(errOut, "conflict") {
+		t.Fatalf("the API removed a file's workload: exit %d, %s", code, errOut)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the workload removed with its file", func() error {
+		if _, err := d.client.Get(t.Context(), "web"); err == nil {
+			return fmt.Errorf("web still exists")
+		}
+		return nil
+	})
+}
