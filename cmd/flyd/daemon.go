@@ -24,6 +24,7 @@ import (
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/metrics"
+	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/supervisor"
@@ -134,7 +135,7 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	defer unlock()
 	reapCtx, stopReaping := context.WithCancel(context.Background())
 	defer stopReaping()
-	if err := native.BecomeSubreaper(reapCtx); err != nil {
+	if err := reaper.Become(reapCtx); err != nil {
 		log.Warn("cannot become the reaper of orphaned workload processes", zap.Error(err))
 	}
 

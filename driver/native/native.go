@@ -16,6 +16,7 @@ import (
 
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -100,14 +101,14 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 	if t.Cgroup != nil {
 		oomBefore, _ = t.Cgroup.OOMKills()
 	}
-	starting.RLock()
 	// The child is born in its network and cgroup: it runs no instruction
 	// outside them.
-	err = sandbox.Start(t.Network, t.Cgroup, attr, cmd.Start)
-	if err == nil {
-		children.Store(cmd.Process.Pid, struct{}{})
-	}
-	starting.RUnlock()
+	err = reaper.Spawn(func() (int, error) {
+		if err := sandbox.Start(t.Network, t.Cgroup, attr, cmd.Start); err != nil {
+			return 0, err
+		}
+		return cmd.Process.Pid, nil
+	})
 	if err != nil {
 		return nil, classifyStartError(t.Args[0], err)
 	}

@@ -172,36 +172,3 @@ func TestUserCredentials(t *testing.T) {
 		t.Fatalf("fillEnv = %q", env)
 	}
 }
-
-func TestSubreaperReapsOrphans(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := BecomeSubreaper(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pidfile := filepath.Join(t.TempDir(), "orphan")
-	// The orphan leaves the run's session, so the run's end does not kill
-	// it; when its parent dies it becomes ours, and must not stay a zombie.
-	p, err := Driver{}.Start(context.Background(), task(t, "sh", "-c", "setsid sh -c 'echo $$ > "+pidfile+"; sleep 0.2' & sleep 0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := wait(t, p); e.Unknown || e.Code != 0 {
-		t.Fatalf("the run's own status was lost: %+v", e)
-	}
-	var orphan string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile(pidfile)
-		orphan = strings.TrimSpace(string(b))
-		_, err := os.Stat("/proc/" + orphan)
-		if orphan != "" && os.IsNotExist(err) {
-			return // exited and reaped
-		}
-		if time.Now().After(deadline) {
-			stat, _ := os.ReadFile("/proc/" + orphan + "/stat")
-			t.Fatalf("orphan %q not reaped: %s", orphan, stat)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

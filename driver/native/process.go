@@ -15,6 +15,7 @@ import (
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
@@ -73,7 +74,7 @@ func (p *process) wait() {
 	p.exit = driver.Exit{At: time.Now(), Unknown: true}
 	if p.cmd != nil {
 		_ = p.cmd.Wait()
-		children.Delete(p.st.PID)
+		reaper.Forget(p.st.PID)
 		// A nil state means someone else reaped it: the status stays unknown.
 		if ws, ok := processStatus(p.cmd); ok {
 			p.exit.Unknown = false

@@ -1,0 +1,73 @@
+package health
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/flyd-dev/flyd/sandbox"
+)
+
+// testCgroup is an empty cgroup under a parent of this test's own, both
+// removed at the end of the test.
+func testCgroup(t *testing.T) *sandbox.Cgroup {
+	t.Helper()
+	requireRoot(t)
+	cgs, err := sandbox.NewCgroups(fmt.Sprintf("flyd-health-test-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cgs.Create("probe", sandbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Delete(); err != nil {
+			t.Error(err)
+		}
+		if err := cgs.RemoveParent(); err != nil {
+			t.Error(err)
+		}
+	})
+	return g
+}
+
+// TestExecSandboxed: the command is born inside the network and the
+// cgroup it is given, and in neither when given none.
+func TestExecSandboxed(t *testing.T) {
+	nw := testNetwork(t)
+	g := testCgroup(t)
+	ns := fmt.Sprintf("net:[%d]", inode(t, nw.Path))
+	// $1: the network namespace; $2: the cgroup path, as /proc shows it.
+	script := `
+		in_ns=no; [ "$(readlink /proc/self/ns/net)" = "$1" ] && in_ns=yes
+		in_cg=no; grep -q ":$2\$" /proc/self/cgroup && in_cg=yes
+		[ "$in_ns/$in_cg" = "$3" ]`
+	tests := []struct {
+		name string
+		nw   *sandbox.Network
+		cg   *sandbox.Cgroup
+		want string
+	}{
+		{"neither", nil, nil, "no/no"},
+		{"network", nw, nil, "yes/no"},
+		{"cgroup", nil, g, "no/yes"},
+		{"both", nw, g, "yes/yes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			argv := []string{"/bin/sh", "-c", script, "sh", ns, g.CgroupsPath(), tt.want}
+			if err, _ := check(Exec(tt.nw, tt.cg, argv, testEnv), 2*time.Second); err != nil {
+				t.Fatalf("Check = %v, want the command born in %s (network/cgroup)", err, tt.want)
+			}
+		})
+	}
+	procs, err := g.Procs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(procs) > 0 {
+		t.Fatalf("processes left in the cgroup: %v", procs)
+	}
+}
