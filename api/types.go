@@ -129,6 +129,7 @@ const (
 	EventRemoved = "removed"
 	EventState   = "state"
 	EventExit    = "exit"
+	EventHealth  = "health"
 	EventRestart = "restart"
 	EventError   = "error"
 	// EventFile reports a workloads-directory file that is refused, and

@@ -32,6 +32,8 @@ func (s *Supervisor) instances(w *spec.Workload, ports []api.PortMapping, st api
 			meta[k] = v
 		}
 	}
+	// Healthy without a check; with one, only once it has passed.
+	healthy := w.Health == nil || (s.healthOf(w.Name))
 	out := make([]registryclient.Instance, 0, len(ports))
 	for _, p := range ports {
 		address := s.cfg.AdvertiseAddress
@@ -60,7 +62,7 @@ func (s *Supervisor) instances(w *spec.Workload, ports []api.PortMapping, st api
 			Protocol: "tcp",
 			Tags:     it,
 			Metadata: md,
-			Healthy:  true,
+			Healthy:  healthy,
 			TTL:      ttl,
 		})
 	}
@@ -84,4 +86,14 @@ func (s *Supervisor) RegistryProblem(owner, id string, err error) {
 		ev.Message = id + ": " + err.Error()
 	}
 	s.publish(ev)
+}
+
+// healthOf is the last verdict of a workload's health check.
+func (s *Supervisor) healthOf(name string) bool {
+	w, err := s.lookup(name)
+	if err != nil {
+		return false
+	}
+	v := w.snapshot(false)
+	return v.Healthy != nil && *v.Healthy
 }

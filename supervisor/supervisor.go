@@ -395,9 +395,6 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 	if s.drivers[sp.Kind] == nil {
 		return nil, fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, sp.Kind)
 	}
-	if err := unsupported(sp); err != nil {
-		return nil, err
-	}
 	if sp.Resources != nil && s.cfg.Cgroups == nil {
 		return nil, fmt.Errorf("%w: resources need cgroups, and this host gives flyd none", errdefs.ErrRuntimeUnavailable)
 	}

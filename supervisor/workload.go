@@ -15,6 +15,7 @@ import (
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -43,6 +44,10 @@ type workload struct {
 	timer    *time.Timer
 	failures failureWindow
 	gone     bool
+	// monitor checks the run's health; healthGen tells its verdicts from
+	// those of a monitor already stopped.
+	monitor   *health.Monitor
+	healthGen int
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
 	createErr error
@@ -220,6 +225,7 @@ func (w *workload) start() {
 		v.StartedAt = &st.StartedAt
 	})
 	w.setState(api.StateRunning, "")
+	w.startHealth()
 }
 
 func (w *workload) launch() (driver.Process, error) {
@@ -269,6 +275,7 @@ func (w *workload) saveRun() {
 
 // finish takes the ended run's exit and forgets the run.
 func (w *workload) finish() driver.Exit {
+	w.stopHealth()
 	exit := w.proc.Exit()
 	w.proc = nil
 	_ = w.s.store.removeRun(w.name)
@@ -341,6 +348,7 @@ func (w *workload) stopRun() error {
 	if w.proc == nil {
 		return nil
 	}
+	w.stopHealth()
 	w.setState(api.StateStopping, "")
 	sig, err := spec.ParseSignal(w.spec.Stop.Signal)
 	if err != nil {
@@ -467,6 +475,7 @@ func (w *workload) remove() error {
 // next daemon, or stopped.
 func (w *workload) detach(stop bool) {
 	w.cancelTimer()
+	w.stopHealth()
 	if stop {
 		if err := w.stopRun(); err != nil {
 			w.log.Error("stop on exit", zap.Error(err))
@@ -499,6 +508,7 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 		})
 		if w.desired {
 			w.setState(api.StateRunning, "adopted")
+			w.startHealth()
 			return
 		}
 		_ = w.stopRun()

@@ -1,0 +1,68 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+// TestHealthAndAfter: a dependent waits until its dependency's HTTP check
+// passes; a workload whose exec check fails is marked unhealthy and, when
+// its spec asks, restarted.
+func TestHealthAndAfter(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "deps.yaml", `
+name: db
+command: ["@PROG@", "serve", "${ADDR_HTTP}"]
+endpoints: [{name: http, api: http, port: ephemeral}]
+network: hnet
+health: {http: {endpoint: http, path: /}, interval: 100ms, timeout: 1s, failures: 1}
+---
+name: app
+command: ["@PROG@", "print", "1"]
+after: [db]
+`))
+	db := d.waitWorkload(t, "db", "healthy", func(w *api.Workload) bool {
+		return w.State == api.StateRunning && w.Healthy != nil && *w.Healthy
+	})
+	app := d.waitState(t, "app", api.StateRunning)
+	if app.StartedAt == nil || db.StartedAt == nil || app.StartedAt.Before(*db.StartedAt) {
+		t.Fatalf("app started at %v, before db at %v", app.StartedAt, db.StartedAt)
+	}
+
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "sick.yaml", `
+name: sick
+command: ["@PROG@", "print", "1"]
+health: {exec: ["/bin/false"], interval: 100ms, timeout: 1s, failures: 2, restart: true}
+restart: {max_restarts: -1}
+`))
+	d.waitWorkload(t, "sick", "restarted for failing its check", func(w *api.Workload) bool {
+		return w.Restarts >= 1
+	})
+	ev := d.waitEvent(t, func(e api.Event) bool { return e.Type == api.EventHealth && e.Workload == "sick" })
+	if ev.Message == "" || ev.Message[:9] != "unhealthy" {
+		t.Fatalf("health event %+v", ev)
+	}
+}
+
+// waitEvent reads the daemon's events from the start of a fresh stream
+// until one matches; state is re-derived, so it only needs to happen again.
+func (d *daemon) waitEvent(t *testing.T, ok func(api.Event) bool) api.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	ch, err := d.client.Events(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev := range ch {
+		if ok(ev) {
+			return ev
+		}
+	}
+	t.Fatal(fmt.Errorf("no such event within %s", waitFor))
+	return api.Event{}
+}
