@@ -188,11 +188,7 @@ func cmdPs(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return printJSON(c.stdout, ws)
-	}
-	printWorkloads(c.stdout, ws)
-	return nil
+	return c.output(ws, func(w io.Writer) { printWorkloads(w, ws) })
 }
 
 func cmdInspect(ctx context.Context, c *cli, args []string) error {
@@ -218,10 +214,15 @@ func cmdStatus(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	return c.output(st, func(w io.Writer) { printStatus(w, st) })
+}
+
+// output prints v as JSON with --json, else as human prints it.
+func (c *cli) output(v any, human func(io.Writer)) error {
 	if c.json {
-		return printJSON(c.stdout, st)
+		return printJSON(c.stdout, v)
 	}
-	printStatus(c.stdout, st)
+	human(c.stdout)
 	return nil
 }
 
