@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -117,7 +116,7 @@ func mountsUnder(tb testing.TB, dir string) []string {
 		if len(fields) < 5 {
 			continue
 		}
-		mp := unescapeMountinfo(fields[4])
+		mp := mountinfoPath(fields[4])
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}
@@ -126,21 +125,4 @@ func mountsUnder(tb testing.TB, dir string) []string {
 		tb.Fatal(err)
 	}
 	return out
-}
-
-// unescapeMountinfo undoes the kernel's \ooo escaping of space, tab,
-// newline and backslash in mountinfo paths.
-func unescapeMountinfo(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
