@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
 func TestFileCarrierThreshold(t *testing.T) {
@@ -122,9 +123,7 @@ func many(n, size int) []string {
 }
 
 func TestWriteModesOwnerAndCleanup(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give files to another user")
-	}
+	testenv.RequireRoot(t, "needs root to give files to another user")
 	dir := filepath.Join(t.TempDir(), "run1")
 	value := strings.Repeat("z", 72<<10)
 	entries, err := Write(dir, 65534, 65534, []File{{Key: "BIG", Value: value}})

@@ -3,12 +3,12 @@ package health
 import (
 	"context"
 	"net"
-	"os"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
@@ -20,14 +20,7 @@ func TestMain(m *testing.M) {
 // under CI=true, where a skip would be a hole in the coverage nobody sees.
 func requireRoot(tb testing.TB) {
 	tb.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	const why = "network namespaces and cgroups need root"
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s, and CI=true does not allow skipping", why)
-	}
-	tb.Skip(why)
+	testenv.RequireRoot(tb, "network namespaces and cgroups need root")
 }
 
 // testNetwork is a fresh isolated network, deleted at the end of the test.

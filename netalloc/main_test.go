@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -59,11 +61,5 @@ func ownComm(t *testing.T) string {
 // namespace test would hide a regression.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root (CI=true: not skipping)")
-	}
-	t.Skip("needs root to create a network namespace")
+	testenv.RequireRoot(t, "needs root to create a network namespace")
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
 // helperEnv makes the test binary, re-executed, act as a workload.
@@ -53,14 +55,7 @@ var testParents atomic.Int64
 // a skip would be a hole in the coverage nobody sees.
 func requireCgroupRoot(tb testing.TB) {
 	tb.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	const why = "creating cgroups and moving threads between them needs root"
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s, and CI=true does not allow skipping", why)
-	}
-	tb.Skip(why)
+	testenv.RequireRoot(tb, "creating cgroups and moving threads between them needs root")
 }
 
 type testLayout struct {

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
 // hostNS is the namespace the process started in, read from the main
@@ -28,14 +30,7 @@ func TestMain(m *testing.M) {
 // skipped namespace test would be a hole in the coverage nobody sees.
 func requireRoot(tb testing.TB) {
 	tb.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	const why = "creating network namespaces and bind mounts needs root"
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s, and CI=true does not allow skipping", why)
-	}
-	tb.Skip(why)
+	testenv.RequireRoot(tb, "creating network namespaces and bind mounts needs root")
 }
 
 // newTestNetworks returns Networks over a fresh temporary directory and

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
 // envOf reads a live process's environment from /proc.
@@ -28,9 +29,7 @@ func envOf(t *testing.T, pid int) map[string]string {
 }
 
 func TestLargeValuesArriveAsFilesAndLeaveWithTheRun(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run a workload as nobody")
-	}
+	testenv.RequireRoot(t, "needs root to run a workload as nobody")
 	d := newDirs(t)
 	s := open(t, d, true)
 	defer s.Close()
