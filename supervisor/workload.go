@@ -169,7 +169,6 @@ func (w *workload) setSpec(sp *spec.Workload, ports []api.PortMapping) {
 	})
 }
 
-// persist writes the desired state. A workload at rest records why.
 // networkName is the workload's network, for readers outside the loop.
 func (w *workload) networkName() string {
 	w.mu.Lock()
@@ -177,6 +176,7 @@ func (w *workload) networkName() string {
 	return w.view.Spec.Network
 }
 
+// persist writes the desired state. A workload at rest records why.
 func (w *workload) persist(rest api.State) {
 	w.mu.Lock()
 	lastErr := w.view.LastError
