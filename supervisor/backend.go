@@ -1,0 +1,187 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
+	st := &api.Status{
+		Version:   s.cfg.Version,
+		PID:       os.Getpid(),
+		StartedAt: s.started,
+		Uptime:    time.Since(s.started).Round(time.Second).String(),
+		States:    map[api.State]int{},
+		Runtimes:  map[string]bool{},
+		Registry:  api.RegistryStatus{URL: s.cfg.RegistryURL},
+	}
+	if r := s.cfg.Registrar; r != nil {
+		rs := r.Stats()
+		st.Registry.Desired, st.Registry.Registered, st.Registry.Failing = rs.Desired, rs.Registered, rs.Failing
+		st.Registry.Heartbeats, st.Registry.Failures, st.Registry.LastError = rs.Heartbeats, rs.Failures, rs.LastError
+	}
+	for _, k := range []spec.Kind{spec.KindNative, spec.KindNix, spec.KindContainerd} {
+		st.Runtimes[string(k)] = s.drivers[k] != nil
+	}
+	st.FileProblems = s.fileProblemList()
+	for _, w := range s.all() {
+		st.Workloads++
+		st.States[w.snapshot(false).State]++
+	}
+	return st, nil
+}
+
+func (s *Supervisor) List(ctx context.Context) ([]api.Workload, error) {
+	ws := s.all()
+	out := make([]api.Workload, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, w.snapshot(false))
+	}
+	return out, nil
+}
+
+func (s *Supervisor) Get(ctx context.Context, name string) (*api.Workload, error) {
+	w, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	v := w.snapshot(true)
+	return &v, nil
+}
+
+// Put applies a spec as the API does: Apply without owner or force.
+func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*api.Workload, error) {
+	return s.Apply(ctx, sp, api.ApplyOptions{Start: start})
+}
+
+func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOptions) (*api.Workload, error) {
+	sp = sp.Clone()
+	sp.SetDefaults()
+	if err := sp.Validate(); err != nil {
+		return nil, err
+	}
+	if s.drivers[sp.Kind] == nil {
+		return nil, fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, sp.Kind)
+	}
+	if sp.Resources != nil && s.cfg.Cgroups == nil {
+		return nil, fmt.Errorf("%w: resources need cgroups, and this host gives flyd none", errdefs.ErrRuntimeUnavailable)
+	}
+	if err := s.checkAfter(sp); err != nil {
+		return nil, err
+	}
+	if w, err := s.lookup(sp.Name); err == nil {
+		if err := ownedBy(sp.Name, w.snapshot(false).Owner, o.Owner, o.Force); err != nil {
+			return nil, err
+		}
+	}
+	// Checked before any port is taken: a spec the kernel would refuse
+	// must not hold a port. Port placeholders are as long as real ports.
+	if pl, err := makePlan(sp, placeholderPorts(sp)); err != nil {
+		return nil, err
+	} else if err := pl.check(s.carrierDir(sp.Name)); err != nil {
+		return nil, err
+	}
+	ports, err := s.assign(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		w, created := s.register(sp, ports, func(w *workload) { w.createErr = w.create(o.Start, o.Owner) })
+		if created {
+			s.publish(api.Event{Type: api.EventApplied, Workload: sp.Name, Message: "created"})
+			err := w.call(ctx, func() error { return w.createErr })
+			if errors.Is(err, errRemoved) && w.createErr != nil {
+				err = w.createErr // read after the loop ended: no race
+			}
+			return w.result(err)
+		}
+		err := w.call(ctx, func() error { return w.replace(sp, ports, o.Start) })
+		if errors.Is(err, errRemoved) {
+			continue // removed while we waited: create it anew
+		}
+		return w.result(err)
+	}
+}
+
+func (s *Supervisor) lifecycle(ctx context.Context, name string, f func(w *workload) error) (*api.Workload, error) {
+	w, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return w.result(gone(name, w.call(ctx, func() error { return f(w) })))
+}
+
+// gone turns a command that met a removal into not_found.
+func gone(name string, err error) error {
+	if errors.Is(err, errRemoved) {
+		return fmt.Errorf("%w: no workload named %q", errdefs.ErrNotFound, name)
+	}
+	return err
+}
+
+func (s *Supervisor) Start(ctx context.Context, name string) (*api.Workload, error) {
+	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStart() })
+}
+
+func (s *Supervisor) Stop(ctx context.Context, name string) (*api.Workload, error) {
+	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStop() })
+}
+
+func (s *Supervisor) Restart(ctx context.Context, name string) (*api.Workload, error) {
+	return s.lifecycle(ctx, name, func(w *workload) error {
+		if err := w.stopRun(); err != nil {
+			return err
+		}
+		return w.userStart()
+	})
+}
+
+func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal) error {
+	w, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	return gone(name, w.call(ctx, func() error { return w.signal(sig) }))
+}
+
+// Delete removes a workload as the API does: without owner or force.
+func (s *Supervisor) Delete(ctx context.Context, name string) error {
+	return s.Remove(ctx, name, api.RemoveOptions{})
+}
+
+func (s *Supervisor) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
+	w, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	return gone(name, w.call(ctx, func() error {
+		if err := ownedBy(name, w.owner, o.Owner, o.Force); err != nil {
+			return err
+		}
+		return w.remove()
+	}))
+}
+
+func (s *Supervisor) Logs(ctx context.Context, name string, out io.Writer, tail int, follow bool) error {
+	if _, err := s.lookup(name); err != nil {
+		return err
+	}
+	if follow {
+		return logfile.Follow(ctx, out, s.logPath(name), tail, s.cfg.LogGenerations)
+	}
+	return logfile.Tail(out, s.logPath(name), tail, s.cfg.LogGenerations)
+}
+
+func (s *Supervisor) Events(ctx context.Context) (<-chan api.Event, error) {
+	return s.events.subscribe(ctx), nil
+}

@@ -1,0 +1,195 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// start begins a run. A failure that retrying cannot fix leaves the
+// workload failed at once; any other is retried by policy.
+func (w *workload) start() {
+	w.cancelTimer()
+	if waiting := w.s.unready(w.spec.After); len(waiting) > 0 {
+		// Started again when what it waits for is ready (kickDependents).
+		w.setState(api.StatePending, "waiting for "+strings.Join(waiting, ", "))
+		return
+	}
+	w.setState(api.StateStarting, "")
+	p, err := w.launch()
+	if err != nil {
+		w.noteStartFailure(err)
+		if errors.Is(err, driver.ErrExec) || errors.Is(err, errdefs.ErrInvalid) {
+			w.rest(api.StateFailed, err.Error())
+			return
+		}
+		w.scheduleRestart(err.Error())
+		return
+	}
+	w.proc = p
+	st := p.State()
+	w.saveRun()
+	w.update(func(v *api.Workload) {
+		v.PID, v.ContainerID, v.LastError = st.PID, st.ContainerID, ""
+		v.StartedAt = &st.StartedAt
+	})
+	w.setState(api.StateRunning, "")
+	w.startHealth()
+}
+
+func (w *workload) launch() (driver.Process, error) {
+	pl, err := makePlan(w.spec, w.ports)
+	if err != nil {
+		return nil, err
+	}
+	nw, err := w.s.network(w.spec.Network)
+	if err != nil {
+		return nil, err
+	}
+	cg, err := w.s.cgroup(w.spec)
+	if err != nil {
+		return nil, err
+	}
+	log, err := logfile.Open(w.s.logPath(w.name))
+	if err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
+	}
+	defer log.Close() // the child holds its own descriptor
+	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
+		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
+		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg,
+	})
+}
+
+// noteStartFailure records why a run could not start, in the state and in
+// the workload's own log where `flyd logs` shows it.
+func (w *workload) noteStartFailure(err error) {
+	w.log.Warn("start failed", zap.Error(err))
+	w.update(func(v *api.Workload) { v.LastError = err.Error() })
+	w.publish(api.Event{Type: api.EventError, Message: err.Error()})
+	if f, ferr := logfile.Open(w.s.logPath(w.name)); ferr == nil {
+		fmt.Fprintf(f, "flyd: start failed: %v\n", err)
+		f.Close()
+	}
+}
+
+func (w *workload) saveRun() {
+	w.mu.Lock()
+	restarts := w.view.Restarts
+	w.mu.Unlock()
+	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts}); err != nil {
+		w.log.Error("cannot persist run state", zap.Error(err))
+	}
+}
+
+// finish takes the ended run's exit and forgets the run.
+func (w *workload) finish() driver.Exit {
+	w.stopHealth()
+	exit := w.proc.Exit()
+	w.proc = nil
+	_ = w.s.store.removeRun(w.name)
+	w.update(func(v *api.Workload) {
+		v.PID, v.ContainerID = 0, ""
+		v.LastExit = &exit
+	})
+	w.publish(api.Event{Type: api.EventExit, Message: exit.String(), Exit: &exit})
+	return exit
+}
+
+// onExit handles a run that ended on its own.
+func (w *workload) onExit() {
+	exit := w.finish()
+	w.log.Info("run ended", zap.String("exit", exit.String()))
+	w.afterExit(exit)
+}
+
+// afterExit applies the restart policy to an ended run.
+func (w *workload) afterExit(exit driver.Exit) {
+	if !w.desired {
+		w.rest(api.StateStopped, "")
+		return
+	}
+	switch w.spec.Restart.Policy {
+	case spec.RestartAlways:
+	case spec.RestartOnFailure:
+		if exit.Success() {
+			w.rest(api.StateExited, exit.String())
+			return
+		}
+	default:
+		w.rest(api.StateExited, exit.String())
+		return
+	}
+	w.scheduleRestart(exit.String())
+}
+
+func (w *workload) scheduleRestart(reason string) {
+	r := w.spec.Restart
+	now := time.Now()
+	n := w.failures.add(now, r.Window.Duration)
+	if r.MaxRestarts >= 0 && n > r.MaxRestarts {
+		w.rest(api.StateFailed, fmt.Sprintf("gave up after %d restarts within %s; last: %s", r.MaxRestarts, r.Window.Duration, reason))
+		return
+	}
+	d := backoff(r.Backoff.Initial.Duration, r.Backoff.Max.Duration, n, rand.Float64())
+	w.timer = time.NewTimer(d)
+	next := now.Add(d)
+	w.update(func(v *api.Workload) { v.NextStart = &next })
+	w.setState(api.StateBackoff, fmt.Sprintf("%s; restarting in %s", reason, d.Round(time.Millisecond)))
+}
+
+// rest puts the workload in a state where nothing runs and nothing will
+// until a user starts it, and remembers that across daemon restarts.
+func (w *workload) rest(st api.State, reason string) {
+	w.cancelTimer()
+	w.desired = false
+	if st == api.StateFailed {
+		w.update(func(v *api.Workload) { v.LastError = reason })
+	}
+	w.persist(st)
+	w.setState(st, reason)
+}
+
+// stopRun ends the current run: the stop signal to every process of it,
+// the grace period, then SIGKILL to all of them.
+func (w *workload) stopRun() error {
+	w.cancelTimer()
+	if w.proc == nil {
+		return nil
+	}
+	w.stopHealth()
+	w.setState(api.StateStopping, "")
+	sig, err := spec.ParseSignal(w.spec.Stop.Signal)
+	if err != nil {
+		sig = syscall.SIGTERM
+	}
+	if err := w.proc.Signal(sig); err != nil {
+		w.log.Warn("stop signal failed", zap.Error(err))
+	}
+	grace := time.NewTimer(w.spec.Stop.Timeout.Duration)
+	defer grace.Stop()
+	select {
+	case <-w.proc.Done():
+	case <-grace.C:
+		w.log.Info("grace period over, killing", zap.Duration("timeout", w.spec.Stop.Timeout.Duration))
+		_ = w.proc.Kill()
+		select {
+		case <-w.proc.Done():
+		case <-time.After(killWait):
+			return fmt.Errorf("workload %s did not end %s after SIGKILL", w.name, killWait)
+		}
+	}
+	w.finish()
+	return nil
+}
