@@ -7,8 +7,9 @@ import (
 	"maps"
 	"time"
 
-	"github.com/flyd-dev/flyd/errdefs"
 	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/errdefs"
 )
 
 const (

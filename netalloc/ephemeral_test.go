@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flyd-dev/flyd/errdefs"
 	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/errdefs"
 )
 
 func TestAllocateTemporaryPortConcurrentNeverDuplicates(t *testing.T) {

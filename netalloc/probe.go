@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/flyd-dev/flyd/errdefs"
 	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/errdefs"
 )
 
 // probeAddrs are the binds a workload is likely to make. The wildcards
