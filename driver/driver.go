@@ -37,6 +37,10 @@ type Task struct {
 	// Cgroup is the workload's cgroup, limits applied, that the run is born
 	// in; nil where the host gives flyd no cgroups.
 	Cgroup *sandbox.Cgroup
+	// Preparing, when the runtime must first build something (a Nix
+	// environment, an image), says what; the workload is then `preparing`.
+	// It is called on Start's goroutine. May be nil.
+	Preparing func(what string)
 	// Log receives the workload's stdout and stderr; the workload writes to it
 	// directly so that a slow or absent daemon never stalls it.
 	Log *os.File

@@ -69,6 +69,7 @@ func (w *workload) launch() (driver.Process, error) {
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
 		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
 		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg,
+		Preparing: func(what string) { w.setState(api.StatePreparing, what) },
 	})
 }
 
