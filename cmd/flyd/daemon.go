@@ -22,6 +22,7 @@ import (
 	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/driver/nix"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/metrics"
 	"github.com/flyd-dev/flyd/reaper"
@@ -164,6 +165,13 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		log.Warn("no cgroups: resources are refused and a child that leaves its session escapes stop", zap.Error(err))
 		cgroups = nil
 	}
+	drivers := []driver.Driver{native.Driver{Cgroups: cgroups}}
+	nixDriver := &nix.Driver{Native: native.Driver{Cgroups: cgroups}, CacheDir: filepath.Join(cfg.stateDir, "nix")}
+	if err := nixDriver.Available(); err != nil {
+		log.Info("no nix runtime: kind nix is refused", zap.Error(err))
+	} else {
+		drivers = append(drivers, nixDriver)
+	}
 	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
 	sup, err := supervisor.New(supervisor.Config{
 		Registrar:        reg.registrar,
@@ -172,7 +180,7 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		LogGenerations:   cfg.logGens,
 		StateDir:         cfg.stateDir,
 		RunDir:           cfg.runDir,
-		Drivers:          []driver.Driver{native.Driver{Cgroups: cgroups}},
+		Drivers:          drivers,
 		Cgroups:          cgroups,
 		Logger:           log,
 		Version:          version,
