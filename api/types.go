@@ -35,10 +35,13 @@ var States = []State{StatePending, StatePreparing, StateStarting, StateRunning,
 // Workload is one workload as the API shows it. Spec is redacted: secret
 // values never leave the daemon.
 type Workload struct {
-	Name        string         `json:"name"`
-	Kind        spec.Kind      `json:"kind"`
-	State       State          `json:"state"`
-	Since       time.Time      `json:"since"`
+	Name  string    `json:"name"`
+	Kind  spec.Kind `json:"kind"`
+	State State     `json:"state"`
+	Since time.Time `json:"since"`
+	// Reason says why the workload is in its state, when there is more to
+	// say: what it waits for, what it prepares, why it failed.
+	Reason      string         `json:"reason,omitempty"`
 	PID         int            `json:"pid,omitempty"`
 	ContainerID string         `json:"container_id,omitempty"`
 	StartedAt   *time.Time     `json:"started_at,omitempty"`

@@ -266,8 +266,8 @@ func TestAfterWaitsForDependencies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != "pending" || got.PID != 0 {
-		t.Fatalf("api started before db runs: %s pid %d", got.State, got.PID)
+	if got.State != "pending" || got.PID != 0 || got.Reason != "waiting for db" {
+		t.Fatalf("api started before db runs: %s (%s) pid %d", got.State, got.Reason, got.PID)
 	}
 	if _, err := s.Start(ctx, "db"); err != nil {
 		t.Fatal(err)

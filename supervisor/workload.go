@@ -143,7 +143,7 @@ func (w *workload) publish(ev api.Event) {
 
 func (w *workload) setState(st api.State, msg string) {
 	w.update(func(v *api.Workload) {
-		v.State = st
+		v.State, v.Reason = st, msg
 		v.Since = time.Now()
 		if st != api.StateBackoff {
 			v.NextStart = nil

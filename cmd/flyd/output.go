@@ -23,7 +23,11 @@ func printWorkloads(w io.Writer, ws []api.Workload) {
 		if wl.LastExit != nil {
 			last = wl.LastExit.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", wl.Name, wl.Kind, wl.State, pid,
+		state := string(wl.State)
+		if wl.State == api.StatePending || wl.State == api.StatePreparing {
+			state += " (" + wl.Reason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", wl.Name, wl.Kind, state, pid,
 			wl.Restarts, ports(wl.Ports), ago(wl.Since), last)
 	}
 	tw.Flush()

@@ -73,7 +73,9 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 			byName[w.Name], names[i] = w, w.Name
 		}
 		err := c.each(ctx, "apply", names, func(name string) (*api.Workload, error) {
+			stop := c.showProgress(ctx, name)
 			w, err := c.client.Apply(ctx, byName[name], api.ApplyOptions{Start: *start, Force: *force})
+			stop()
 			if err == nil && w.State == api.StateFailed {
 				// Applied, but it cannot run: the user must hear why.
 				err = fmt.Errorf("failed: %s", w.LastError)

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+// showProgress prints, on a terminal, what a workload being applied is
+// preparing (a Nix environment, an image) until stop is called: such work
+// can take long, and a silent CLI looks hung.
+func (c *cli) showProgress(ctx context.Context, name string) (stop func()) {
+	f, ok := c.stderr.(*os.File)
+	if !ok || !isTerminal(f) {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if w, err := c.client.Get(ctx, name); err == nil && w.State == api.StatePreparing {
+				printProgress(f, name, w.Reason, time.Since(start))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func printProgress(w io.Writer, name, what string, d time.Duration) {
+	fmt.Fprintf(w, "%s: preparing (%s) %s\n", name, what, d.Round(time.Second))
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
