@@ -59,6 +59,13 @@ type Driver interface {
 	Recover(ctx context.Context, s State) (Process, error)
 }
 
+// Sweeper is a driver that keeps state of its own per workload (a
+// container, a temporary directory): Sweep removes what belongs to no
+// workload in keep. A starting daemon calls it once runs are adopted.
+type Sweeper interface {
+	Sweep(ctx context.Context, keep map[string]bool) error
+}
+
 // Process is one live run of a workload.
 type Process interface {
 	// State is what must be persisted to adopt this run later.

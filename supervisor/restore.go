@@ -69,3 +69,19 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 		w.start()
 	}
 }
+
+// sweepDrivers lets each runtime that keeps state per workload remove
+// what belongs to no spec (containers, temporary directories).
+func (s *Supervisor) sweepDrivers(specs map[string]specRecord) {
+	keep := make(map[string]bool, len(specs))
+	for n := range specs {
+		keep[n] = true
+	}
+	for kind, d := range s.drivers {
+		if sw, ok := d.(driver.Sweeper); ok {
+			if err := sw.Sweep(s.ctx, keep); err != nil {
+				s.log.Warn("runtime sweep failed", zap.String("runtime", string(kind)), zap.Error(err))
+			}
+		}
+	}
+}

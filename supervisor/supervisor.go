@@ -190,6 +190,7 @@ func (s *Supervisor) restore() {
 	s.sweepCarriers(keep)
 	s.sweepNetworks(specs)
 	s.sweepCgroups(specs)
+	s.sweepDrivers(specs)
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
 		s.register(r.Spec, s.reservedMappings(r.Spec), func(w *workload) { w.restore(r, run) })

@@ -703,3 +703,21 @@ func (p *process) Release() {
 	p.releaseOnce.Do(func() { close(p.released) })
 	p.Process.Release()
 }
+
+// Sweep removes the temporary directories of workloads that no longer
+// exist (removed while no daemon ran); a kept workload's directory is
+// renewed at its next start anyway.
+func (d *Driver) Sweep(ctx context.Context, keep map[string]bool) error {
+	entries, err := os.ReadDir(filepath.Join(d.CacheDir, "tmp"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		if !keep[e.Name()] {
+			if err := os.RemoveAll(filepath.Join(d.CacheDir, "tmp", e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -347,3 +347,21 @@ func readCacheAny(dir string) (*prepared, error) {
 	}
 	return readCache(envs[0])
 }
+
+func TestSweepRemovesTmpOfUnknownWorkloads(t *testing.T) {
+	d := &Driver{CacheDir: t.TempDir()}
+	for _, n := range []string{"kept", "gone"} {
+		if err := os.MkdirAll(filepath.Join(d.CacheDir, "tmp", n, "leftover"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Sweep(context.Background(), map[string]bool{"kept": true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d.CacheDir, "tmp", "kept")); err != nil {
+		t.Fatalf("a kept workload's directory was swept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(d.CacheDir, "tmp", "gone")); !os.IsNotExist(err) {
+		t.Fatalf("an unknown workload's directory survived: %v", err)
+	}
+}
