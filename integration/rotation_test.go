@@ -12,7 +12,7 @@ import (
 
 // TestLogRotation runs a workload that writes a numbered line every
 // millisecond under a small --log-max-size: the log is rotated, a follower
-// reads through the rotations in order and never twice, the tail spans the
+// reads through the rotations in order, never twice and without a gap, the tail spans the
 // generations, and a stalled reader does not stall the workload.
 func TestLogRotation(t *testing.T) {
 	t.Parallel()
@@ -49,8 +49,10 @@ func TestLogRotation(t *testing.T) {
 		}
 		prev = n
 	}
+	// The daemon freezes the workload's cgroup around each rotation: not a
+	// line may be lost or cut.
 	if gaps+damaged > 0 {
-		t.Logf("%d lines lost and %d damaged in rotation's documented loss window", gaps, damaged)
+		t.Errorf("%d lines lost and %d damaged across rotations", gaps, damaged)
 	}
 	if prev != last {
 		t.Errorf("the follower ended at count %d, want %d", prev, last)

@@ -44,6 +44,14 @@ var (
 // place before the truncate, so once the live file has shrunk, path.1
 // holds everything that was in it.
 func Rotate(path string, maxSize int64, generations int) (bool, error) {
+	return RotateHeld(path, maxSize, generations, nil)
+}
+
+// RotateHeld is Rotate with the writers held still while the live file is
+// copied and truncated: hold stops them (a cgroup freezer) and returns
+// what resumes them. The loss window of Rotate is then closed. hold runs
+// only when a rotation is due; nil means no hold.
+func RotateHeld(path string, maxSize int64, generations int, hold func() (release func(), err error)) (bool, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxSize
 	}
@@ -64,6 +72,13 @@ func Rotate(path string, maxSize int64, generations int) (bool, error) {
 		return false, err
 	}
 	defer live.Close()
+	if hold != nil {
+		release, err := hold()
+		if err != nil {
+			return false, err
+		}
+		defer release()
+	}
 	if generations <= 0 {
 		return true, live.Truncate(0)
 	}

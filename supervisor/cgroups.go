@@ -92,3 +92,21 @@ func (s *Supervisor) sweepCgroups(specs map[string]specRecord) {
 		}
 	}
 }
+
+// holdWriters freezes a workload's cgroup around a log rotation, so that
+// no line it writes falls between the copy and the truncate; nil without
+// cgroups (the rotation then has its small loss window).
+func (s *Supervisor) holdWriters(name string) func() (func(), error) {
+	if s.cfg.Cgroups == nil {
+		return nil
+	}
+	return func() (func(), error) {
+		g, err := s.cfg.Cgroups.Open(name)
+		if err != nil {
+			return func() {}, nil // no run: nobody writes
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return g.Freeze(ctx)
+	}
+}

@@ -310,7 +310,7 @@ func (s *Supervisor) rotateLogs() {
 		case <-t.C:
 		}
 		for _, w := range s.all() {
-			if _, err := logfile.Rotate(s.logPath(w.name), s.cfg.LogMaxSize, s.cfg.LogGenerations); err != nil {
+			if _, err := logfile.RotateHeld(s.logPath(w.name), s.cfg.LogMaxSize, s.cfg.LogGenerations, s.holdWriters(w.name)); err != nil {
 				w.log.Warn("log rotation failed", zap.Error(err))
 			}
 		}
