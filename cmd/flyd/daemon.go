@@ -21,6 +21,7 @@ import (
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/driver"
+	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/driver/nix"
 	"github.com/flyd-dev/flyd/logfile"
@@ -48,6 +49,7 @@ type daemonConfig struct {
 	advertise   string
 
 	cgroupParent    string
+	containerdSock  string
 	workloadsDir    string
 	registry        string
 	registryKeyFile string
@@ -65,6 +67,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.logMaxSize, "log-max-size", "10Mi", "rotate a workload's log file at this size")
 	fs.IntVar(&cfg.logGens, "log-generations", logfile.DefaultGenerations, "rotated log files kept per workload")
 	fs.StringVar(&cfg.workloadsDir, "workloads-dir", "/etc/flyd/workloads.d", "spec files applied and watched; a workload created by a file changes only through it")
+	fs.StringVar(&cfg.containerdSock, "containerd-socket", ctrdriver.DefaultSocket, "the containerd daemon that runs kind containerd")
 	fs.StringVar(&cfg.cgroupParent, "cgroup-parent", "flyd", "the cgroup, under each hierarchy's root, that holds one cgroup per workload")
 	fs.StringVar(&cfg.registry, "registry", "embedded", "embedded, off, or the base URL of a registry (http://host:port)")
 	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
@@ -171,6 +174,13 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		log.Info("no nix runtime: kind nix is refused", zap.Error(err))
 	} else {
 		drivers = append(drivers, nixDriver)
+	}
+	containerd := ctrdriver.New(cfg.containerdSock, "")
+	defer containerd.Close()
+	if err := containerd.Available(ctx); err != nil {
+		log.Info("no containerd runtime: kind containerd is refused", zap.Error(err))
+	} else {
+		drivers = append(drivers, containerd)
 	}
 	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
 	sup, err := supervisor.New(supervisor.Config{

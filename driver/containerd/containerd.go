@@ -1,0 +1,547 @@
+// Package containerd runs kind containerd workloads as containerd tasks.
+//
+// Images come from containerd's image store in the driver's namespace, or
+// are imported once from an OCI/Docker archive (spec containerd.archive)
+// and unpacked for the overlayfs snapshotter (native when overlayfs fails).
+//
+// Every container is named <workload>-<8 hex> and labelled
+// flyd.workload=<workload>, so that Sweep can find what a dead daemon left.
+// The task's stdout and stderr go to the task's log file through
+// cio.LogFile: the shim writes the file, so output keeps flowing while
+// the daemon restarts.
+//
+// File carriers. Values too large for the environment are written into the
+// container's own writable snapshot before the task is created: the
+// snapshot is mounted on a temporary directory, /codefly/configuration is
+// created there (0500, owned by the container user resolved from the
+// image's /etc/passwd and /etc/group), one 0400 file per value, owned by
+// the same user, and the snapshot is unmounted. All writes go through an
+// os.Root so a symlink in the image cannot redirect them onto the host.
+// On the host the values live only in containerd's snapshot directory,
+// which only root can read, and they disappear with the snapshot when the
+// run ends (or when Sweep removes it).
+//
+// This package imports the containerd client (a heavy dependency); keep it
+// out of packages that do not need it.
+package containerd
+
+import (
+	"context"
+	"crypto/rand"
+	_ "crypto/sha256" // go-digest needs a registered sha256
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/mount"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	cerrdefs "github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+const (
+	// LabelWorkload names the workload a container belongs to.
+	LabelWorkload = "flyd.workload"
+	// ConfigurationDir is where file carriers appear inside a container.
+	ConfigurationDir = "/codefly/configuration"
+	// DefaultNamespace is the containerd namespace flyd uses.
+	DefaultNamespace = "flyd"
+	// DefaultSocket is containerd's usual socket.
+	DefaultSocket = "/run/containerd/containerd.sock"
+
+	cleanupTimeout = 30 * time.Second
+)
+
+// Driver is the containerd runtime. Use it by pointer.
+type Driver struct {
+	Socket    string // containerd's socket
+	Namespace string // default "flyd"
+
+	mu          sync.Mutex
+	client      *containerd.Client
+	snapshotter string          // chosen on first unpack
+	imported    map[string]bool // archive identities already imported
+	importMu    sync.Mutex
+}
+
+// New returns a driver for the containerd at socket ("" = DefaultSocket),
+// using namespace ("" = "flyd"). It connects lazily.
+func New(socket, namespace string) *Driver {
+	if socket == "" {
+		socket = DefaultSocket
+	}
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	return &Driver{Socket: socket, Namespace: namespace}
+}
+
+// Kind reports spec.KindContainerd.
+func (d *Driver) Kind() spec.Kind { return spec.KindContainerd }
+
+func (d *Driver) ns() string {
+	if d.Namespace == "" {
+		return DefaultNamespace
+	}
+	return d.Namespace
+}
+
+func (d *Driver) ctx(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, d.ns())
+}
+
+// cleanupCtx is never cancelled by the caller's cancellation: cleanup must
+// happen even when the start was abandoned.
+func (d *Driver) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(d.ctx(context.WithoutCancel(ctx)), cleanupTimeout)
+}
+
+func (d *Driver) conn() (*containerd.Client, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.client != nil {
+		return d.client, nil
+	}
+	sock := d.Socket
+	if sock == "" {
+		sock = DefaultSocket
+	}
+	if _, err := os.Stat(sock); err != nil {
+		return nil, fmt.Errorf("%w: containerd socket %s: %v", errdefs.ErrRuntimeUnavailable, sock, err)
+	}
+	c, err := containerd.New(sock, containerd.WithDefaultNamespace(d.ns()), containerd.WithTimeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("%w: containerd at %s: %v", errdefs.ErrRuntimeUnavailable, sock, err)
+	}
+	d.client = c
+	return c, nil
+}
+
+// Available reports whether containerd answers on the socket; the error
+// wraps errdefs.ErrRuntimeUnavailable when it does not.
+func (d *Driver) Available(ctx context.Context) error {
+	c, err := d.conn()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := c.Version(d.ctx(ctx)); err != nil {
+		return fmt.Errorf("%w: containerd at %s does not answer: %v", errdefs.ErrRuntimeUnavailable, d.Socket, err)
+	}
+	return nil
+}
+
+// Close closes the connection to containerd; running tasks are untouched.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.client == nil {
+		return nil
+	}
+	err := d.client.Close()
+	d.client = nil
+	return err
+}
+
+// image returns the unpacked image for the task, importing the archive
+// when needed, and the snapshotter it is unpacked for.
+func (d *Driver) image(ctx context.Context, c *containerd.Client, t *driver.Task) (containerd.Image, string, error) {
+	cs := t.Spec.Containerd
+	if cs.Archive != "" {
+		if err := d.importArchive(ctx, c, cs.Archive, t.Preparing); err != nil {
+			return nil, "", err
+		}
+	}
+	img, err := c.GetImage(ctx, cs.Image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			how := "no archive is given"
+			if cs.Archive != "" {
+				how = fmt.Sprintf("archive %s does not contain it", cs.Archive)
+			}
+			return nil, "", fmt.Errorf("%w: image %q is not in containerd namespace %q and %s",
+				driver.ErrExec, cs.Image, d.ns(), how)
+		}
+		return nil, "", fmt.Errorf("image %q: %w", cs.Image, err)
+	}
+	sn, err := d.unpack(ctx, img)
+	if err != nil {
+		return nil, "", err
+	}
+	return img, sn, nil
+}
+
+func (d *Driver) importArchive(ctx context.Context, c *containerd.Client, archive string, preparing func(string)) error {
+	fi, err := os.Stat(archive)
+	if err != nil {
+		return fmt.Errorf("%w: image archive: %v", driver.ErrExec, err)
+	}
+	id := fmt.Sprintf("%s\x00%d\x00%d", archive, fi.Size(), fi.ModTime().UnixNano())
+	d.importMu.Lock()
+	defer d.importMu.Unlock()
+	if d.imported[id] {
+		return nil
+	}
+	if preparing != nil {
+		preparing("importing " + archive)
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		return fmt.Errorf("%w: image archive: %v", driver.ErrExec, err)
+	}
+	defer f.Close()
+	imgs, err := c.Import(ctx, f)
+	if err != nil {
+		return fmt.Errorf("%w: import image archive %s: %v", driver.ErrExec, archive, err)
+	}
+	if len(imgs) == 0 {
+		return fmt.Errorf("%w: image archive %s holds no named image", driver.ErrExec, archive)
+	}
+	if d.imported == nil {
+		d.imported = map[string]bool{}
+	}
+	d.imported[id] = true
+	return nil
+}
+
+// unpack unpacks img for overlayfs, or native when overlayfs fails; the
+// choice is remembered.
+func (d *Driver) unpack(ctx context.Context, img containerd.Image) (string, error) {
+	d.mu.Lock()
+	chosen := d.snapshotter
+	d.mu.Unlock()
+	cands := []string{"overlayfs", "native"}
+	if chosen != "" {
+		cands = []string{chosen}
+	}
+	var errs []error
+	for _, sn := range cands {
+		ok, err := img.IsUnpacked(ctx, sn)
+		if err == nil && !ok {
+			err = img.Unpack(ctx, sn)
+		}
+		if err == nil {
+			d.mu.Lock()
+			d.snapshotter = sn
+			d.mu.Unlock()
+			return sn, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", sn, err))
+	}
+	return "", fmt.Errorf("unpack image %s: %w", img.Name(), errors.Join(errs...))
+}
+
+func containerID(workload string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return workload + "-" + hex.EncodeToString(b)
+}
+
+// Start imports/unpacks the image, creates the container and its task, and
+// starts it. On any failure everything created is removed.
+func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, retErr error) {
+	if t.Spec == nil || t.Spec.Containerd == nil || t.Spec.Containerd.Image == "" {
+		return nil, fmt.Errorf("%w: workload has no containerd image", driver.ErrExec)
+	}
+	c, err := d.conn()
+	if err != nil {
+		return nil, err
+	}
+	ctx = d.ctx(ctx)
+	img, sn, err := d.image(ctx, c, t)
+	if err != nil {
+		return nil, err
+	}
+
+	id := containerID(t.Workload)
+	env := append([]string(nil), t.Env...)
+	env = append(env, carriers.Pointers(ConfigurationDir, t.Files)...)
+	env = append(env, "CODEFLY__RUNTIME_CONTEXT=container")
+	opts := []oci.SpecOpts{oci.WithImageConfig(img)}
+	if len(t.Args) > 0 {
+		opts = append(opts, oci.WithProcessArgs(t.Args...))
+	}
+	opts = append(opts, oci.WithEnv(env))
+	if t.Spec.Workdir != "" {
+		opts = append(opts, oci.WithProcessCwd(t.Spec.Workdir))
+	}
+	if t.Spec.User != "" {
+		opts = append(opts, oci.WithUser(t.Spec.User), oci.WithAdditionalGIDs(t.Spec.User))
+	}
+	if t.Network == nil {
+		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf)
+	} else {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: t.Network.Path}))
+	}
+	if t.Cgroup != nil {
+		opts = append(opts, oci.WithCgroup(t.Cgroup.CgroupsPath()))
+	}
+	ro, err := resourceOpts(t.Spec.Resources)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", driver.ErrExec, err)
+	}
+	opts = append(opts, ro...)
+
+	ctr, err := c.NewContainer(ctx, id,
+		containerd.WithContainerLabels(map[string]string{LabelWorkload: t.Workload}),
+		containerd.WithSnapshotter(sn),
+		containerd.WithImage(img),
+		containerd.WithNewSnapshot(id, img),
+		containerd.WithNewSpec(opts...),
+	)
+	if err != nil {
+		// A partial container can leave its snapshot behind.
+		cctx, cancel := d.cleanupCtx(ctx)
+		_ = c.SnapshotService(sn).Remove(cctx, id)
+		cancel()
+		if strings.Contains(err.Error(), "no users found") || strings.Contains(err.Error(), "no groups found") {
+			return nil, fmt.Errorf("%w: user %q: %v", driver.ErrExec, t.Spec.User, err)
+		}
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	var task containerd.Task
+	defer func() {
+		if retErr != nil {
+			d.remove(ctx, ctr, task)
+		}
+	}()
+
+	if len(t.Files) > 0 {
+		if err := d.writeCarriers(ctx, c, ctr, t.Files); err != nil {
+			return nil, err
+		}
+	}
+
+	ioc := cio.NullIO
+	if t.Log != nil {
+		ioc = cio.LogFile(t.Log.Name())
+	}
+	task, err = ctr.NewTask(ctx, ioc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: create task: %v", driver.ErrExec, err)
+	}
+	// Wait before Start, on a context that outlives the caller's.
+	wctx, wcancel := context.WithCancel(d.ctx(context.WithoutCancel(ctx)))
+	exitCh, err := task.Wait(wctx)
+	if err != nil {
+		wcancel()
+		return nil, fmt.Errorf("wait task: %w", err)
+	}
+	if err := task.Start(ctx); err != nil {
+		wcancel()
+		return nil, fmt.Errorf("%w: start task: %v", driver.ErrExec, err)
+	}
+	st := driver.State{
+		Driver:      spec.KindContainerd,
+		ContainerID: id,
+		PID:         int(task.Pid()),
+		StartedAt:   time.Now(),
+	}
+	if t.Cgroup != nil {
+		st.Cgroup = t.Cgroup.CgroupsPath()
+	}
+	return d.watch(ctr, task, exitCh, wctx, wcancel, st), nil
+}
+
+// resourceOpts turns spec resources into OCI linux.resources.
+func resourceOpts(r *spec.Resources) ([]oci.SpecOpts, error) {
+	var out []oci.SpecOpts
+	if r == nil {
+		return nil, nil
+	}
+	if r.MemoryMax > 0 {
+		out = append(out, oci.WithMemoryLimit(uint64(r.MemoryMax)))
+	}
+	if r.CPUMax != "" {
+		cores, err := strconv.ParseFloat(r.CPUMax, 64)
+		if err != nil || cores <= 0 {
+			return nil, fmt.Errorf("resources.cpu_max %q is not a positive number of cores", r.CPUMax)
+		}
+		const period = 100000
+		out = append(out, oci.WithCPUCFS(int64(cores*period), period))
+	}
+	if r.CPUWeight > 0 {
+		// cgroup v1 shares: weight 100 ~ 1024 shares.
+		out = append(out, oci.WithCPUShares(uint64(r.CPUWeight)*1024/100))
+	}
+	if r.PidsMax > 0 {
+		out = append(out, oci.WithPidsLimit(int64(r.PidsMax)))
+	}
+	return out, nil
+}
+
+// writeCarriers writes the files into the container's snapshot, owned by
+// the container's user: /codefly/configuration 0500, files 0400.
+func (d *Driver) writeCarriers(ctx context.Context, c *containerd.Client, ctr containerd.Container, files []carriers.File) error {
+	s, err := ctr.Spec(ctx)
+	if err != nil {
+		return fmt.Errorf("carriers: %w", err)
+	}
+	uid, gid := int(s.Process.User.UID), int(s.Process.User.GID)
+	info, err := ctr.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("carriers: %w", err)
+	}
+	mounts, err := c.SnapshotService(info.Snapshotter).Mounts(ctx, info.SnapshotKey)
+	if err != nil {
+		return fmt.Errorf("carriers: snapshot mounts: %w", err)
+	}
+	err = mount.WithTempMount(ctx, mounts, func(root string) error {
+		r, err := os.OpenRoot(root)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		rel := strings.TrimPrefix(ConfigurationDir, "/")
+		if err := r.MkdirAll(path.Dir(rel), 0o755); err != nil {
+			return err
+		}
+		if err := r.RemoveAll(rel); err != nil {
+			return err
+		}
+		if err := r.Mkdir(rel, 0o700); err != nil {
+			return err
+		}
+		for _, f := range files {
+			if strings.ContainsAny(f.Key, "/\x00") || f.Key == "" || f.Key == "." || f.Key == ".." {
+				return fmt.Errorf("carrier key %q is not a file name", f.Key)
+			}
+			name := rel + "/" + f.Key
+			fh, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+			if err != nil {
+				return fmt.Errorf("carrier for %s: %w", f.Key, err)
+			}
+			_, werr := fh.WriteString(f.Value)
+			if werr == nil {
+				werr = fh.Chown(uid, gid)
+			}
+			if werr == nil {
+				werr = fh.Chmod(0o400)
+			}
+			if cerr := fh.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				// The key is not secret; the value never appears.
+				return fmt.Errorf("carrier for %s: %w", f.Key, werr)
+			}
+		}
+		if err := r.Lchown(rel, uid, gid); err != nil {
+			return err
+		}
+		return r.Chmod(rel, 0o500)
+	})
+	if err != nil {
+		return fmt.Errorf("carriers: %w", err)
+	}
+	return nil
+}
+
+// remove kills and deletes task, container and snapshot, ignoring what is
+// already gone, with a context the caller cannot cancel.
+func (d *Driver) remove(ctx context.Context, ctr containerd.Container, task containerd.Task) error {
+	cctx, cancel := d.cleanupCtx(ctx)
+	defer cancel()
+	var errs []error
+	if task == nil {
+		if t, err := ctr.Task(cctx, nil); err == nil {
+			task = t
+		}
+	}
+	if task != nil {
+		if _, err := task.Delete(cctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete task: %w", err))
+		}
+	}
+	if err := ctr.Delete(cctx, containerd.WithSnapshotCleanup); err != nil && !cerrdefs.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("delete container: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Recover reattaches to the container named by s.ContainerID. A container
+// whose task is already gone is deleted and reported as errdefs.ErrNotFound;
+// a task that stopped while no daemon watched reports its real exit.
+func (d *Driver) Recover(ctx context.Context, s driver.State) (driver.Process, error) {
+	if s.ContainerID == "" {
+		return nil, fmt.Errorf("%w: no container id to recover", errdefs.ErrNotFound)
+	}
+	c, err := d.conn()
+	if err != nil {
+		return nil, err
+	}
+	ctx = d.ctx(ctx)
+	ctr, err := c.LoadContainer(ctx, s.ContainerID)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: container %s", errdefs.ErrNotFound, s.ContainerID)
+		}
+		return nil, fmt.Errorf("load container %s: %w", s.ContainerID, err)
+	}
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			_ = d.remove(ctx, ctr, nil)
+			return nil, fmt.Errorf("%w: container %s has no task", errdefs.ErrNotFound, s.ContainerID)
+		}
+		return nil, fmt.Errorf("load task of %s: %w", s.ContainerID, err)
+	}
+	wctx, wcancel := context.WithCancel(d.ctx(context.WithoutCancel(ctx)))
+	exitCh, err := task.Wait(wctx)
+	if err != nil {
+		wcancel()
+		return nil, fmt.Errorf("wait task of %s: %w", s.ContainerID, err)
+	}
+	st := s
+	st.Driver = spec.KindContainerd
+	st.PID = int(task.Pid())
+	return d.watch(ctr, task, exitCh, wctx, wcancel, st), nil
+}
+
+// Sweep deletes every container of the namespace labelled with a workload
+// not in keep, with its task and snapshot; containers without the label
+// are not flyd's and are left alone.
+func (d *Driver) Sweep(ctx context.Context, keep map[string]bool) error {
+	c, err := d.conn()
+	if err != nil {
+		return err
+	}
+	ctx = d.ctx(ctx)
+	ctrs, err := c.Containers(ctx, fmt.Sprintf("labels.%q", LabelWorkload))
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	var errs []error
+	for _, ctr := range ctrs {
+		labels, err := ctr.Labels(ctx)
+		if err != nil {
+			if !cerrdefs.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		name, ok := labels[LabelWorkload]
+		if !ok || keep[name] {
+			continue
+		}
+		if err := d.remove(ctx, ctr, nil); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ctr.ID(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
