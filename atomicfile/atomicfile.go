@@ -20,7 +20,19 @@ const tempInfix = ".tmp-"
 // Write replaces path with data, mode perm: a temporary file in the same
 // directory is written and synced, renamed over path, and the directory is
 // synced so the rename itself survives a crash.
-func Write(path string, data []byte, perm os.FileMode) (err error) {
+func Write(path string, data []byte, perm os.FileMode) error {
+	return write(path, data, perm, true)
+}
+
+// Replace is Write without the syncs: atomic, not durable. It is for
+// runtime state on tmpfs (the run dir), which a crash of the machine
+// erases together with the processes it describes, so syncing it would
+// only cost time.
+func Replace(path string, data []byte, perm os.FileMode) error {
+	return write(path, data, perm, false)
+}
+
+func write(path string, data []byte, perm os.FileMode, durable bool) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -41,14 +53,19 @@ func Write(path string, data []byte, perm os.FileMode) (err error) {
 	if _, err = f.Write(data); err != nil {
 		return err
 	}
-	if err = f.Sync(); err != nil {
-		return err
+	if durable {
+		if err = f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err = f.Close(); err != nil {
 		return err
 	}
 	if err = os.Rename(f.Name(), path); err != nil {
 		return err
+	}
+	if !durable {
+		return nil
 	}
 	return SyncDir(dir)
 }

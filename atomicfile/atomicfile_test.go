@@ -7,10 +7,16 @@ import (
 )
 
 func TestWriteReplacesAndLeavesNoTemp(t *testing.T) {
+	for name, write := range map[string]func(string, []byte, os.FileMode) error{"Write": Write, "Replace": Replace} {
+		t.Run(name, func(t *testing.T) { testReplaces(t, write) })
+	}
+}
+
+func testReplaces(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state.json")
 	for _, content := range []string{"first", "second, longer than the first"} {
-		if err := Write(path, []byte(content), 0o600); err != nil {
+		if err := write(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(path)

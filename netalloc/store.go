@@ -121,9 +121,10 @@ func (s store) read(network string) (map[int]Reservation, error) {
 }
 
 // save replaces network's file with ports, or removes it when ports is
-// empty. The rename is atomic and both the file and the directory are
-// synced, so after a crash the file holds either the old table or the new
-// one, never a prefix.
+// empty. The rename is atomic, so a daemon that dies mid-write leaves the
+// old table or the new one, never a prefix. Nothing is synced: the tables
+// live with the runtime state (tmpfs), which a machine crash erases
+// together with the processes that held the ports.
 func (s store) save(network string, ports map[int]Reservation) (err error) {
 	if s.dir == "" {
 		return nil
@@ -133,16 +134,13 @@ func (s store) save(network string, ports map[int]Reservation) (err error) {
 		if err := os.Remove(final); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("port table: %w", err)
 		}
-		if err := atomicfile.SyncDir(s.dir); err != nil {
-			return fmt.Errorf("port table: %w", err)
-		}
 		return nil
 	}
 	data, err := json.MarshalIndent(tableFile{Version: fileVersion, Reservations: sorted(ports)}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("port table %s: %w", network, err)
 	}
-	if err := atomicfile.Write(final, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.Replace(final, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("port table %s: %w", network, err)
 	}
 	return nil

@@ -55,8 +55,14 @@ func (s *store) saveSpec(r specRecord) error {
 	return writeJSONAtomic(filepath.Join(s.specDir, r.Spec.Name+".json"), r)
 }
 
+// saveRun writes atomically but does not sync: the run dir is tmpfs, and
+// what would make the record lost would also end the run it describes.
 func (s *store) saveRun(name string, r runRecord) error {
-	return writeJSONAtomic(filepath.Join(s.runDir, name+".json"), r)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Replace(filepath.Join(s.runDir, name+".json"), b, 0o600)
 }
 
 func (s *store) removeSpec(name string) error {
