@@ -39,7 +39,7 @@ func NewClient(socket string) *Client {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)
 		},
-		MaxIdleConnsPerHost: 16,
+		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
 	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
