@@ -62,6 +62,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// Containers started without a cgroup of flyd's get runc's default,
+	// under a cgroup named after the containerd namespace: remove those
+	// (empty) once the tests are done, so the tests leave no cgroup.
+	defer removeCgroups("flyd-test")
 	archive = filepath.Join(dir, "bbox.tar")
 	if err := ctrtest.BusyboxArchive(archive, testImage); err != nil {
 		fmt.Fprintln(os.Stderr, "busybox archive:", err)
@@ -513,5 +517,23 @@ func BenchmarkCtrRunTrue(b *testing.B) {
 		if err != nil {
 			b.Fatalf("ctr run: %v: %s", err, out)
 		}
+	}
+}
+
+// removeCgroups removes the empty cgroup parent in every hierarchy, and
+// the empty cgroups under it.
+func removeCgroups(parent string) {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
+	if more, _ := filepath.Glob("/sys/fs/cgroup/" + parent); len(more) > 0 {
+		dirs = append(dirs, more...)
+	}
+	for _, d := range dirs {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if e.IsDir() {
+				_ = os.Remove(filepath.Join(d, e.Name()))
+			}
+		}
+		_ = os.Remove(d)
 	}
 }
