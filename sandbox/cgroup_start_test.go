@@ -10,10 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/flyd-dev/flyd/errdefs"
 )
@@ -160,42 +158,11 @@ func TestStartInNeverUsesMainThread(t *testing.T) {
 				t.Fatal(err)
 			}
 			procFile := fmt.Sprintf("/proc/%d/cgroup", pid)
-			stop := make(chan struct{})
-			var foreign, samples atomic.Int64
-			var sampler sync.WaitGroup
-			sampler.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if data, err := os.ReadFile(procFile); err == nil && strings.Contains(string(data), "/"+c.parent+"/") {
-						foreign.Add(1)
-					}
-					samples.Add(1)
-				}
+			enter := func(start func() error) error { return g.StartIn(&syscall.SysProcAttr{}, start) }
+			neverOnMainThread(t, "a workload cgroup", 300, enter, func() bool {
+				data, err := os.ReadFile(procFile)
+				return err == nil && strings.Contains(string(data), "/"+c.parent+"/")
 			})
-			// A locked thread that sleeps gives its P away, so the runtime
-			// keeps picking threads, the main one among them.
-			start := func() error { time.Sleep(100 * time.Microsecond); return nil }
-			var wg sync.WaitGroup
-			for range 4 {
-				wg.Go(func() {
-					for range 300 {
-						if err := g.StartIn(&syscall.SysProcAttr{}, start); err != nil {
-							t.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			close(stop)
-			sampler.Wait()
-			if foreign.Load() != 0 {
-				t.Fatalf("%s named a workload cgroup in %d of %d samples", procFile, foreign.Load(), samples.Load())
-			}
 		})
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,39 +263,8 @@ func TestDoNeverUsesMainThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	procNS := fmt.Sprintf("/proc/%d/ns/net", pid)
-	stop := make(chan struct{})
-	var foreign, samples atomic.Int64
-	var sampler sync.WaitGroup
-	sampler.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if link, err := os.Readlink(procNS); err == nil && link != hostNS {
-				foreign.Add(1)
-			}
-			samples.Add(1)
-		}
+	neverOnMainThread(t, "a network", 500, nw.Do, func() bool {
+		link, err := os.Readlink(procNS)
+		return err == nil && link != hostNS
 	})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for range 500 {
-				// A locked thread that sleeps gives its P away, so the
-				// runtime keeps picking threads, the main one among them.
-				if err := nw.Do(func() error { time.Sleep(100 * time.Microsecond); return nil }); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(stop)
-	sampler.Wait()
-	if foreign.Load() != 0 {
-		t.Fatalf("%s named a network in %d of %d samples", procNS, foreign.Load(), samples.Load())
-	}
 }
