@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"os/user"
@@ -205,7 +207,11 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	gid := lookupGroup(cfg.socketGroup)
 	m := metrics.New(sup)
 	srv := api.NewServer(sup, api.PeerPolicy(gid), log.Named("api"),
-		api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count))
+		api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count),
+		// Profiles, for the same peers as the rest of the API.
+		api.WithRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
+		api.WithRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),
+		api.WithRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))
 
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watched := make(chan error, 1)
