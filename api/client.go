@@ -140,6 +140,14 @@ func (c *Client) Put(ctx context.Context, ws *spec.Workload, start bool) (*Workl
 }
 
 func (c *Client) Apply(ctx context.Context, ws *spec.Workload, o ApplyOptions) (*Workload, error) {
+	var w Workload
+	if err := c.do(ctx, http.MethodPut, workloadPath(ws.Name), applyQuery(o), ws, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+func applyQuery(o ApplyOptions) url.Values {
 	q := url.Values{}
 	if !o.Start {
 		q.Set("start", "false")
@@ -147,11 +155,7 @@ func (c *Client) Apply(ctx context.Context, ws *spec.Workload, o ApplyOptions) (
 	if o.Force {
 		q.Set("force", "true")
 	}
-	var w Workload
-	if err := c.do(ctx, http.MethodPut, workloadPath(ws.Name), q, ws, &w); err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return q
 }
 
 func (c *Client) lifecycle(ctx context.Context, name, op string) (*Workload, error) {

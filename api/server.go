@@ -81,6 +81,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/workloads/{name}/signal", s.signal)
 	m.HandleFunc("GET /v1/workloads/{name}/logs", s.logs)
 	m.HandleFunc("GET /v1/events", s.events)
+	m.HandleFunc("POST /v1/batch/apply", s.applyBatch)
+	m.HandleFunc("POST /v1/batch/{action}", s.runBatch)
 	m.HandleFunc("GET /v1/ports", func(w http.ResponseWriter, r *http.Request) {
 		ps, err := s.backend.Ports(r.Context())
 		respond(w, emptyIfNil(ps), err)

@@ -93,6 +93,13 @@ func TestErrorModel(t *testing.T) {
 		{"not found", "GET", "/v1/workloads/nope", "", 404, "not_found", ""},
 		{"no route", "GET", "/v2/nothing", "", 404, "not_found", ""},
 		{"bad signal", "POST", "/v1/workloads/nope/signal?sig=SIGNOPE", "", 400, "invalid_spec", ""},
+		{"batch: bad spec", "POST", "/v1/batch/apply", `{"workloads":[{"name":"a","command":["/bin/true"]},{"name":"b","comand":["x"]}]}`, 400, "invalid_spec", "workloads[1].comand"},
+		{"batch: twice", "POST", "/v1/batch/apply", `{"workloads":[{"name":"a","command":["/bin/true"]},{"name":"a","command":["/bin/true"]}]}`, 400, "invalid_spec", ""},
+		{"batch: cycle", "POST", "/v1/batch/apply", `{"workloads":[{"name":"a","command":["/bin/true"],"after":["b"]},{"name":"b","command":["/bin/true"],"after":["a"]}]}`, 400, "invalid_spec", "after"},
+		{"batch: unknown field", "POST", "/v1/batch/stop", `{"names":["a"],"everything":true}`, 400, "invalid_spec", ""},
+		{"batch: names and all", "POST", "/v1/batch/stop", `{"names":["a"],"all":true}`, 400, "invalid_spec", ""},
+		{"batch: nothing named", "POST", "/v1/batch/stop", `{}`, 400, "invalid_spec", ""},
+		{"batch: no such action", "POST", "/v1/batch/explode", `{"all":true}`, 400, "invalid_spec", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -33,7 +33,7 @@ func TestMetrics(t *testing.T) {
 		`flyd_workloads{state="running"} 1`,
 		`flyd_workload_restarts_total{workload="m"} 0`,
 		`flyd_port_allocations{network="host"} 1`,
-		`flyd_api_requests_total{code="200",route="PUT /v1/workloads/{name}"} 1`,
+		`flyd_api_requests_total{code="200",route="POST /v1/batch/apply"} 1`,
 		`flyd_registry_instances{kind="desired"} 1`,
 		`go_goroutines`,
 	} {

@@ -12,13 +12,17 @@ import (
 	"github.com/flyd-dev/flyd/api"
 )
 
-// showProgress prints, on a terminal, what a workload being applied is
-// preparing (a Nix environment, an image) until stop is called: such work
-// can take long, and a silent CLI looks hung.
-func (c *cli) showProgress(ctx context.Context, name string) (stop func()) {
+// showProgress prints, on a terminal, what the workloads being applied
+// are preparing (a Nix environment, an image) until stop is called: such
+// work can take long, and a silent CLI looks hung.
+func (c *cli) showProgress(ctx context.Context, names []string) (stop func()) {
 	f, ok := c.stderr.(*os.File)
 	if !ok || !isTerminal(f) {
 		return func() {}
+	}
+	ours := make(map[string]bool, len(names))
+	for _, n := range names {
+		ours[n] = true
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -33,8 +37,14 @@ func (c *cli) showProgress(ctx context.Context, name string) (stop func()) {
 				return
 			case <-t.C:
 			}
-			if w, err := c.client.Get(ctx, name); err == nil && w.State == api.StatePreparing {
-				printProgress(f, name, w.Reason, time.Since(start))
+			ws, err := c.client.List(ctx)
+			if err != nil {
+				continue
+			}
+			for _, w := range ws {
+				if ours[w.Name] && w.State == api.StatePreparing {
+					printProgress(f, w.Name, w.Reason, time.Since(start))
+				}
 			}
 		}
 	}()

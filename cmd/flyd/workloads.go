@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/spec"
@@ -20,9 +17,9 @@ func init() {
 	register("apply", command{"create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--start=false] [--force]", cmdApply})
 	register("ps", command{"list workloads", "", cmdPs})
 	register("inspect", command{"show a workload as JSON", "NAME", cmdInspect})
-	register("start", command{"start workloads", "NAME...|--all", lifecycleCmd("start", (*api.Client).Start)})
-	register("stop", command{"stop workloads", "NAME...|--all", lifecycleCmd("stop", (*api.Client).Stop)})
-	register("restart", command{"restart workloads", "NAME...|--all", lifecycleCmd("restart", (*api.Client).Restart)})
+	register("start", command{"start workloads", "NAME...|--all", lifecycleCmd(api.ActionStart)})
+	register("stop", command{"stop workloads", "NAME...|--all", lifecycleCmd(api.ActionStop)})
+	register("restart", command{"restart workloads", "NAME...|--all", lifecycleCmd(api.ActionRestart)})
 	register("rm", command{"stop and remove workloads", "NAME...|--all [--force]", cmdRm})
 	register("status", command{"show the daemon's status", "", cmdStatus})
 }
@@ -60,33 +57,15 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 	if err := uniqueNames(specs); err != nil {
 		return err
 	}
-	// Dependencies first: `after` may only name workloads that exist.
-	levels, err := spec.Order(specs)
-	if err != nil {
-		return err
+	names := make([]string, len(specs))
+	for i, w := range specs {
+		names[i] = w.Name
 	}
-	var failed []error
-	for _, level := range levels {
-		byName := make(map[string]*spec.Workload, len(level))
-		names := make([]string, len(level))
-		for i, w := range level {
-			byName[w.Name], names[i] = w, w.Name
-		}
-		err := c.each(ctx, "apply", names, func(name string) (*api.Workload, error) {
-			stop := c.showProgress(ctx, name)
-			w, err := c.client.Apply(ctx, byName[name], api.ApplyOptions{Start: *start, Force: *force})
-			stop()
-			if err == nil && w.State == api.StateFailed {
-				// Applied, but it cannot run: the user must hear why.
-				err = fmt.Errorf("failed: %s", w.LastError)
-			}
-			return w, err
-		})
-		if err != nil {
-			failed = append(failed, err)
-		}
-	}
-	return errors.Join(failed...)
+	// One batch: the daemon applies in `after` order, in parallel.
+	stop := c.showProgress(ctx, names)
+	rs, err := c.client.ApplyBatch(ctx, specs, api.ApplyOptions{Start: *start, Force: *force})
+	stop()
+	return c.report("apply", rs, err)
 }
 
 // readSpecs reads a spec file, every *.yaml, *.yml and *.json file of a
@@ -142,33 +121,6 @@ func uniqueNames(ws []*spec.Workload) error {
 		seen[w.Name] = true
 	}
 	return nil
-}
-
-// forEach runs f for 0..n-1 with bounded concurrency: the daemon serves
-// requests in parallel, so a directory of specs applies in parallel.
-func forEach(n int, f func(i int)) {
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			f(i)
-		}()
-	}
-	wg.Wait()
-}
-
-func compact(ws []*api.Workload) []*api.Workload {
-	out := []*api.Workload{}
-	for _, w := range ws {
-		if w != nil {
-			out = append(out, w)
-		}
-	}
-	return out
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -228,49 +180,48 @@ func (c *cli) output(v any, human func(io.Writer)) error {
 	return nil
 }
 
-// names resolves NAME... or --all to workload names.
-func (c *cli) names(ctx context.Context, pos []string, all bool) ([]string, error) {
-	if all {
-		if len(pos) > 0 {
-			return nil, usagef("names and --all cannot be used together")
-		}
-		ws, err := c.client.List(ctx)
-		if err != nil {
-			return nil, err
-		}
-		names := make([]string, len(ws))
-		for i, w := range ws {
-			names[i] = w.Name
-		}
-		return names, nil
+// batch resolves NAME... or --all into a batch.
+func batch(pos []string, all, force bool) (api.Batch, error) {
+	switch {
+	case all && len(pos) > 0:
+		return api.Batch{}, usagef("names and --all cannot be used together")
+	case !all && len(pos) == 0:
+		return api.Batch{}, usagef("name a workload, or use --all")
 	}
-	if len(pos) == 0 {
-		return nil, usagef("name a workload, or use --all")
-	}
-	return pos, nil
+	return api.Batch{Names: pos, All: all, Force: force}, nil
 }
 
-// each runs op on every named workload in parallel and reports each
-// failure; the command fails if any did.
-func (c *cli) each(ctx context.Context, verb string, names []string, op func(string) (*api.Workload, error)) error {
-	results := make([]*api.Workload, len(names))
-	errs := make([]error, len(names))
-	forEach(len(names), func(i int) { results[i], errs[i] = op(names[i]) })
+// report prints a batch's results, each failure on stderr; the command
+// fails if the batch or any operation in it did.
+func (c *cli) report(verb string, rs []api.Result, err error) error {
+	if err != nil {
+		return err
+	}
 	var failed []string
-	for i, err := range errs {
-		if err != nil {
-			fmt.Fprintf(c.stderr, "%s: %s\n", names[i], err)
-			failed = append(failed, names[i])
+	for _, r := range rs {
+		switch {
+		case r.Error != nil:
+			fmt.Fprintf(c.stderr, "%s: %s\n", r.Name, r.Error)
+		case r.State == api.StateFailed:
+			// Done, but it cannot run: the user must hear why.
+			fmt.Fprintf(c.stderr, "%s: failed: %s\n", r.Name, r.LastError)
+		default:
+			continue
 		}
+		failed = append(failed, r.Name)
 	}
 	if c.json {
-		if err := printJSON(c.stdout, compact(results)); err != nil {
+		if err := printJSON(c.stdout, rs); err != nil {
 			return err
 		}
 	} else {
-		for _, w := range results {
-			if w != nil {
-				fmt.Fprintf(c.stdout, "%s %s\n", w.Name, w.State)
+		for _, r := range rs {
+			switch {
+			case r.Error != nil, r.State == api.StateFailed:
+			case r.State != "":
+				fmt.Fprintf(c.stdout, "%s %s\n", r.Name, r.State)
+			default:
+				fmt.Fprintf(c.stdout, "%s %sd\n", r.Name, verb)
 			}
 		}
 	}
@@ -280,7 +231,7 @@ func (c *cli) each(ctx context.Context, verb string, names []string, op func(str
 	return nil
 }
 
-func lifecycleCmd(verb string, op func(*api.Client, context.Context, string) (*api.Workload, error)) func(context.Context, *cli, []string) error {
+func lifecycleCmd(action api.Action) func(context.Context, *cli, []string) error {
 	return func(ctx context.Context, c *cli, args []string) error {
 		fs := c.flags()
 		all := fs.Bool("all", false, "every workload")
@@ -288,11 +239,12 @@ func lifecycleCmd(verb string, op func(*api.Client, context.Context, string) (*a
 		if err != nil {
 			return err
 		}
-		names, err := c.names(ctx, pos, *all)
+		bt, err := batch(pos, *all, false)
 		if err != nil {
 			return err
 		}
-		return c.each(ctx, verb, names, func(n string) (*api.Workload, error) { return op(c.client, ctx, n) })
+		rs, err := c.client.Batch(ctx, action, bt)
+		return c.report(string(action), rs, err)
 	}
 }
 
@@ -304,15 +256,10 @@ func cmdRm(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	names, err := c.names(ctx, pos, *all)
+	bt, err := batch(pos, *all, *force)
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	return c.each(ctx, "remove", names, func(n string) (*api.Workload, error) {
-		if err := c.client.Remove(ctx, n, api.RemoveOptions{Force: *force}); err != nil {
-			return nil, err
-		}
-		return &api.Workload{Name: n, State: "removed"}, nil
-	})
+	rs, err := c.client.Batch(ctx, api.ActionRemove, bt)
+	return c.report("remove", rs, err)
 }
