@@ -46,10 +46,13 @@ type Cgroups struct {
 type Cgroup struct {
 	Name string
 	// Path is the cgroup's directory on v2, or in the primary v1
-	// hierarchy (memory when mounted): a stable identifier to persist.
+	// hierarchy (the freezer when mounted): a stable identifier to persist.
 	Path string
 	cg   *Cgroups
 	dirs []string // one per hierarchy, in layout order
+	// in says which hierarchies the cgroup is made in: all of them on v2,
+	// on v1 the primary and those of the controllers its limits need.
+	in []bool
 }
 
 // NewCgroups creates the parent (for example "flyd", or
@@ -113,8 +116,10 @@ func (c *Cgroups) Controllers() []string { return slices.Clone(c.ctrls) }
 
 // Create makes the workload's cgroup, or reuses it as it is (processes
 // inside stay), and sets every limit: a zero value resets that limit to
-// none, so the cgroup ends up exactly as l says. It thaws the cgroup, in
-// case a kill was cut short. It is idempotent.
+// none, so the cgroup ends up exactly as l says. On v1 the cgroup is made
+// in the primary hierarchy and in those of the limits l sets, and removed
+// from the others where it is empty. It thaws the cgroup, in case a kill
+// was cut short. It is idempotent.
 func (c *Cgroups) Create(name string, l Limits) (*Cgroup, error) {
 	g, err := c.cgroup(name)
 	if err != nil {
@@ -129,13 +134,22 @@ func (c *Cgroups) Create(name string, l Limits) (*Cgroup, error) {
 		return nil, fmt.Errorf("cgroup %q: %w", name, err)
 	}
 	created := false
-	for _, d := range g.dirs {
+	for i, d := range g.dirs {
+		if !c.needed(i, sets) {
+			// Empty: no run of this workload is inside. Busy: a run is,
+			// and then the cgroup stays, with its limit reset below.
+			err := unix.Rmdir(d)
+			g.in[i] = err != nil && !errors.Is(err, unix.ENOENT)
+			continue
+		}
 		err := os.Mkdir(d, 0o755)
 		if err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("create cgroup %q: %w", name, err)
 		}
 		created = created || err == nil
+		g.in[i] = true
 	}
+	sets = slices.DeleteFunc(sets, func(s setting) bool { return g.dirFor(s.ctrl) == "" })
 	// Shared: a start may go on meanwhile, but a kill's freeze must not
 	// be thawed under it.
 	unlock := lockCgroup(g.Path, false)
@@ -167,7 +181,17 @@ func (c *Cgroups) Open(name string) (*Cgroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open cgroup %q: %w", name, err)
 	}
+	for i := 1; i < len(g.dirs); i++ {
+		_, err := os.Stat(g.dirs[i])
+		g.in[i] = err == nil
+	}
 	return g, nil
+}
+
+// needed reports whether a workload cgroup with these settings is made in
+// hierarchy i: the primary always, on v1 another only for a limit.
+func (c *Cgroups) needed(i int, sets []setting) bool {
+	return i == 0 || slices.ContainsFunc(sets, func(s setting) bool { return s.limit && s.ctrl == c.l.hier[i].ctrl })
 }
 
 // List returns the names of the workload cgroups under the parent, sorted.
@@ -247,11 +271,11 @@ func (c *Cgroups) cgroup(name string) (*Cgroup, error) {
 	if !nameRule.MatchString(name) {
 		return nil, fmt.Errorf("cgroup name %q must be 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit: %w", shorten(name), errdefs.ErrInvalid)
 	}
-	g := &Cgroup{Name: name, cg: c}
+	g := &Cgroup{Name: name, cg: c, in: make([]bool, len(c.l.hier))}
 	for _, h := range c.l.hier {
 		g.dirs = append(g.dirs, filepath.Join(h.mount, c.parent, name))
 	}
-	g.Path = g.dirs[0]
+	g.Path, g.in[0] = g.dirs[0], true
 	return g, nil
 }
 

@@ -15,12 +15,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// v1Controllers are the v1 hierarchies a workload's cgroup is made in, in
-// the order a thread enters them. The first one present is the primary:
-// the one whose path names the cgroup and whose cgroup.procs is read.
-// cpuset, devices, blkio and name=systemd are left alone: flyd sets no
-// limit there, and systemd owns its own hierarchy.
-var v1Controllers = []string{"memory", "pids", "cpu", "freezer"}
+// v1Controllers are the v1 hierarchies flyd uses, in the order a thread
+// enters them. The first one present is the primary: every workload
+// cgroup is made there, its path names the cgroup and its cgroup.procs is
+// read. The freezer comes first because stop needs it whatever the
+// limits; a workload joins the others only for a limit it has (see
+// Create), as systemd does with its accounting options: on v1 every
+// hierarchy costs a mkdir and a thread move per start. cpuset, devices,
+// blkio and name=systemd are left alone: flyd sets no limit there, and
+// systemd owns its own hierarchy.
+var v1Controllers = []string{"freezer", "memory", "pids", "cpu"}
 
 // v2Controllers are the controllers flyd enables for workloads on v2.
 var v2Controllers = []string{"memory", "pids", "cpu"}

@@ -198,9 +198,11 @@ func (g *Cgroup) waitEmpty(ctx context.Context, d time.Duration) bool {
 
 // OOMKills counts the processes the kernel's OOM killer killed in the
 // cgroup because of its memory limit, so that the daemon can say why a
-// workload died. It is 0 where there is no memory controller, so no limit.
+// workload died. It is 0 where there is no memory controller, so no limit,
+// and on v1 for a cgroup without a memory limit, which is not made in the
+// memory hierarchy.
 func (g *Cgroup) OOMKills() (int, error) {
-	if !slices.Contains(g.cg.ctrls, "memory") {
+	if !slices.Contains(g.cg.ctrls, "memory") || g.dirFor("memory") == "" {
 		return 0, nil
 	}
 	file := filepath.Join(g.Path, "memory.events")

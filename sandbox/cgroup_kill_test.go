@@ -208,7 +208,7 @@ func TestKillGivesUpAtDeadline(t *testing.T) {
 			}
 			cmd := exec.Command("sleep", "300")
 			startIn(t, g, cmd)
-			parent := &Cgroup{Name: "parent", cg: c, dirs: []string{}}
+			parent := &Cgroup{Name: "parent", cg: c, dirs: []string{}, in: g.in}
 			for _, d := range g.dirs {
 				parent.dirs = append(parent.dirs, filepath.Dir(d))
 			}

@@ -38,10 +38,10 @@ func TestDiscoverLayout(t *testing.T) {
 		v1("37", "/sys/fs/cgroup/pids", "pids"),
 	}
 	wantV1 := layout{version: 1, hier: []hierarchy{
+		{"freezer", "/sys/fs/cgroup/freezer", "/"},
 		{"memory", "/sys/fs/cgroup/memory", "/"},
 		{"pids", "/sys/fs/cgroup/pids", "/"},
 		{"cpu", "/sys/fs/cgroup/cpu,cpuacct", "/"},
-		{"freezer", "/sys/fs/cgroup/freezer", "/"},
 	}}
 	tests := []struct {
 		name    string

@@ -120,13 +120,14 @@ func (g *Cgroup) apply(sets []setting) error {
 	return nil
 }
 
-// dirFor is the cgroup's directory in the hierarchy of ctrl ("" if none).
+// dirFor is the cgroup's directory in the hierarchy of ctrl, "" if the
+// host has none or the cgroup is not made there.
 func (g *Cgroup) dirFor(ctrl string) string {
 	if g.cg.l.version == 2 {
 		return g.dirs[0]
 	}
 	for i, h := range g.cg.l.hier {
-		if h.ctrl == ctrl {
+		if h.ctrl == ctrl && g.in[i] {
 			return g.dirs[i]
 		}
 	}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,11 +81,25 @@ func TestLimitsWritten(t *testing.T) {
 				if c.Version() == 1 {
 					want = tt.v1
 				}
+				resets := map[string]string{}
+				for _, s := range mustSettings(t, Limits{}, c.Version()) {
+					resets[s.file] = s.value
+				}
 				for file, value := range want {
+					ctrl := file[:len(file)-len(filepath.Ext(file))]
+					if g.dirFor(ctrl) == "" {
+						// v1 leaves the hierarchy of a limit not set.
+						if value != resets[file] {
+							t.Errorf("%s: not in the %s hierarchy, but %s should be %q", tt.name, ctrl, file, value)
+						}
+						if _, err := os.Stat(filepath.Join(c.l.hier[slices.IndexFunc(c.l.hier, func(h hierarchy) bool { return h.ctrl == ctrl })].mount, c.parent, "limits")); err == nil {
+							t.Errorf("%s: the %s hierarchy holds the cgroup, which has no such limit", tt.name, ctrl)
+						}
+						continue
+					}
 					if file == "memory.limit_in_bytes" && value == "-1" {
 						value = "9223372036854771712" // -1 as the kernel shows it
 					}
-					ctrl := file[:len(file)-len(filepath.Ext(file))]
 					if got := readCgroupValue(t, g, ctrl, file); got != value {
 						t.Errorf("%s: %s = %q, want %q", tt.name, file, got, value)
 					}
@@ -222,4 +238,13 @@ print "$ok $again $other\n"; sleep 300;`
 			}
 		})
 	}
+}
+
+func mustSettings(t *testing.T, l Limits, version int) []setting {
+	t.Helper()
+	sets, err := l.settings(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sets
 }

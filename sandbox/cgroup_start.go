@@ -145,6 +145,9 @@ func runInCgroup(g *Cgroup, start func() error, out *outcome) {
 	}
 	homeDirs := make([]string, len(hier))
 	for i, h := range hier {
+		if !g.in[i] {
+			continue
+		}
 		var ok bool
 		if homeDirs[i], ok = h.dir(home[i]); !ok {
 			runtime.UnlockOSThread()
@@ -159,6 +162,9 @@ func runInCgroup(g *Cgroup, start func() error, out *outcome) {
 			out.panicked, out.value, out.stack = true, v, debug.Stack()
 		}
 		for i := moved - 1; i >= 0; i-- {
+			if !g.in[i] {
+				continue
+			}
 			if err := writeCgroupFile(filepath.Join(homeDirs[i], "tasks"), tid); err != nil {
 				out.err = errors.Join(out.err, fmt.Errorf("return thread to its cgroup (thread discarded): %w", err))
 				return
@@ -167,6 +173,10 @@ func runInCgroup(g *Cgroup, start func() error, out *outcome) {
 		runtime.UnlockOSThread()
 	}()
 	for i := range hier {
+		if !g.in[i] {
+			moved++
+			continue
+		}
 		if err := writeCgroupFile(filepath.Join(g.dirs[i], "tasks"), tid); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				err = fmt.Errorf("%w: %w", err, errdefs.ErrNotFound)

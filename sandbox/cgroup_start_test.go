@@ -45,15 +45,7 @@ func TestStartInBornInside(t *testing.T) {
 			if cat.SysProcAttr.UseCgroupFD || !cat.SysProcAttr.Setsid {
 				t.Errorf("StartIn left SysProcAttr changed: %+v", cat.SysProcAttr)
 			}
-			paths, err := procCgroups(out, c.l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, p := range paths {
-				if p != g.CgroupsPath() {
-					t.Errorf("child was born in %q in hierarchy %q, want %q", p, c.l.hier[i].mount, g.CgroupsPath())
-				}
-			}
+			requireBornIn(t, out, g)
 
 			sleep := exec.Command("sleep", "300")
 			startIn(t, g, sleep)
@@ -266,6 +258,74 @@ func TestStartInRefusals(t *testing.T) {
 			}
 			requireNoStrayThreads(t)
 		})
+	}
+}
+
+// TestStartInJoinsHierarchiesOfLimits: on v1 a cgroup is made in the
+// primary hierarchy and in those of its limits only, and a child is born
+// in exactly those; a later Create without the limits leaves them.
+func TestStartInJoinsHierarchiesOfLimits(t *testing.T) {
+	for _, tl := range testLayouts(t) {
+		if tl.l.version != 1 || !hasControllers(tl.l) {
+			continue
+		}
+		t.Run(tl.name, func(t *testing.T) {
+			c := newTestCgroups(t, tl.l)
+			for _, tt := range []struct {
+				name   string
+				limits Limits
+				in     []string
+			}{
+				{"every limit", benchLimits(tl.l), []string{"freezer", "memory", "pids", "cpu"}},
+				{"memory only", Limits{MemoryMax: 64 << 20}, []string{"freezer", "memory"}},
+				{"none", Limits{}, []string{"freezer"}},
+			} {
+				g, err := c.Create("joins", tt.limits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, h := range c.l.hier {
+					_, err := os.Stat(g.dirs[i])
+					if want := slices.Contains(tt.in, h.ctrl); (err == nil) != want || g.in[i] != want {
+						t.Errorf("%s: cgroup in the %s hierarchy: exists %v, member %v; want %v", tt.name, h.ctrl, err == nil, g.in[i], want)
+					}
+				}
+				out := filepath.Join(t.TempDir(), "cgroup")
+				f, err := os.Create(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cat := exec.Command("cat", "/proc/self/cgroup")
+				cat.Stdout = f
+				cat.SysProcAttr = &syscall.SysProcAttr{}
+				if err := g.StartIn(cat.SysProcAttr, cat.Start); err != nil {
+					t.Fatal(err)
+				}
+				if err := cat.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+				requireBornIn(t, out, g)
+				if opened := mustOpen(t, c, "joins"); !slices.Equal(opened.in, g.in) {
+					t.Errorf("%s: Open finds the cgroup in %v, Create made it in %v", tt.name, opened.in, g.in)
+				}
+			}
+		})
+	}
+}
+
+// requireBornIn checks a /proc/PID/cgroup copy: the child is in g in every
+// hierarchy g is made in, and outside it in the others.
+func requireBornIn(t *testing.T, file string, g *Cgroup) {
+	t.Helper()
+	paths, err := procCgroups(file, g.cg.l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range paths {
+		if in := p == g.CgroupsPath(); in != g.in[i] {
+			t.Errorf("child was born in %q in hierarchy %q; the cgroup %q is made there: %v", p, g.cg.l.hier[i].mount, g.CgroupsPath(), g.in[i])
+		}
 	}
 }
 
