@@ -4,9 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 )
 
 // genPath names generation k of the live file at path; 1 is the newest.
@@ -33,10 +31,12 @@ func openGeneration(path string, k int) (*os.File, os.FileInfo, error) {
 	return f, fi, nil
 }
 
-// tempPattern names a generation while Rotate writes it. The suffix is
-// not a number so nothing mistakes it for a finished generation.
-func tempPattern(path string) string {
-	return filepath.Base(path) + ".rotating-*"
+// tempPath names a generation while Rotate writes it. The suffix is not
+// a number so nothing mistakes it for a finished generation; it is fixed
+// because one path is never rotated twice at once, so Remove finds a
+// crashed Rotate's leftover without reading the directory.
+func tempPath(path string) string {
+	return path + ".rotating"
 }
 
 // Remove deletes the live file, generations 1 to generations, and any
@@ -53,16 +53,6 @@ func Remove(path string, generations int) error {
 	for k := 1; k <= generations; k++ {
 		remove(genPath(path, k))
 	}
-	dir := filepath.Dir(path)
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		errs = append(errs, err)
-	}
-	prefix := strings.TrimSuffix(tempPattern(path), "*")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
-			remove(filepath.Join(dir, e.Name()))
-		}
-	}
+	remove(tempPath(path))
 	return errors.Join(errs...)
 }

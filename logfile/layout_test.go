@@ -21,7 +21,7 @@ func TestRemove(t *testing.T) {
 		},
 		{
 			name:        "half-written generation from a crash",
-			files:       []string{"w.log", "w.log.rotating-123"},
+			files:       []string{"w.log", "w.log.rotating"},
 			generations: 3,
 		},
 		{

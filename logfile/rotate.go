@@ -5,7 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"syscall"
 )
 
 // maxCopyRounds bounds the catch-up copies so a workload that writes
@@ -110,7 +110,8 @@ func shiftGenerations(path string, generations int) error {
 // copyTruncate copies live into a fresh path.1 and truncates live. The
 // copy is built under a temporary name so path.1 never appears partial.
 func copyTruncate(live *os.File, path string, perm fs.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), tempPattern(path))
+	// Truncated: a crashed Rotate may have left it.
+	tmp, err := os.OpenFile(tempPath(path), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
 	if err != nil {
 		return err
 	}

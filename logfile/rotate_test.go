@@ -264,7 +264,7 @@ func assertNoTempFiles(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if strings.Contains(e.Name(), ".rotating-") {
+		if strings.HasSuffix(e.Name(), ".rotating") {
 			t.Errorf("temporary file %s left behind", e.Name())
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +46,11 @@ func Spawn(start func() (int, error)) error {
 // Forget is called once the child's status has been collected.
 func Forget(pid int) { children.Delete(pid) }
 
+// reapDelay is how long an orphan may stay a zombie: the reaper looks
+// once per burst of SIGCHLDs, since each look reads every thread's
+// children list.
+const reapDelay = 20 * time.Millisecond
+
 // Become makes this process a child subreaper: orphans among its
 // descendants (a daemon's double fork, a shell's child after the shell
 // died) are re-parented to it instead of PID 1 — which, on some hosts,
@@ -62,8 +68,18 @@ func Become(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-sigs:
-				reapOrphans()
 			}
+			// A burst of exits, as when many workloads stop at once, is
+			// one look: wait for the burst, then drain its signals.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(reapDelay):
+			}
+			for len(sigs) > 0 {
+				<-sigs
+			}
+			reapOrphans()
 		}
 	}()
 	return nil
