@@ -50,6 +50,9 @@ type Cgroup struct {
 	Path string
 	cg   *Cgroups
 	dirs []string // one per hierarchy, in layout order
+	// Fresh is true when Create has just made the cgroup: no process can
+	// be inside, nor can it be frozen.
+	Fresh bool
 	// in says which hierarchies the cgroup is made in: all of them on v2,
 	// on v1 the primary and those of the controllers its limits need.
 	in []bool
@@ -148,12 +151,17 @@ func (c *Cgroups) Create(name string, l Limits) (*Cgroup, error) {
 		}
 		created = created || err == nil
 		g.in[i] = true
+		if i == 0 {
+			g.Fresh = err == nil
+		}
 	}
 	sets = slices.DeleteFunc(sets, func(s setting) bool { return g.dirFor(s.ctrl) == "" })
 	// Shared: a start may go on meanwhile, but a kill's freeze must not
 	// be thawed under it.
 	unlock := lockCgroup(g.Path, false)
-	err = g.thaw()
+	if !g.Fresh {
+		err = g.thaw()
+	}
 	if err == nil {
 		err = g.apply(sets)
 	}

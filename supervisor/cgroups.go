@@ -27,6 +27,9 @@ func (s *Supervisor) cgroup(w *spec.Workload) (*sandbox.Cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cg.Fresh {
+		return cg, nil
+	}
 	// A new run starts only when the last one is over: whatever is still
 	// in the cgroup outlived its run (a daemon was down when it ended).
 	if left, _ := cg.Procs(); len(left) > 0 {

@@ -55,9 +55,15 @@ func (s *Supervisor) unready(after []string) []string {
 // calls go on their own goroutines: a workload's loop never waits on
 // another's.
 func (s *Supervisor) kickDependents(name string) {
-	for _, w := range s.all() {
-		v := w.snapshot(true)
-		if v.State != api.StatePending || v.Spec == nil || !slices.Contains(v.Spec.After, name) {
+	s.mu.Lock()
+	ws := make([]*workload, 0, len(s.workloads))
+	for _, w := range s.workloads {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	// Every start runs this, so it looks without copying any spec.
+	for _, w := range ws {
+		if !w.waitsFor(name) {
 			continue
 		}
 		go func() {
@@ -106,4 +112,12 @@ func (s *Supervisor) Owned(ctx context.Context) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// waitsFor reports whether the workload is pending with name among its
+// after list.
+func (w *workload) waitsFor(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.view.State == api.StatePending && w.view.Spec != nil && slices.Contains(w.view.Spec.After, name)
 }
