@@ -7,9 +7,15 @@
                                     /proc/PID/task/*/schedstat (ns) and from
                                     utime+stime in /proc/PID/stat (ticks)
   stats.py pct FILE              -> "p50 p90 p99" of the numbers in FILE
-  stats.py table RESULTS N R     -> the report table from "key value" lines
+  stats.py tree PID...           -> "PROCS RSS_KiB PSS_KiB" of the pids and all
+                                    their descendants, then a line of their pids
+  stats.py gobench FILE          -> "go.NAME.UNIT VALUE" lines from `go test
+                                    -bench` output (NAME without Benchmark and
+                                    the -GOMAXPROCS suffix)
+  stats.py table RESULTS N R [NIX_N CTR_N]
+                                 -> the report table from "key value" lines
 """
-import os, statistics, sys, time
+import os, re, statistics, sys, time
 
 TCK = os.sysconf("SC_CLK_TCK")
 
@@ -26,6 +32,45 @@ def mem(pids):
                 if line.startswith("Pss:"):
                     pss += int(line.split()[1])
     return rss, pss
+
+
+def tree(roots):
+    """The roots and their descendants (those alive), by /proc's ppid."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = f.read().rsplit(")", 1)[1].split()[1]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        kids.setdefault(ppid, []).append(d)
+    seen, todo = [], [str(p) for p in roots if os.path.exists(f"/proc/{p}")]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.append(p)
+        todo.extend(kids.get(p, []))
+    return seen
+
+
+def gobench(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if not fields or not fields[0].startswith("Benchmark") or len(fields) < 4:
+                continue
+            name = re.sub(r"-\d+$", "", fields[0][len("Benchmark"):])
+            for i in range(2, len(fields) - 1, 2):
+                try:
+                    v = float(fields[i])
+                except ValueError:
+                    continue
+                out.append(f"go.{name}.{fields[i + 1]} {v}")
+    return out
 
 
 def sample(pids):
@@ -62,23 +107,40 @@ def pct(values, q):
     return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
-def table(path, n, r):
+def table(path, n, r, nx=0, nc=0):
+    nx, nc = int(nx), int(nc)
     vals = {}
     with open(path) as f:
         for line in f:
+            if len(line.split()) != 2:
+                continue
             k, v = line.split()
             vals.setdefault(k, []).append(float(v))
     med = {k: statistics.median(v) for k, v in vals.items()}
 
-    def g(k, fmt="{:.3f}"):
-        return fmt.format(med[k]) if k in med else "n/a"
+    def g(k, fmt="{:.3f}", f=lambda x: x):
+        return fmt.format(f(med[k])) if k in med else "n/a"
 
+    def ratio(a, b):
+        a, b = med.get(a), med.get(b)
+        return f"{a / b:.2f}x" if a is not None and b else "n/a"
+
+    extra = []
+    if nx:
+        extra.append(f"nix: {nx}")
+    if nc:
+        extra.append(f"containerd: {nc}")
     out = []
-    out.append(f"N = {n} workloads, medians of {r} repetitions")
+    out.append(f"N = {n} workloads{' (' + ', '.join(extra) + ')' if extra else ''}, medians of {r} repetitions")
     out.append("")
     out.append("| | start ms/workload | stop ms/workload | RSS MiB | PSS MiB | idle CPU % of a core |")
     out.append("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for name, k in (("plain spawn", "plain"), ("flyd", "flyd"), ("supervisord", "sup"), ("s6", "s6")):
+    rows = [("plain spawn", "plain"), ("flyd", "flyd"), ("supervisord", "sup"), ("s6", "s6")]
+    if nx:
+        rows += [(f"nix: plain `nix develop --command` (N={nx})", "nix.plain"), (f"nix: flyd (N={nx})", "nix.flyd")]
+    if nc:
+        rows += [(f"containerd: plain `ctr run -d` (N={nc})", "ctr.plain"), (f"containerd: flyd (N={nc})", "ctr.flyd")]
+    for name, k in rows:
         out.append("| {} | {} | {} | {} | {} | {} |".format(
             name, g(k + ".start"), g(k + ".stop"), g(k + ".rss", "{:.1f}"),
             g(k + ".pss", "{:.1f}"), g(k + ".cpu", "{:.3f}")))
@@ -86,11 +148,11 @@ def table(path, n, r):
     out.append("| ratio | start | stop |")
     out.append("| --- | ---: | ---: |")
     for name, k in (("flyd / plain", "plain"), ("flyd / supervisord", "sup"), ("flyd / s6", "s6")):
-        cells = []
-        for m in ("start", "stop"):
-            a, b = med.get("flyd." + m), med.get(k + "." + m)
-            cells.append(f"{a / b:.2f}x" if a is not None and b else "n/a")
-        out.append(f"| {name} | {cells[0]} | {cells[1]} |")
+        out.append(f"| {name} | {ratio('flyd.start', k + '.start')} | {ratio('flyd.stop', k + '.stop')} |")
+    if nx:
+        out.append(f"| nix: flyd / `nix develop` | {ratio('nix.flyd.start', 'nix.plain.start')} | {ratio('nix.flyd.stop', 'nix.plain.stop')} |")
+    if nc:
+        out.append(f"| containerd: flyd / `ctr run -d` | {ratio('ctr.flyd.start', 'ctr.plain.start')} | {ratio('ctr.flyd.stop', 'ctr.plain.stop')} |")
     out.append("")
     out.append("| flyd only | value |")
     out.append("| --- | ---: |")
@@ -103,6 +165,42 @@ def table(path, n, r):
     out.append(f"| `flyd rm --all` of {n} stopped, ms/workload | {g('flyd.rm')} |")
     out.append(f"| idle CPU from utime+stime ticks (10 ms resolution), flyd / supervisord / s6 % | "
                f"{g('flyd.cputick', '{:.2f}')} / {g('sup.cputick', '{:.2f}')} / {g('s6.cputick', '{:.2f}')} |")
+    if any(k.startswith("go.") for k in med):
+        per_s = lambda ns: 1e9 / ns  # noqa: E731
+        pct = lambda ms_s: ms_s / 10  # cpu-ms/s -> % of one core  # noqa: E731
+        us = lambda ns: ns / 1000  # noqa: E731
+        for label, b in (("host network, table persisted (on tmpfs, like the run dir)", "AllocateTemporaryPort/persisted"),
+                         ("host network, table in memory", "AllocateTemporaryPort/memory"),
+                         ("isolated network, probe inside its netns, table in memory", "AllocateInNamespace")):
+            out.append(f"| ephemeral port allocate+release per second, {label} | {g(f'go.{b}.ns/op', '{:,.0f}', per_s)} |")
+        out.append(f"| registrar CPU % of a core, 1,000 instances, in-process fake registry, 3 s lease "
+                   f"({g('go.SchedulerCPU.heartbeats/s', '{:.0f}')} heartbeats/s) | {g('go.SchedulerCPU.cpu-ms/s', '{:.2f}', pct)} |")
+        for ttl in ("30s", "3s"):
+            b = f"go.HeartbeatHTTP/ttl={ttl}"
+            note = ", the default" if ttl == "30s" else ""
+            out.append(f"| registrar + embedded registry over loopback HTTP, CPU % of a core, 1,000 instances, {ttl[:-1]} s lease{note} "
+                       f"({g(b + '.heartbeats/s', '{:.0f}')} heartbeats/s) | {g(b + '.cpu-ms/s', '{:.2f}', pct)} |")
+        out.append(f"| CPU µs per heartbeat: fake registry / HTTP 3 s lease / HTTP 30 s lease | "
+                   f"{g('go.SchedulerCPU.cpu-ns/heartbeat', '{:.0f}', us)} / {g('go.HeartbeatHTTP/ttl=3s.cpu-ns/heartbeat', '{:.0f}', us)}"
+                   f" / {g('go.HeartbeatHTTP/ttl=30s.cpu-ns/heartbeat', '{:.0f}', us)} |")
+        out.append(f"| registry capacity, register + heartbeat pairs per second (parallel keep-alive clients) | "
+                   f"{g('go.RegisterHeartbeat.ops/s', '{:,.0f}')} |")
+    if nx or nc:
+        out.append("")
+        out.append("| nix and containerd | value |")
+        out.append("| --- | ---: |")
+    if nx:
+        out.append(f"| nix: processes per running `nix develop --command` workload (1 = nothing of nix stays resident) | {g('nix.plain.procs', '{:.2f}')} |")
+        out.append(f"| nix: RSS MiB per running `nix develop --command` workload, all its processes | {g('nix.plain.wlrss', '{:.1f}')} |")
+        out.append(f"| nix: first (cold) start, flyd (print-dev-env into its empty cache), ms | {g('nix.flyd.cold', '{:.1f}')} |")
+        out.append(f"| nix: first (cold) start, `nix develop` (empty eval cache), ms | {g('nix.plain.cold', '{:.1f}')} |")
+        out.append(f"| nix: `flyd apply -f DIR` / `flyd stop --all` CLI calls alone, ms/workload | {g('nix.flyd.applycli')} / {g('nix.flyd.stopcli')} |")
+    if nc:
+        out.append(f"| containerd: first (cold) start, flyd (archive import + unpack), ms | {g('ctr.flyd.cold', '{:.1f}')} |")
+        out.append(f"| containerd: `ctr images import` / first `ctr run -d`, ms | {g('ctr.plain.import', '{:.1f}')} / {g('ctr.plain.cold', '{:.1f}')} |")
+        out.append(f"| containerd: `flyd apply -f DIR` / `flyd stop --all` CLI calls alone, ms/workload | {g('ctr.flyd.applycli')} / {g('ctr.flyd.stopcli')} |")
+        out.append(f"| containerd: after the stop, `ctr task delete` + `ctr container delete` / `flyd rm --all`, ms/workload | "
+                   f"{g('ctr.plain.rm')} / {g('ctr.flyd.rm')} |")
     print("\n".join(out))
 
 
@@ -118,8 +216,17 @@ def main():
         with open(args[0]) as f:
             v = [float(x) for x in f.read().split()]
         print(" ".join(f"{pct(v, q):.3f}" for q in (50, 90, 99)))
+    elif cmd == "tree":
+        pids = tree(args)
+        rss, pss = mem(pids)
+        print(len(pids), rss, pss)
+        print(" ".join(pids))
+    elif cmd == "gobench":
+        lines = gobench(args[0])
+        if lines:
+            print("\n".join(lines))
     elif cmd == "table":
-        table(args[0], args[1], args[2])
+        table(*args[:5])
     else:
         sys.exit(f"stats.py: unknown command {cmd}")
 
