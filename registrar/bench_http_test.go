@@ -60,13 +60,20 @@ func benchHeartbeatHTTP(b *testing.B, ttl, window time.Duration) {
 	}
 	defer client.Close()
 	r := New(Config{Registry: client})
-	for o := range 100 {
-		r.Set(fmt.Sprintf("w%03d", o), instances(fmt.Sprintf("w%03d", o), 10, ttl))
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
 	defer func() { cancel(); <-done }()
+	// The 100 owners are registered one after the other over one heartbeat
+	// period (a third of the lease), as workloads started at different
+	// times would be: the heartbeats are then spread evenly over a period
+	// from the first window on, not bunched as after a burst (the ±10%
+	// jitter takes many periods to spread a burst).
+	period := ttl / 3
+	for o := range 100 {
+		r.Set(fmt.Sprintf("w%03d", o), instances(fmt.Sprintf("w%03d", o), 10, ttl))
+		time.Sleep(period / 100)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for r.Stats().Registered < 1000 {
 		if time.Now().After(deadline) {
@@ -74,7 +81,6 @@ func benchHeartbeatHTTP(b *testing.B, ttl, window time.Duration) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond) // past the registration burst
 
 	var cpu time.Duration
 	var beats uint64
