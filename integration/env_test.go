@@ -111,7 +111,7 @@ secret_env: {DB_PASSWORD: `+secret+`}
 		}
 	}
 	// The desired state on disk holds it, readable by root alone.
-	for _, p := range []string{d.stateDir, filepath.Join(d.stateDir, "workloads")} {
+	for _, p := range []string{d.stateDir, filepath.Join(d.stateDir, "workloads.journal")} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s: %v, mode %v; want no access for group or others", p, err, fi.Mode())
 		}

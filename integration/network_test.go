@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/journal"
 )
 
 // TestIsolatedNetworksShareAPort: two networks each run a server on the
@@ -178,9 +179,14 @@ func TestNetworksSweptAtStart(t *testing.T) {
 	d.waitState(t, "goner", api.StateRunning)
 	d.kill(t)
 	// The spec of goner is lost while no daemon runs.
-	if err := os.Remove(filepath.Join(d.dir, "state", "workloads", "goner.json")); err != nil {
+	j, _, err := journal.Open(filepath.Join(d.dir, "state", "workloads.journal"))
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := j.Delete("goner"); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
 	d2 := startDaemon(t, inDir(d.dir))
 	after := d2.waitState(t, "keeper", api.StateRunning)
 	if after.PID != before.PID || after.Ports[0].Port != before.Ports[0].Port {

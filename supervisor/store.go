@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/atomicfile"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/journal"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -35,28 +38,62 @@ type runRecord struct {
 	Restarts int          `json:"restarts"`
 }
 
-// store keeps one JSON file per workload in two directories.
+// store keeps the desired state of every workload in a journal under the
+// state dir (durable, with group commit) and one run record per live run
+// under the run dir.
 type store struct {
-	specDir string
-	runDir  string
+	specs *journal.Journal
+	// loaded is the journal's contents at open, for loadSpecs.
+	loaded map[string][]byte
+	// unimported are the records of an older daemon's one-file-per-workload
+	// layout that could not be moved into the journal.
+	unimported map[string]error
+	runDir     string
 }
 
 func newStore(stateDir, runDir string) (*store, error) {
-	s := &store{specDir: filepath.Join(stateDir, "workloads"), runDir: filepath.Join(runDir, "workloads")}
-	for _, d := range []string{s.specDir, s.runDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
+	s := &store{runDir: filepath.Join(runDir, "workloads"), unimported: map[string]error{}}
+	if err := os.MkdirAll(s.runDir, 0o700); err != nil {
+		return nil, err
 	}
+	j, recs, err := journal.Open(filepath.Join(stateDir, "workloads.journal"))
+	if err != nil {
+		return nil, err
+	}
+	s.specs, s.loaded = j, recs
+	s.importFiles(filepath.Join(stateDir, "workloads"))
 	return s, nil
 }
 
-func (s *store) saveSpec(r specRecord) error {
-	return writeJSONAtomic(filepath.Join(s.specDir, r.Spec.Name+".json"), r)
+// importFiles moves the records of the layout before the journal, one
+// NAME.json per workload, into the journal.
+func (s *store) importFiles(dir string) {
+	for _, name := range listJSON(dir) {
+		path := filepath.Join(dir, name+".json")
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = s.specs.Put(name, b)
+		}
+		if err != nil {
+			s.unimported[path] = err
+			continue
+		}
+		s.loaded[name] = b
+		_ = os.Remove(path)
+	}
+	_ = os.Remove(dir) // once empty
 }
 
-// saveRun writes atomically but does not sync: the run dir is tmpfs, and
-// what would make the record lost would also end the run it describes.
+func (s *store) close() error { return s.specs.Close() }
+
+func (s *store) saveSpec(r specRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.specs.Put(r.Spec.Name, b)
+}
+
 func (s *store) saveRun(name string, r runRecord) error {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -66,7 +103,7 @@ func (s *store) saveRun(name string, r runRecord) error {
 }
 
 func (s *store) removeSpec(name string) error {
-	return removeFile(filepath.Join(s.specDir, name+".json"))
+	return s.specs.Delete(name)
 }
 func (s *store) removeRun(name string) error {
 	return removeFile(filepath.Join(s.runDir, name+".json"))
@@ -78,28 +115,29 @@ func (s *store) loadRun(name string) (runRecord, bool, error) {
 	return r, ok, err
 }
 
-// loadSpecs reads every desired-state record. A record that cannot be read
-// is reported and skipped: one bad file must not keep the others down.
+// loadSpecs returns every desired-state record the store held when it
+// was opened. A record that cannot be read is reported by workload name
+// (or file) and skipped: one bad record must not keep the others down.
 func (s *store) loadSpecs() (recs []specRecord, bad map[string]error) {
-	bad = map[string]error{}
-	for _, name := range listJSON(s.specDir) {
+	bad = maps.Clone(s.unimported)
+	for name, b := range s.loaded {
 		var r specRecord
-		path := filepath.Join(s.specDir, name+".json")
-		if _, err := readJSON(path, &r); err != nil {
-			bad[path] = err
+		if err := json.Unmarshal(b, &r); err != nil {
+			bad[name] = err
 			continue
 		}
 		if r.Spec == nil || r.Spec.Name != name {
-			bad[path] = fmt.Errorf("record does not hold workload %q", name)
+			bad[name] = fmt.Errorf("record does not hold workload %q", name)
 			continue
 		}
 		r.Spec.SetDefaults()
 		if err := r.Spec.Validate(); err != nil {
-			bad[path] = err
+			bad[name] = err
 			continue
 		}
 		recs = append(recs, r)
 	}
+	slices.SortFunc(recs, func(a, b specRecord) int { return strings.Compare(a.Spec.Name, b.Spec.Name) })
 	return recs, bad
 }
 
@@ -129,14 +167,6 @@ func readJSON(path string, v any) (bool, error) {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
 	return true, nil
-}
-
-func writeJSONAtomic(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, b, 0o600)
 }
 
 func removeFile(path string) error {

@@ -123,20 +123,9 @@ func New(cfg Config) (*Supervisor, error) {
 	for _, d := range cfg.Drivers {
 		s.drivers[d.Kind()] = d
 	}
-	if err := os.MkdirAll(s.logDir, 0o750); err != nil {
+	if err := s.prepareDirs(); err != nil {
 		cancel()
-		return nil, err
-	}
-	if err := os.MkdirAll(s.carrierRoot, 0o711); err != nil {
-		cancel()
-		return nil, err
-	}
-	if s.nets, err = sandbox.NewNetworks(filepath.Join(cfg.RunDir, "netns")); err != nil {
-		cancel()
-		return nil, err
-	}
-	if s.ports, err = netalloc.NewManager(filepath.Join(cfg.RunDir, "ports")); err != nil {
-		cancel()
+		st.close()
 		return nil, err
 	}
 	s.restore()
@@ -145,13 +134,29 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
+// prepareDirs makes the log and carrier directories and opens the
+// network and port state.
+func (s *Supervisor) prepareDirs() (err error) {
+	if err := os.MkdirAll(s.logDir, 0o750); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.carrierRoot, 0o711); err != nil {
+		return err
+	}
+	if s.nets, err = sandbox.NewNetworks(filepath.Join(s.cfg.RunDir, "netns")); err != nil {
+		return err
+	}
+	s.ports, err = netalloc.NewManager(filepath.Join(s.cfg.RunDir, "ports"))
+	return err
+}
+
 // restore brings back the previous daemon's workloads. Runs are adopted
 // here, before any loop starts, so that everything no live run owns can be
 // swept: runs without a spec, carrier directories without a run.
 func (s *Supervisor) restore() {
 	recs, bad := s.store.loadSpecs()
 	for path, err := range bad {
-		s.log.Error("cannot load workload", zap.String("file", path), zap.Error(err))
+		s.log.Error("cannot load workload", zap.String("record", path), zap.Error(err))
 	}
 	specs := map[string]specRecord{}
 	for _, r := range recs {
@@ -331,6 +336,9 @@ func (s *Supervisor) Close() {
 	wg.Wait()
 	s.cancel()
 	s.wg.Wait()
+	if err := s.store.close(); err != nil {
+		s.log.Warn("closing the state journal", zap.Error(err))
+	}
 }
 
 // --- api.Backend ---

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/journal"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -36,6 +38,53 @@ func open(t *testing.T, d dirs, stopOnClose bool) *Supervisor {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// loseSpec deletes a workload's desired state while no supervisor runs.
+func loseSpec(t *testing.T, d dirs, name string) {
+	t.Helper()
+	j, _, err := journal.Open(filepath.Join(d.state, "workloads.journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Delete(name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImportsOneFilePerWorkload: the state of a daemon from before the
+// journal, one NAME.json per workload, is moved into the journal.
+func TestImportsOneFilePerWorkload(t *testing.T) {
+	d := newDirs(t)
+	old := filepath.Join(d.state, "workloads")
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := json.Marshal(specRecord{Spec: shSpec("legacy", "exec sleep 100"), Rest: api.StateStopped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "legacy.json"), rec, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "broken.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, d, true)
+	waitState(t, s, "legacy", api.StateStopped)
+	s.Close()
+	if _, err := os.Stat(filepath.Join(old, "legacy.json")); err == nil {
+		t.Fatal("the imported file is still there")
+	}
+	if _, err := os.Stat(filepath.Join(old, "broken.json")); err != nil {
+		t.Fatalf("a file that could not be imported must be left for its owner: %v", err)
+	}
+	s = open(t, d, true) // from the journal now
+	defer s.Close()
+	if _, err := s.Get(context.Background(), "legacy"); err != nil {
+		t.Fatalf("legacy after a second start: %v", err)
+	}
 }
 
 // shSpec is a workload running a shell snippet, with fast restarts.
@@ -211,9 +260,7 @@ func TestRestartedDaemonAdoptsAndSweeps(t *testing.T) {
 	}
 	// The orphan's spec is lost while no daemon runs: its run must not
 	// survive the next daemon.
-	if err := os.Remove(filepath.Join(d.state, "workloads", "orphan.json")); err != nil {
-		t.Fatal(err)
-	}
+	loseSpec(t, d, "orphan")
 
 	s = open(t, d, true)
 	defer s.Close()
