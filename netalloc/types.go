@@ -2,9 +2,9 @@ package netalloc
 
 import (
 	"fmt"
-	"regexp"
 
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/dnslabel"
 )
 
 // Mode says where an endpoint's port number comes from.
@@ -39,12 +39,10 @@ type Reservation struct {
 	Mode     Mode   `json:"mode"`
 }
 
-// names follows the spec's rule for names; network names become file
-// names, so nothing else may reach the table directory.
-var names = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 func checkNetwork(network string) error {
-	if !names.MatchString(network) {
+	// Network names become file names: nothing else may reach the table
+	// directory.
+	if !dnslabel.Valid(network) {
 		return fmt.Errorf("%w: network name %q", errdefs.ErrInvalid, network)
 	}
 	return nil

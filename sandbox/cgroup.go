@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/dnslabel"
 )
 
 // Limits are a workload's resources; zero values mean no limit.
@@ -210,7 +211,7 @@ func (c *Cgroups) List() ([]string, error) {
 	}
 	names := []string{}
 	for _, e := range entries {
-		if e.IsDir() && nameRule.MatchString(e.Name()) {
+		if e.IsDir() && dnslabel.Valid(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}
@@ -276,7 +277,7 @@ func (g *Cgroup) CgroupsPath() string {
 }
 
 func (c *Cgroups) cgroup(name string) (*Cgroup, error) {
-	if !nameRule.MatchString(name) {
+	if !dnslabel.Valid(name) {
 		return nil, fmt.Errorf("cgroup name %q must be 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit: %w", shorten(name), errdefs.ErrInvalid)
 	}
 	g := &Cgroup{Name: name, cg: c, in: make([]bool, len(c.l.hier))}

@@ -2,9 +2,9 @@ package sandbox
 
 import (
 	"fmt"
-	"regexp"
 
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/dnslabel"
 )
 
 // HostNetwork names the host's own network namespace. It is what a spec
@@ -12,17 +12,13 @@ import (
 // take the name.
 const HostNetwork = "host"
 
-// nameRule is a DNS label: the name becomes a file name here and may become
-// a host name elsewhere, so it admits neither dots nor slashes.
-var nameRule = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 // ValidateName reports, wrapping errdefs.ErrInvalid, why name cannot name an
 // isolated network.
 func ValidateName(name string) error {
 	if name == HostNetwork {
 		return fmt.Errorf("network %q is the host's own network and cannot be created or deleted: %w", name, errdefs.ErrInvalid)
 	}
-	if !nameRule.MatchString(name) {
+	if !dnslabel.Valid(name) {
 		shown := name
 		if len(shown) > 70 { // the name is the user's; the message need not echo a megabyte of it
 			shown = shown[:64] + "..."

@@ -1,19 +1,31 @@
 package spec
 
 import (
-	"regexp"
 	"strings"
+
+	"github.com/flyd-dev/flyd/internal/dnslabel"
 )
 
 // Names end up in DNS labels, cgroup and unit names and environment
 // variables, so they follow the DNS label rule.
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+const nameRule = dnslabel.Rule
 
-const nameRule = "1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+func validName(s string) bool { return dnslabel.Valid(s) }
 
-func validName(s string) bool { return nameRE.MatchString(s) }
-
-var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// validEnvKey reports whether s is letters, digits and '_', not starting
+// with a digit.
+func validEnvKey(s string) bool {
+	if s == "" || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
 
 const envKeyRule = "must be letters, digits and '_', not starting with a digit"
 

@@ -113,7 +113,7 @@ func validateArgv(p *problems, field string, argv []string) {
 // the secret itself.
 func validateEnv(p *problems, field string, env map[string]string) {
 	for _, k := range sortedKeys(env) {
-		if !envKeyRE.MatchString(k) {
+		if !validEnvKey(k) {
 			p.add(joinPath(field, k), "variable name %s", envKeyRule)
 		}
 		if strings.ContainsRune(env[k], 0) {
