@@ -8,17 +8,25 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
-// envOf reads a live process's environment from /proc.
+// envOf reads a live process's environment from /proc. Just past exec the
+// kernel may not have set it yet, and it reads empty for a moment.
 func envOf(t *testing.T, pid int) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "environ"))
-	if err != nil {
-		t.Fatal(err)
+	var b []byte
+	for deadline := time.Now().Add(5 * time.Second); len(b) == 0; time.Sleep(time.Millisecond) {
+		var err error
+		if b, err = os.ReadFile(filepath.Join("/proc", itoa(pid), "environ")); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d shows no environment", pid)
+		}
 	}
 	env := map[string]string{}
 	for _, kv := range strings.Split(strings.TrimRight(string(b), "\x00"), "\x00") {

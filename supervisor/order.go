@@ -55,14 +55,8 @@ func (s *Supervisor) unready(after []string) []string {
 // calls go on their own goroutines: a workload's loop never waits on
 // another's.
 func (s *Supervisor) kickDependents(name string) {
-	s.mu.Lock()
-	ws := make([]*workload, 0, len(s.workloads))
-	for _, w := range s.workloads {
-		ws = append(ws, w)
-	}
-	s.mu.Unlock()
-	// Every start runs this, so it looks without copying any spec.
-	for _, w := range ws {
+	// Every start runs this, so it looks without sorting or copying.
+	for _, w := range s.unsorted() {
 		if !w.waitsFor(name) {
 			continue
 		}

@@ -49,6 +49,7 @@ func (w *workload) start() {
 }
 
 func (w *workload) launch() (driver.Process, error) {
+	w.newRun.Store(true) // a new run may write at once: watch its log closely
 	pl, err := makePlan(w.spec, w.ports)
 	if err != nil {
 		return nil, err

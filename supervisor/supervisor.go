@@ -257,13 +257,21 @@ func (s *Supervisor) lookup(name string) (*workload, error) {
 	return w, nil
 }
 
-func (s *Supervisor) all() []*workload {
+// unsorted is every workload, in no order: for loops that visit them all
+// often and need no order.
+func (s *Supervisor) unsorted() []*workload {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := make([]*workload, 0, len(s.workloads))
 	for _, w := range s.workloads {
 		ws = append(ws, w)
 	}
+	return ws
+}
+
+// all is every workload, sorted by name.
+func (s *Supervisor) all() []*workload {
+	ws := s.unsorted()
 	sort.Slice(ws, func(i, j int) bool { return ws[i].name < ws[j].name })
 	return ws
 }
@@ -300,26 +308,6 @@ func hostname() string {
 		return "localhost"
 	}
 	return h
-}
-
-// rotateLogs rotates every workload's log file by size. One goroutine for
-// all workloads: a stat each per second is cheap, a goroutine each is not.
-func (s *Supervisor) rotateLogs() {
-	defer s.wg.Done()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		for _, w := range s.all() {
-			if _, err := logfile.RotateHeld(s.logPath(w.name), s.cfg.LogMaxSize, s.cfg.LogGenerations, s.holdWriters(w.name)); err != nil {
-				w.log.Warn("log rotation failed", zap.Error(err))
-			}
-		}
-	}
 }
 
 // Close stops watching: every workload is released to run on (or stopped,

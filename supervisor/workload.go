@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,6 +50,10 @@ type workload struct {
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
 	createErr error
+	// logs is the log rotation's schedule for this workload, kept by the
+	// rotation loop; newRun tells it a run started.
+	logs   logCheck
+	newRun atomic.Bool
 
 	mu   sync.Mutex
 	view api.Workload
