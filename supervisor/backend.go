@@ -96,7 +96,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 		return nil, err
 	}
 	for {
-		w, created := s.register(sp, ports, func(w *workload) { w.createErr = w.create(o.Start, o.Owner) })
+		w, created := s.register(sp, ports, api.StatePending, func(w *workload) { w.createErr = w.create(o.Start, o.Owner) })
 		if created {
 			s.publish(api.Event{Type: api.EventApplied, Workload: sp.Name, Message: "created"})
 			err := w.call(ctx, func() error { return w.createErr })

@@ -9,6 +9,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -198,7 +199,13 @@ func (s *Supervisor) restore() {
 	s.sweepDrivers(specs)
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
-		s.register(r.Spec, s.reservedMappings(r.Spec), func(w *workload) { w.restore(r, run) })
+		// Until its loop has looked, a workload that is to run shows
+		// pending, and one at rest the state it was left in.
+		initial := api.StatePending
+		if !r.Running {
+			initial = cmp.Or(r.Rest, api.StateStopped)
+		}
+		s.register(r.Spec, s.reservedMappings(r.Spec), initial, func(w *workload) { w.restore(r, run) })
 	}
 }
 
@@ -225,7 +232,7 @@ func (s *Supervisor) sweepCarriers(keep map[string]bool) {
 // register adds a workload and starts its loop, unless one of that name
 // exists: then it returns that one. first runs on the loop before any
 // command, so nothing can overtake it.
-func (s *Supervisor) register(sp *spec.Workload, ports []api.PortMapping, first func(*workload)) (*workload, bool) {
+func (s *Supervisor) register(sp *spec.Workload, ports []api.PortMapping, initial api.State, first func(*workload)) (*workload, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w, ok := s.workloads[sp.Name]; ok {
@@ -239,7 +246,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []api.PortMapping, first 
 		exited: make(chan struct{}),
 		log:    s.log.With(zap.String("workload", sp.Name)),
 	}
-	w.view = api.Workload{Name: sp.Name, State: api.StatePending, Since: time.Now()}
+	w.view = api.Workload{Name: sp.Name, State: initial, Since: time.Now()}
 	w.setSpec(sp, ports)
 	s.workloads[sp.Name] = w
 	s.wg.Add(1)

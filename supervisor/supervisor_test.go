@@ -72,7 +72,10 @@ func TestImportsOneFilePerWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := open(t, d, true)
-	waitState(t, s, "legacy", api.StateStopped)
+	// Stopped from the first look, not pending until its loop has run.
+	if w, err := s.Get(context.Background(), "legacy"); err != nil || w.State != api.StateStopped {
+		t.Fatalf("legacy: %+v, %v; want imported and stopped", w, err)
+	}
 	s.Close()
 	if _, err := os.Stat(filepath.Join(old, "legacy.json")); err == nil {
 		t.Fatal("the imported file is still there")
