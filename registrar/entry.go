@@ -83,6 +83,9 @@ func (e *entry) due(now time.Time) op {
 	}
 }
 
+// slack is how early e may be taken along with work due before it.
+func (e *entry) slack() time.Duration { return min(maxSlack, e.lease/30) }
+
 // queue is a min-heap of entries by next due time.
 type queue []*entry
 
