@@ -284,17 +284,20 @@ func (j *Journal) change(e entry) error {
 		j.recs[e.Name] = e.Record
 	}
 	if !j.writing {
-		j.commit()
+		j.commit(b)
 	}
 	j.mu.Unlock()
 	<-b.done
 	return b.err
 }
 
-// commit writes the pending batches, one write and one sync each, until
-// none is left. Called with mu held, by the caller that found no commit in
-// progress; mu is released while writing, so that others can queue.
-func (j *Journal) commit() {
+// commit writes the pending batches, one write and one sync each. Called
+// with mu held by the caller that found no commit in progress; mu is
+// released while writing, so that others can queue. Once the caller's own
+// batch (mine) is written, a goroutine carries on with what queued
+// meanwhile, so that the caller is not held up by everyone after it; with
+// mine nil it writes until nothing is pending.
+func (j *Journal) commit(mine *batch) {
 	j.writing = true
 	for j.pending != nil {
 		b := j.pending
@@ -316,6 +319,14 @@ func (j *Journal) commit() {
 			}
 		}
 		close(b.done)
+		if b == mine && j.pending != nil {
+			go func() {
+				j.mu.Lock()
+				defer j.mu.Unlock()
+				j.commit(nil)
+			}()
+			return
+		}
 	}
 	j.writing = false
 	j.cond.Broadcast()
