@@ -1,7 +1,7 @@
 // Package atomicfile replaces a file so that a crash at any moment leaves
-// either its old content or its new content, never a mix or nothing: the
-// durable state of flyd (specs, port tables, registry snapshots) is written
-// through it.
+// either its old content or its new content, never a mix or nothing:
+// flyd's whole-file state (the journal's snapshots, port tables, run
+// records, registry snapshots) is written through it.
 //
 // It is not a general file library: one write, one idea.
 package atomicfile
