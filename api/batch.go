@@ -71,16 +71,9 @@ const batchParallel = 32
 // level once the one before it is done. Duplicate names and cycles are
 // refused before anything is applied.
 func applyBatch(ctx context.Context, b Backend, specs []*spec.Workload, o ApplyOptions) ([]Result, error) {
-	seen := make(map[string]bool, len(specs))
-	for _, w := range specs {
-		if seen[w.Name] {
-			return nil, fmt.Errorf("%w: workload %q is defined twice", errdefs.ErrInvalid, w.Name)
-		}
-		seen[w.Name] = true
-	}
-	levels, err := spec.Order(specs)
+	levels, err := orderBatch(specs)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+		return nil, err
 	}
 	var out []Result
 	for _, level := range levels {
@@ -92,6 +85,24 @@ func applyBatch(ctx context.Context, b Backend, specs []*spec.Workload, o ApplyO
 		out = append(out, rs...)
 	}
 	return out, nil
+}
+
+// orderBatch refuses a batch that names a workload twice or whose `after`
+// lists form a cycle, and sorts it into levels (spec.Order). The client
+// runs it too: a batch it splits must be whole and ordered as one.
+func orderBatch(specs []*spec.Workload) ([][]*spec.Workload, error) {
+	seen := make(map[string]bool, len(specs))
+	for _, w := range specs {
+		if seen[w.Name] {
+			return nil, fmt.Errorf("%w: workload %q is defined twice", errdefs.ErrInvalid, w.Name)
+		}
+		seen[w.Name] = true
+	}
+	levels, err := spec.Order(specs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+	}
+	return levels, nil
 }
 
 // runBatch runs action on every workload bt names, in parallel. Names the
@@ -227,9 +238,9 @@ func inBatch(i int, err error) error {
 // allows, sent one after the other in `after` order. Each workload's
 // outcome is in its Result; the error is for the batch as a whole.
 func (c *Client) ApplyBatch(ctx context.Context, specs []*spec.Workload, o ApplyOptions) ([]Result, error) {
-	levels, err := spec.Order(specs)
+	levels, err := orderBatch(specs)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+		return nil, err
 	}
 	q := applyQuery(o)
 	var out []Result

@@ -150,3 +150,17 @@ func zombie(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
 }
+
+// TestBatchRefusedWhole: a name given twice refuses the batch before
+// anything is applied, even one the client would split.
+func TestBatchRefusedWhole(t *testing.T) {
+	c, _ := serve(t, allowAll)
+	ctx := context.Background()
+	_, err := c.ApplyBatch(ctx, []*spec.Workload{sleeper("a"), sleeper("b"), sleeper("a")}, api.ApplyOptions{})
+	if !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), `"a" is defined twice`) {
+		t.Fatalf("batch naming a twice: %v, want invalid naming it", err)
+	}
+	if ws, _ := c.List(ctx); len(ws) != 0 {
+		t.Fatalf("%d workloads applied from a refused batch", len(ws))
+	}
+}

@@ -54,9 +54,6 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 		}
 		specs = append(specs, ws...)
 	}
-	if err := uniqueNames(specs); err != nil {
-		return err
-	}
 	names := make([]string, len(specs))
 	for i, w := range specs {
 		names[i] = w.Name
@@ -110,17 +107,6 @@ func readSpecs(path string) ([]*spec.Workload, error) {
 		out = append(out, ws...)
 	}
 	return out, nil
-}
-
-func uniqueNames(ws []*spec.Workload) error {
-	seen := map[string]bool{}
-	for _, w := range ws {
-		if seen[w.Name] {
-			return fmt.Errorf("workload %q is defined twice", w.Name)
-		}
-		seen[w.Name] = true
-	}
-	return nil
 }
 
 func printJSON(w io.Writer, v any) error {
