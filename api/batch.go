@@ -27,6 +27,7 @@ const (
 	ActionStop    Action = "stop"
 	ActionRestart Action = "restart"
 	ActionRemove  Action = "remove"
+	ActionSignal  Action = "signal"
 )
 
 // Batch names the workloads an action applies to: Names, or All of them.
@@ -36,6 +37,8 @@ type Batch struct {
 	// Force lets remove take workloads that belong to a file of the
 	// workloads directory, as RemoveOptions.Force.
 	Force bool `json:"force,omitempty"`
+	// Signal is what signal sends: a name (HUP, SIGHUP) or a number.
+	Signal string `json:"signal,omitempty"`
 }
 
 // Result is one workload's outcome in a batch: its state and pid after
@@ -120,8 +123,19 @@ func runBatch(ctx context.Context, b Backend, action Action, bt Batch) ([]Result
 		op = func(ctx context.Context, name string) (*Workload, error) {
 			return nil, b.Remove(ctx, name, RemoveOptions{Force: bt.Force})
 		}
+	case ActionSignal:
+		sig, err := spec.ParseSignal(bt.Signal)
+		if err != nil {
+			return nil, fmt.Errorf("%w: signal: %v", errdefs.ErrInvalid, err)
+		}
+		op = func(ctx context.Context, name string) (*Workload, error) {
+			return nil, b.Signal(ctx, name, sig)
+		}
 	default:
-		return nil, fmt.Errorf("%w: no batch action %q (start, stop, restart, remove)", errdefs.ErrInvalid, action)
+		return nil, fmt.Errorf("%w: no batch action %q (start, stop, restart, remove, signal)", errdefs.ErrInvalid, action)
+	}
+	if bt.Signal != "" && action != ActionSignal {
+		return nil, fmt.Errorf("%w: only a signal batch takes a signal", errdefs.ErrInvalid)
 	}
 	names := bt.Names
 	switch {

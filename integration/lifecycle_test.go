@@ -237,3 +237,43 @@ stop: {timeout: 1s}
 		return nil
 	})
 }
+
+// TestSignalVerb: `flyd signal NAME... SIGNAL` and `--all`, with the other
+// verbs' exit codes: 1 when a name is unknown, 2 for a bad signal.
+func TestSignalVerb(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, n := range []string{"sig-a", "sig-b"} {
+		d.mustCLI(t, "apply", "-f", d.writeSpec(t, n+".yaml", "name: "+n+"\ncommand: [\"@PROG@\", \"signals\"]\n"))
+		d.waitLog(t, n, "waiting for signals")
+	}
+	if out := d.mustCLI(t, "signal", "sig-a", "HUP"); out != "sig-a signalled\n" {
+		t.Errorf("flyd signal sig-a HUP printed %q", out)
+	}
+	d.waitLog(t, "sig-a", "got SIGHUP")
+	d.mustCLI(t, "signal", "--all", "SIGUSR1")
+	for _, n := range []string{"sig-a", "sig-b"} {
+		d.waitLog(t, n, "got SIGUSR1")
+		if w := d.get(t, n); w.State != api.StateRunning {
+			t.Errorf("%s is %s after signals it handles", n, w.State)
+		}
+	}
+	if strings.Contains(d.logs(t, "sig-b"), "SIGHUP") {
+		t.Error("sig-b got the SIGHUP meant for sig-a")
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"signal", "sig-a", "nope", "HUP"}, 1, `no workload named "nope" (not_found)`},
+		{[]string{"signal", "sig-a", "SIGBOGUS"}, 2, "unknown signal"},
+		{[]string{"signal", "HUP"}, 2, "--all"},
+		{[]string{"signal", "--all", "sig-a", "HUP"}, 2, "cannot be used together"},
+	} {
+		_, errOut, code := runCLI(t, d.socket, tt.args...)
+		if code != tt.code || !strings.Contains(errOut, tt.msg) {
+			t.Errorf("flyd %q: exit %d, stderr %q; want %d and %q", tt.args, code, errOut, tt.code, tt.msg)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/flyd-dev/flyd/api"
@@ -196,5 +197,49 @@ func TestNetworksSweptAtStart(t *testing.T) {
 	decodeJSON(t, d2.mustCLI(t, "networks", "--json"), &nets)
 	if len(nets) != 1 || nets[0].Name != "kept" {
 		t.Fatalf("networks after restart: %+v", nets)
+	}
+}
+
+// TestExecKeepsTheCommandsFlags: what follows `--` is the command's, flags
+// that flyd also knows included; exec's own flags end at its command.
+func TestExecKeepsTheCommandsFlags(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	inode := map[string]string{}
+	for _, net := range []string{"ci-1", "ci-2"} {
+		d.mustCLI(t, "apply", "-f", d.writeSpec(t, net+".yaml", fmt.Sprintf(`
+name: idle-%s
+command: ["@PROG@", "signals"]
+network: %s
+`, net, net)))
+		d.waitState(t, "idle-"+net, api.StateRunning)
+		fi, err := os.Stat(filepath.Join(d.runDir, "netns", net))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inode[net] = fmt.Sprintf("net:[%d]", fi.Sys().(*syscall.Stat_t).Ino)
+	}
+	tests := []struct {
+		args   []string
+		stdout string // exact, unless empty
+		code   int
+	}{
+		{[]string{"--network", "ci-1", "--", "sh", "-c", "echo hi"}, "hi\n", 0},
+		{[]string{"--network", "ci-1", "--", "echo", "-json", "hi"}, "-json hi\n", 0},
+		{[]string{"--network", "ci-1", "echo", "-json", "hi"}, "-json hi\n", 0},
+		{[]string{"--network", "ci-1", "--", "readlink", "/proc/self/ns/net"}, inode["ci-1"] + "\n", 0},
+		{[]string{"--network", "ci-2", "--", "sh", "-c", "readlink /proc/self/ns/net"}, inode["ci-2"] + "\n", 0},
+		// readlink gets -network as its own (invalid) options and says so;
+		// it must not run in ci-2.
+		{[]string{"--network", "ci-1", "--", "readlink", "-network", "ci-2", "/proc/self/ns/net"}, "", 1},
+	}
+	for _, tt := range tests {
+		out, errOut, code := runCLI(t, d.socket, append([]string{"exec"}, tt.args...)...)
+		if code != tt.code || (tt.stdout != "" && out != tt.stdout) {
+			t.Errorf("flyd exec %q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q", tt.args, code, out, errOut, tt.code, tt.stdout)
+		}
+		if strings.Contains(out, inode["ci-2"]) && tt.args[1] == "ci-1" {
+			t.Errorf("flyd exec %q ran in ci-2", tt.args)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"syscall"
 
@@ -114,31 +115,52 @@ func (c *cli) flags() *flag.FlagSet {
 	return fs
 }
 
-// parse parses flags wherever they stand among the arguments and returns
-// the positional ones; "--" ends the flags.
+// parse parses flags wherever they stand among the arguments, up to the
+// first "--", and returns the positional ones. Everything after "--" is
+// positional as written: nothing there is ever read as a flag.
 func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	head, tail := args, []string(nil)
+	if i := slices.Index(args, "--"); i >= 0 {
+		head, tail = args[:i], args[i+1:]
+	}
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				c.printFlags(fs)
-				return nil, err
-			}
-			return nil, usageError{err.Error()}
+		if err := c.parseFlags(fs, head); err != nil {
+			return nil, err
 		}
-		args = fs.Args()
-		if len(args) == 0 {
+		head = fs.Args()
+		if len(head) == 0 {
 			break
 		}
-		if args[0] == "--" {
-			pos = append(pos, args[1:]...)
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		pos = append(pos, head[0])
+		head = head[1:]
 	}
 	c.client = api.NewClient(c.socket)
-	return pos, nil
+	return append(pos, tail...), nil
+}
+
+// parseCommand parses flags up to the first "--" or the first positional
+// argument, whichever comes first, and returns the rest untouched: the
+// command line of a program to run, whose flags are its own.
+func (c *cli) parseCommand(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := c.parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	c.client = api.NewClient(c.socket)
+	return fs.Args(), nil
+}
+
+func (c *cli) parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		c.printFlags(fs)
+		return err
+	default:
+		return usageError{err.Error()}
+	}
 }
 
 func (c *cli) printFlags(fs *flag.FlagSet) {

@@ -85,7 +85,7 @@ func cmdNetworks(ctx context.Context, c *cli, args []string) error {
 func cmdExec(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags()
 	network := fs.String("network", "", "the isolated network to run in")
-	pos, err := c.parse(fs, args)
+	pos, err := c.parseCommand(fs, args)
 	if err != nil {
 		return err
 	}

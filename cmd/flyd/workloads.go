@@ -21,6 +21,7 @@ func init() {
 	register("stop", command{"stop workloads", "NAME...|--all", lifecycleCmd(api.ActionStop)})
 	register("restart", command{"restart workloads", "NAME...|--all", lifecycleCmd(api.ActionRestart)})
 	register("rm", command{"stop and remove workloads", "NAME...|--all [--force]", cmdRm})
+	register("signal", command{"send a signal to workloads", "NAME...|--all SIGNAL", cmdSignal})
 	register("status", command{"show the daemon's status", "", cmdStatus})
 }
 
@@ -206,6 +207,8 @@ func (c *cli) report(verb string, rs []api.Result, err error) error {
 			case r.Error != nil, r.State == api.StateFailed:
 			case r.State != "":
 				fmt.Fprintf(c.stdout, "%s %s\n", r.Name, r.State)
+			case verb == "signal":
+				fmt.Fprintf(c.stdout, "%s signalled\n", r.Name)
 			default:
 				fmt.Fprintf(c.stdout, "%s %sd\n", r.Name, verb)
 			}
@@ -248,4 +251,29 @@ func cmdRm(ctx context.Context, c *cli, args []string) error {
 	}
 	rs, err := c.client.Batch(ctx, api.ActionRemove, bt)
 	return c.report("remove", rs, err)
+}
+
+// cmdSignal sends a signal to every process of each workload named, as the
+// stop signal goes: nginx's reload is `flyd signal web HUP`.
+func cmdSignal(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags()
+	all := fs.Bool("all", false, "every workload")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("a signal is needed, after the names")
+	}
+	sig := pos[len(pos)-1]
+	if _, err := spec.ParseSignal(sig); err != nil {
+		return usagef("%v (the signal comes last: flyd signal NAME... SIGNAL)", err)
+	}
+	bt, err := batch(pos[:len(pos)-1], *all, false)
+	if err != nil {
+		return err
+	}
+	bt.Signal = sig
+	rs, err := c.client.Batch(ctx, api.ActionSignal, bt)
+	return c.report("signal", rs, err)
 }
