@@ -43,6 +43,10 @@ func TestDaemonRestartAdopts(t *testing.T) {
 	if adopted.PID != w.PID || adopted.Restarts != 0 {
 		t.Fatalf("after a daemon restart: pid %d restarts %d, want the same pid %d, no restart", adopted.PID, adopted.Restarts, w.PID)
 	}
+	// SINCE is when the run started, read back from the run record.
+	if !adopted.Since.Equal(*w.StartedAt) || !adopted.StartedAt.Equal(*w.StartedAt) {
+		t.Errorf("adopted: since %s, started_at %v; want both %s, the run's start", adopted.Since, adopted.StartedAt, w.StartedAt)
+	}
 	var ps []api.Workload
 	decodeJSON(t, d2.mustCLI(t, "ps", "--json"), &ps)
 	if len(ps) != 3 || ps[2].Name != "web" || ps[2].PID != w.PID || ps[2].State != api.StateRunning {

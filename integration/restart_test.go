@@ -70,4 +70,15 @@ func TestRestartPolicies(t *testing.T) {
 		return nil
 	})
 	d.waitState(t, "gives-up", api.StateFailed)
+
+	// A replacing apply starts a new history: no restarts, no last exit
+	// or error of the old spec's runs.
+	_, err := d.client.Put(ctx, &spec.Workload{Name: "gives-up", Command: []string{d.prog, "signals"}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := d.get(t, "gives-up"); w.State != api.StateStopped || w.Restarts != 0 || w.LastExit != nil || w.LastError != "" {
+		t.Errorf("after a replacing apply: state %s, restarts %d, last_exit %+v, last_error %q; want stopped and a clean slate",
+			w.State, w.Restarts, w.LastExit, w.LastError)
+	}
 }

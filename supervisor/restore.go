@@ -47,6 +47,10 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 		})
 		if w.desired {
 			w.setState(api.StateRunning, "adopted")
+			// Running since the run started, not since this daemon did.
+			if !st.StartedAt.IsZero() {
+				w.update(func(v *api.Workload) { v.Since = st.StartedAt })
+			}
 			w.startHealth()
 			return
 		}

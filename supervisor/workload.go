@@ -265,7 +265,8 @@ func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start boo
 		w.s.release(w.name, old)
 	}
 	w.failures.reset()
-	w.update(func(v *api.Workload) { v.Restarts = 0 })
+	// What the old spec's runs did says nothing of the new one's.
+	w.update(func(v *api.Workload) { v.Restarts, v.LastExit, v.LastError = 0, nil, "" })
 	w.publish(api.Event{Type: api.EventApplied, Message: "replaced"})
 	if start {
 		return w.userStart()
