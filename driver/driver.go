@@ -70,8 +70,10 @@ type Sweeper interface {
 type Process interface {
 	// State is what must be persisted to adopt this run later.
 	State() State
-	// Done is closed once the run has ended and everything it left behind
-	// has been killed.
+	// Done is closed once the run has ended, everything it left behind has
+	// been killed, and its main process is reaped (for an adopted run, by
+	// whoever its parent is now): the next run meets nothing of this one,
+	// not even its pid.
 	Done() <-chan struct{}
 	// Exit is valid once Done is closed.
 	Exit() Exit

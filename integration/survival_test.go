@@ -140,3 +140,45 @@ func TestLeftoversOfADeadRunAreKilled(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAdoptedRunEndsWhole: when the main process of an adopted run dies,
+// nothing of that run is left when the next one starts, its pid included:
+// a master that guards its data with a pid file (postgres) starts on the
+// first restart instead of meeting its predecessor's zombie.
+func TestAdoptedRunEndsWhole(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	lock := filepath.Join(d.dir, "master.pid")
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "master.yaml", `
+name: master
+command: ["@PROG@", "pidlock", "`+lock+`"]
+restart: {policy: on-failure, max_restarts: 5, backoff: {initial: 100ms, max: 1s}}
+`))
+	first := d.waitState(t, "master", api.StateRunning)
+	d.waitLog(t, "master", "holding the lock")
+	d.terminate(t)
+	d2 := startDaemon(t, inDir(d.dir))
+	if w := d2.waitState(t, "master", api.StateRunning); w.PID != first.PID {
+		t.Fatalf("pid %d after the daemon restart, want %d adopted", w.PID, first.PID)
+	}
+	children := processesUnder(d.dir)
+	if err := syscallKill(first.PID); err != nil {
+		t.Fatal(err)
+	}
+	w := d2.waitWorkload(t, "master", "restarted", func(w *api.Workload) bool {
+		return w.State == api.StateRunning && w.PID != first.PID && w.Restarts > 0
+	})
+	if w.Restarts != 1 {
+		t.Errorf("%d restarts for one crash, want 1", w.Restarts)
+	}
+	if logs := d2.logs(t, "master"); strings.Contains(logs, "already exists") {
+		t.Errorf("a restart met the old run:\n%s", logs)
+	}
+	for _, p := range children {
+		if p != w.PID && alive(p) {
+			if ps, ok := readProc(p); ok && ps.pgrp == first.PID {
+				t.Errorf("process %d of the old run survived it", p)
+			}
+		}
+	}
+}

@@ -72,6 +72,10 @@ func (p *process) wait() {
 	// it left behind before reaping it.
 	_ = p.killAll()
 	p.exit = driver.Exit{At: time.Now(), Unknown: true}
+	if p.cmd == nil && rc != nil {
+		// Done means the pid is free too.
+		_ = rc.Control(func(fd uintptr) { waitReaped(int(fd), reapWait) })
+	}
 	if p.cmd != nil {
 		_ = p.cmd.Wait()
 		reaper.Forget(p.st.PID)
@@ -95,6 +99,29 @@ func (p *process) wait() {
 	// The run's values die with it.
 	_ = carriers.Remove(p.st.CarrierDir)
 	close(p.done)
+}
+
+// reapWait bounds the wait for an adopted run's main process to be reaped.
+const reapWait = 10 * time.Second
+
+// waitReaped waits, for at most limit, until the process of the pidfd is
+// reaped. An adopted run's main process is not the daemon's child: its
+// parent (init, once the daemon that started it died) reaps it when it
+// gets to it, and until then its pid stays taken by a zombie, which a
+// master that checks a pid file (postgres's postmaster.pid) takes for a
+// live predecessor. The pidfd names this process only, so a reused pid
+// cannot pass for it.
+func waitReaped(fd int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		if err := unix.PidfdSendSignal(fd, 0, nil, 0); errors.Is(err, unix.ESRCH) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+	}
 }
 
 // exited polls the pidfd without blocking: it becomes readable when the

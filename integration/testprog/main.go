@@ -14,6 +14,9 @@
 //	spawn-escapee PIDFILE  start a child in a new session (setsid), write its pid, sleep
 //	env                    print ids, cwd and the sorted environment, then sleep
 //	signals                print every SIGHUP, SIGUSR1, SIGUSR2 it gets; exit 0 on SIGTERM
+//	pidlock FILE           as postgres does with postmaster.pid: refuse to start (exit 1)
+//	                       while the pid in FILE is alive, else write its own pid
+//	                       there, start a child in its process group, sleep
 //
 // Everything it prints goes unbuffered to stdout or stderr, so a line is in
 // the workload's log as soon as it is printed.
@@ -80,6 +83,9 @@ func main() {
 		sleep()
 	case "signals":
 		signals()
+	case "pidlock":
+		need(args, 1)
+		pidlock(args[0])
 	case "get":
 		need(args, 1)
 		get(args[0])
@@ -245,4 +251,20 @@ func atoi(s string) int {
 func fail(msg string) {
 	fmt.Fprintln(os.Stderr, "testprog: "+msg)
 	os.Exit(111)
+}
+
+// pidlock is a forking master guarding its data with a pid file: a pid
+// that still exists (kill 0 succeeds, a zombie included) means another
+// master may be running.
+func pidlock(file string) {
+	if b, err := os.ReadFile(file); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == nil {
+			fmt.Printf("lock file %s already exists: is another instance (pid %d) running?\n", file, pid)
+			os.Exit(1)
+		}
+	}
+	writePids(file, []string{strconv.Itoa(os.Getpid())})
+	start(nil, "ignore-term")
+	fmt.Println("holding the lock")
+	sleep()
 }
