@@ -118,6 +118,14 @@ func TestReleaseLeavesTheProcessAndRecoverAdoptsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The released child is still this test's to reap, as init reaps the
+	// runs of a daemon that died; the adopted run is done once it has.
+	reaped := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(st.PID, &ws, 0, nil)
+	}()
 	if err := q.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -125,9 +133,10 @@ func TestReleaseLeavesTheProcessAndRecoverAdoptsIt(t *testing.T) {
 	if e := wait(t, q); !e.Unknown {
 		t.Fatalf("adopted exit = %+v, want unknown", e)
 	}
-	// The released child is still ours to reap.
-	var ws syscall.WaitStatus
-	_, _ = syscall.Wait4(st.PID, &ws, 0, nil)
+	if err := syscall.Kill(st.PID, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the adopted run was done while its pid was still taken (kill 0: %v)", err)
+	}
+	<-reaped
 }
 
 func TestLeaderExitKillsItsGroup(t *testing.T) {
