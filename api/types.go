@@ -26,11 +26,15 @@ const (
 	StateExited    State = "exited"
 	StateBackoff   State = "backoff"
 	StateFailed    State = "failed"
+	// StateUnknown is a run of an earlier daemon that could not be adopted
+	// yet (its runtime is down): it may still be alive, so nothing else
+	// starts until adoption is retried and says.
+	StateUnknown State = "unknown"
 )
 
 // States lists every state in lifecycle order.
 var States = []State{StatePending, StatePreparing, StateStarting, StateRunning,
-	StateStopping, StateStopped, StateExited, StateBackoff, StateFailed}
+	StateStopping, StateStopped, StateExited, StateBackoff, StateFailed, StateUnknown}
 
 // Workload is one workload as the API shows it. Spec is redacted: secret
 // values never leave the daemon.

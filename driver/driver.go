@@ -59,6 +59,16 @@ type Driver interface {
 	Recover(ctx context.Context, s State) (Process, error)
 }
 
+// Prober is a driver whose runtime can be absent or down while the daemon
+// runs (a containerd that starts after flyd, or restarts): Available says
+// whether it answers now, with an error wrapping
+// errdefs.ErrRuntimeUnavailable when it does not. Meanwhile Recover fails
+// with that error too, never with ErrNotFound: a runtime that does not
+// answer says nothing about whether a run is alive.
+type Prober interface {
+	Available(ctx context.Context) error
+}
+
 // Sweeper is a driver that keeps state of its own per workload (a
 // container, a temporary directory): Sweep removes what belongs to no
 // workload in keep. A starting daemon calls it once runs are adopted.

@@ -64,3 +64,73 @@ network: boxnet
 		t.Fatalf("containers left after rm: %s", out)
 	}
 }
+
+// TestContainerdDownAtDaemonStart: a daemon that starts while containerd is
+// down keeps its container as unknown, neither restarted nor forgotten, and
+// adopts it, same container and task, once containerd is back.
+func TestContainerdDownAtDaemonStart(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	for _, bin := range []string{"containerd", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			testenv.Skip(t, bin+" is not installed (Debian packages containerd, runc)")
+		}
+	}
+	dir := t.TempDir()
+	ctrdDir := filepath.Join(dir, "containerd")
+	ctrd, err := ctrtest.StartDaemon(ctrdDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctrd.Stop() })
+	archive := filepath.Join(dir, "bbox.tar")
+	if err := ctrtest.BusyboxArchive(archive, "docker.io/library/bbox:latest"); err != nil {
+		t.Fatal(err)
+	}
+	sock := withArgs("--containerd-socket", ctrd.Socket)
+	d := startDaemon(t, sock)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "c.yaml", fmt.Sprintf(`
+name: box
+kind: containerd
+containerd: {image: "docker.io/library/bbox:latest", archive: %s}
+command: ["sh", "-c", "echo up; exec sleep 1000"]
+`, archive)))
+	w := d.waitState(t, "box", api.StateRunning)
+	d.waitLog(t, "box", "up")
+	d.terminate(t)
+	ctrd.Stop()
+
+	d2 := startDaemon(t, inDir(d.dir), sock)
+	u := d2.waitState(t, "box", api.StateUnknown)
+	if !strings.Contains(u.Reason, "cannot adopt its run") {
+		t.Errorf("unknown because %q", u.Reason)
+	}
+	if _, errOut, code := runCLI(t, d2.socket, "stop", "box"); code != 1 || !strings.Contains(errOut, "runtime_unavailable") {
+		t.Errorf("stop while containerd is down: exit %d, %s; want 1, runtime_unavailable", code, errOut)
+	}
+	var st api.Status
+	decodeJSON(t, d2.mustCLI(t, "status", "--json"), &st)
+	if st.Runtimes["containerd"] {
+		t.Error("status says containerd is available while it is down")
+	}
+	if !alive(w.PID) {
+		t.Fatalf("the container's process %d died with containerd", w.PID)
+	}
+
+	if ctrd, err = ctrtest.StartDaemon(ctrdDir); err != nil {
+		t.Fatal(err)
+	}
+	a := d2.waitState(t, "box", api.StateRunning)
+	if a.ContainerID != w.ContainerID || a.PID != w.PID || a.Restarts != 0 {
+		t.Errorf("after containerd came back: container %s pid %d restarts %d; want %s pid %d adopted, no restart",
+			a.ContainerID, a.PID, a.Restarts, w.ContainerID, w.PID)
+	}
+	if n := strings.Count(d2.logs(t, "box"), "up\n"); n != 1 {
+		t.Errorf("%d runs in the log, want 1", n)
+	}
+	d2.mustCLI(t, "rm", "box")
+	out, err := exec.Command("ctr", "--address", ctrd.Socket, "-n", "flyd", "containers", "ls", "-q").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("containers left after rm (%v): %s", err, out)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
@@ -31,7 +32,7 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 		st.Registry.Heartbeats, st.Registry.Failures, st.Registry.LastError = rs.Heartbeats, rs.Failures, rs.LastError
 	}
 	for _, k := range []spec.Kind{spec.KindNative, spec.KindNix, spec.KindContainerd} {
-		st.Runtimes[string(k)] = s.drivers[k] != nil
+		st.Runtimes[string(k)] = s.runtime(ctx, k) == nil
 	}
 	st.FileProblems = s.fileProblemList()
 	for _, w := range s.all() {
@@ -39,6 +40,18 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 		st.States[w.snapshot(false).State]++
 	}
 	return st, nil
+}
+
+// runtime says whether workloads of kind k can start now.
+func (s *Supervisor) runtime(ctx context.Context, k spec.Kind) error {
+	d := s.drivers[k]
+	if d == nil {
+		return fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, k)
+	}
+	if p, ok := d.(driver.Prober); ok {
+		return p.Available(ctx)
+	}
+	return nil
 }
 
 func (s *Supervisor) List(ctx context.Context) ([]api.Workload, error) {
@@ -70,8 +83,8 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 	if err := sp.Validate(); err != nil {
 		return nil, err
 	}
-	if s.drivers[sp.Kind] == nil {
-		return nil, fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, sp.Kind)
+	if err := s.runtime(ctx, sp.Kind); err != nil {
+		return nil, err
 	}
 	if sp.Resources != nil && s.cfg.Cgroups == nil {
 		return nil, fmt.Errorf("%w: resources need cgroups, and this host gives flyd none", errdefs.ErrRuntimeUnavailable)

@@ -1,13 +1,17 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 // detach ends the loop for a daemon that exits: the run is released to the
@@ -27,7 +31,8 @@ func (w *workload) detach(stop bool) {
 }
 
 // restore brings a workload of an earlier daemon back: its run adopted when
-// still alive, else the restart policy applied as to any ended run.
+// still alive, else the restart policy applied as to any ended run. A run
+// that could not be told alive or gone is adopted later, by retries.
 func (w *workload) restore(rec specRecord, run *recovered) {
 	w.desired, w.owner = rec.Running, rec.Owner
 	w.update(func(v *api.Workload) { v.Owner = rec.Owner })
@@ -40,28 +45,14 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 	}
 	switch {
 	case run != nil && run.proc != nil:
-		w.proc = run.proc
-		st := run.proc.State()
-		w.update(func(v *api.Workload) {
-			v.PID, v.ContainerID, v.StartedAt = st.PID, st.ContainerID, &st.StartedAt
-		})
-		if w.desired {
-			w.setState(api.StateRunning, "adopted")
-			// Running since the run started, not since this daemon did.
-			if !st.StartedAt.IsZero() {
-				w.update(func(v *api.Workload) { v.Since = st.StartedAt })
-			}
-			w.startHealth()
-			return
-		}
-		_ = w.stopRun()
-		w.rest(api.StateStopped, "")
+		w.adopted(run.proc)
+		w.resume()
+	case run != nil && run.err != nil:
+		w.unadopted = &run.run
+		w.retryLater(run.err)
 	case run != nil:
-		_ = w.s.store.removeRun(w.name)
-		exit := driver.Exit{Unknown: true, At: time.Now()}
-		w.update(func(v *api.Workload) { v.LastExit = &exit })
-		w.log.Info("run ended while no daemon watched")
-		w.afterExit(exit)
+		w.lost()
+		w.resume()
 	case !w.desired:
 		st := rec.Rest
 		if st == "" {
@@ -74,18 +65,129 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 	}
 }
 
+// adopted takes an earlier daemon's live run as the current one.
+func (w *workload) adopted(p driver.Process) {
+	w.proc = p
+	st := p.State()
+	w.update(func(v *api.Workload) {
+		v.PID, v.ContainerID, v.StartedAt = st.PID, st.ContainerID, &st.StartedAt
+	})
+}
+
+// lost records that an earlier daemon's run ended while no daemon watched.
+func (w *workload) lost() {
+	_ = w.s.store.removeRun(w.name)
+	exit := driver.Exit{Unknown: true, At: time.Now()}
+	w.update(func(v *api.Workload) { v.LastExit = &exit })
+	w.log.Info("run ended while no daemon watched")
+}
+
+// resume goes on from an earlier daemon's run once it is known: watching
+// it, stopping it if it should not run, or applying the restart policy to
+// its end.
+func (w *workload) resume() {
+	if w.proc == nil {
+		w.afterExit(driver.Exit{Unknown: true, At: time.Now()})
+		return
+	}
+	if !w.desired {
+		_ = w.stopRun()
+		w.rest(api.StateStopped, "")
+		return
+	}
+	w.setState(api.StateRunning, "adopted")
+	// Running since the run started, not since this daemon did.
+	if st := w.proc.State(); !st.StartedAt.IsZero() {
+		w.update(func(v *api.Workload) { v.Since = st.StartedAt })
+	}
+	w.startHealth()
+}
+
+// adoptBackoff paces the retries of an adoption whose runtime is down.
+var adoptBackoff = struct{ initial, max time.Duration }{time.Second, 30 * time.Second}
+
+// settle asks again about a run that could not be adopted, so that a
+// command about the workload acts on what is known: it errs while the run
+// may be alive and cannot be reached.
+func (w *workload) settle() error {
+	if w.unadopted == nil {
+		return nil
+	}
+	rec := *w.unadopted
+	p, err := w.s.drivers[rec.Process.Driver].Recover(w.s.ctx, rec.Process)
+	switch {
+	case err == nil:
+		w.adopted(p)
+	case errors.Is(err, errdefs.ErrNotFound):
+		w.lost()
+	default:
+		return fmt.Errorf("%w: the run of %s that an earlier daemon started (pid %d) cannot be reached to adopt it: %v",
+			errdefs.ErrRuntimeUnavailable, w.name, rec.Process.PID, err)
+	}
+	w.unadopted, w.adoptTries = nil, 0
+	w.cancelTimer()
+	return nil
+}
+
+// retryAdopt is a scheduled attempt at adopting the run again.
+func (w *workload) retryAdopt() {
+	if err := w.settle(); err != nil {
+		w.retryLater(err)
+		return
+	}
+	w.resume()
+}
+
+// retryLater shows the run as unknown and schedules the next attempt.
+func (w *workload) retryLater(err error) {
+	w.adoptTries++
+	d := backoff(adoptBackoff.initial, adoptBackoff.max, w.adoptTries, rand.Float64())
+	w.log.Warn("cannot adopt the run of an earlier daemon yet", zap.Int("pid", w.unadopted.Process.PID), zap.Error(err), zap.Duration("retry_in", d))
+	w.after(d, w.retryAdopt)
+	w.setState(api.StateUnknown, fmt.Sprintf("cannot adopt its run (pid %d) yet: %v; trying again in %s",
+		w.unadopted.Process.PID, err, d.Round(time.Millisecond)))
+}
+
 // sweepDrivers lets each runtime that keeps state per workload remove
-// what belongs to no spec (containers, temporary directories).
+// what belongs to no spec (containers, temporary directories). A runtime
+// that does not answer yet is swept once it does.
 func (s *Supervisor) sweepDrivers(specs map[string]specRecord) {
 	keep := make(map[string]bool, len(specs))
 	for n := range specs {
 		keep[n] = true
 	}
 	for kind, d := range s.drivers {
-		if sw, ok := d.(driver.Sweeper); ok {
-			if err := sw.Sweep(s.ctx, keep); err != nil {
-				s.log.Warn("runtime sweep failed", zap.String("runtime", string(kind)), zap.Error(err))
-			}
+		sw, ok := d.(driver.Sweeper)
+		if !ok {
+			continue
+		}
+		if err := sw.Sweep(s.ctx, keep); err != nil {
+			s.log.Info("runtime sweep failed; trying again until it answers", zap.String("runtime", string(kind)), zap.Error(err))
+			s.wg.Add(1)
+			go s.sweepLater(kind, sw)
+		}
+	}
+}
+
+// sweepLater retries a runtime's sweep with backoff, keeping the workloads
+// there are by then, until it succeeds or the supervisor closes.
+func (s *Supervisor) sweepLater(kind spec.Kind, sw driver.Sweeper) {
+	defer s.wg.Done()
+	for n := 1; ; n++ {
+		t := time.NewTimer(backoff(adoptBackoff.initial, adoptBackoff.max, n, rand.Float64()))
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		keep := map[string]bool{}
+		for _, w := range s.unsorted() {
+			keep[w.name] = true
+		}
+		if err := sw.Sweep(s.ctx, keep); err == nil {
+			s.log.Info("runtime swept", zap.String("runtime", string(kind)), zap.Int("attempts", n+1))
+			return
 		}
 	}
 }

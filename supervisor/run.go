@@ -20,6 +20,9 @@ import (
 // start begins a run. A failure that retrying cannot fix leaves the
 // workload failed at once; any other is retried by policy.
 func (w *workload) start() {
+	if w.unadopted != nil {
+		return // never a second run beside one that may be alive
+	}
 	w.cancelTimer()
 	if waiting := w.s.unready(w.spec.After); len(waiting) > 0 {
 		// Started again when what it waits for is ready (kickDependents).
@@ -145,10 +148,18 @@ func (w *workload) scheduleRestart(reason string) {
 		return
 	}
 	d := backoff(r.Backoff.Initial.Duration, r.Backoff.Max.Duration, n, rand.Float64())
-	w.timer = time.NewTimer(d)
+	w.after(d, w.restart)
 	next := now.Add(d)
 	w.update(func(v *api.Workload) { v.NextStart = &next })
 	w.setState(api.StateBackoff, fmt.Sprintf("%s; restarting in %s", reason, d.Round(time.Millisecond)))
+}
+
+// restart starts the run a backoff waited for.
+func (w *workload) restart() {
+	var n int
+	w.update(func(v *api.Workload) { v.Restarts++; n = v.Restarts })
+	w.publish(api.Event{Type: api.EventRestart, Message: fmt.Sprintf("restart #%d", n)})
+	w.start()
 }
 
 // rest puts the workload in a state where nothing runs and nothing will
@@ -166,6 +177,9 @@ func (w *workload) rest(st api.State, reason string) {
 // stopRun ends the current run: the stop signal to every process of it,
 // the grace period, then SIGKILL to all of them.
 func (w *workload) stopRun() error {
+	if err := w.settle(); err != nil {
+		return err
+	}
 	w.cancelTimer()
 	if w.proc == nil {
 		return nil

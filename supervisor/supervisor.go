@@ -13,6 +13,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -173,22 +174,29 @@ func (s *Supervisor) restore() {
 		}
 		r := &recovered{run: rec}
 		if d := s.drivers[rec.Process.Driver]; d != nil {
-			if p, err := d.Recover(s.ctx, rec.Process); err == nil {
-				r.proc = p
+			r.proc, r.err = d.Recover(s.ctx, rec.Process)
+			if errors.Is(r.err, errdefs.ErrNotFound) {
+				r.err = nil // gone: ended while no daemon watched
 			}
 		}
 		if _, owned := specs[name]; !owned {
 			// Removed while no daemon ran, or its spec was lost: nothing
 			// may keep it alive.
-			if r.proc != nil {
+			switch {
+			case r.proc != nil:
 				s.log.Warn("killing a run no spec owns", zap.String("workload", name), zap.Int("pid", rec.Process.PID))
 				_ = r.proc.Kill()
 				<-r.proc.Done()
+			case r.err != nil:
+				// Its record stays for the next daemon, and its runtime's
+				// sweep removes it once that answers.
+				s.log.Warn("cannot adopt a run no spec owns, to kill it", zap.String("workload", name), zap.Error(r.err))
+				continue
 			}
 			_ = s.store.removeRun(name)
 			continue
 		}
-		if r.proc != nil {
+		if r.proc != nil || r.err != nil {
 			keep[filepath.Base(rec.Process.CarrierDir)] = true
 		}
 		runs[name] = r
@@ -210,10 +218,12 @@ func (s *Supervisor) restore() {
 }
 
 // recovered is what an earlier daemon recorded of a run, and the run
-// itself when it is still alive.
+// itself when it is still alive; err says why it could not be told
+// whether it is (its runtime does not answer).
 type recovered struct {
 	run  runRecord
 	proc driver.Process
+	err  error
 }
 
 // sweepCarriers removes every carrier directory that no live run owns.

@@ -39,9 +39,16 @@ type workload struct {
 	owner    string
 	ports    []api.PortMapping
 	desired  bool
-	proc     driver.Process
-	timer    *time.Timer
-	failures failureWindow
+	proc driver.Process
+	// timer, when set, runs due on the loop: a restart after backoff, or
+	// another attempt at adopting an earlier daemon's run.
+	timer *time.Timer
+	due   func()
+	// unadopted is the record of an earlier daemon's run that could not be
+	// adopted yet: while it is set the run may be alive, so none is started.
+	unadopted *runRecord
+	adoptTries int
+	failures   failureWindow
 	gone     bool
 	// monitor checks the run's health; healthGen tells its verdicts from
 	// those of a monitor already stopped.
@@ -80,11 +87,9 @@ func (w *workload) loop(first func(*workload)) {
 		case <-done:
 			w.onExit()
 		case <-due:
-			w.timer = nil
-			var n int
-			w.update(func(v *api.Workload) { v.Restarts++; n = v.Restarts })
-			w.publish(api.Event{Type: api.EventRestart, Message: fmt.Sprintf("restart #%d", n)})
-			w.start()
+			f := w.due
+			w.timer, w.due = nil, nil
+			f()
 		}
 	}
 }
@@ -193,10 +198,17 @@ func (w *workload) persist(rest api.State) {
 	}
 }
 
+// after runs f on the loop once d has passed, instead of anything
+// scheduled before.
+func (w *workload) after(d time.Duration, f func()) {
+	w.cancelTimer()
+	w.timer, w.due = time.NewTimer(d), f
+}
+
 func (w *workload) cancelTimer() {
 	if w.timer != nil {
 		w.timer.Stop()
-		w.timer = nil
+		w.timer, w.due = nil, nil
 	}
 }
 
@@ -232,6 +244,9 @@ func (w *workload) userStart() error {
 }
 
 func (w *workload) userStop() error {
+	if err := w.settle(); err != nil {
+		return err
+	}
 	w.desired = false
 	if err := w.stopRun(); err != nil {
 		return err
@@ -241,6 +256,9 @@ func (w *workload) userStop() error {
 }
 
 func (w *workload) signal(sig syscall.Signal) error {
+	if err := w.settle(); err != nil {
+		return err
+	}
 	if w.proc == nil {
 		return fmt.Errorf("%w: workload %s is not running", errdefs.ErrConflict, w.name)
 	}
@@ -278,6 +296,9 @@ func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start boo
 // remove stops the workload and deletes all it owns: its spec, its run
 // record, its logs.
 func (w *workload) remove() error {
+	if err := w.settle(); err != nil {
+		return err
+	}
 	w.desired = false
 	if err := w.stopRun(); err != nil {
 		return err

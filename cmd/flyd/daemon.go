@@ -177,13 +177,15 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	} else {
 		drivers = append(drivers, nixDriver)
 	}
+	// containerd may start after flyd, or restart under it: the driver is
+	// always there, and kind containerd is refused only while it does not
+	// answer. Its runs are adopted once it does.
 	containerd := ctrdriver.New(cfg.containerdSock, "")
 	defer containerd.Close()
 	if err := containerd.Available(ctx); err != nil {
-		log.Info("no containerd runtime: kind containerd is refused", zap.Error(err))
-	} else {
-		drivers = append(drivers, containerd)
+		log.Info("containerd does not answer: kind containerd is refused until it does", zap.Error(err))
 	}
+	drivers = append(drivers, containerd)
 	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
 	sup, err := supervisor.New(supervisor.Config{
 		Registrar:        reg.registrar,

@@ -110,10 +110,15 @@ const reapWait = 10 * time.Second
 // gets to it, and until then its pid stays taken by a zombie, which a
 // master that checks a pid file (postgres's postmaster.pid) takes for a
 // live predecessor. The pidfd names this process only, so a reused pid
-// cannot pass for it.
+// cannot pass for it. A run adopted by the process that started it (a
+// supervisor reopened in the same process) is reaped here.
 func waitReaped(fd int, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		var info unix.Siginfo
+		if unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOHANG, nil) == nil && info.Signo != 0 {
+			return true
+		}
 		if err := unix.PidfdSendSignal(fd, 0, nil, 0); errors.Is(err, unix.ESRCH) {
 			return true
 		}
