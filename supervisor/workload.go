@@ -35,21 +35,21 @@ type workload struct {
 	cmds   chan func()
 	exited chan struct{}
 
-	spec     *spec.Workload
-	owner    string
-	ports    []api.PortMapping
-	desired  bool
-	proc driver.Process
+	spec    *spec.Workload
+	owner   string
+	ports   []api.PortMapping
+	desired bool
+	proc    driver.Process
 	// timer, when set, runs due on the loop: a restart after backoff, or
 	// another attempt at adopting an earlier daemon's run.
 	timer *time.Timer
 	due   func()
 	// unadopted is the record of an earlier daemon's run that could not be
 	// adopted yet: while it is set the run may be alive, so none is started.
-	unadopted *runRecord
+	unadopted  *runRecord
 	adoptTries int
 	failures   failureWindow
-	gone     bool
+	gone       bool
 	// monitor checks the run's health; healthGen tells its verdicts from
 	// those of a monitor already stopped.
 	monitor   *health.Monitor
