@@ -18,6 +18,11 @@ type Backend interface {
 	// changes nothing. With Start, it returns after the first start
 	// attempt, with its outcome in the returned state.
 	Apply(ctx context.Context, w *spec.Workload, o ApplyOptions) (*Workload, error)
+	// ApplyBatch applies specs as one batch: a name twice or an `after`
+	// cycle refuses all of it; else dependencies first, one Result each.
+	ApplyBatch(ctx context.Context, specs []*spec.Workload, o ApplyOptions) ([]Result, error)
+	// Batch runs one action on many workloads in parallel, one Result each.
+	Batch(ctx context.Context, action Action, bt Batch) ([]Result, error)
 	Start(ctx context.Context, name string) (*Workload, error)
 	Stop(ctx context.Context, name string) (*Workload, error)
 	Restart(ctx context.Context, name string) (*Workload, error)

@@ -7,17 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"sync"
 
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 )
 
 // A batch is one request that acts on many workloads: the daemon runs the
-// single-workload operations of Backend in parallel, in-process, and
-// answers with one Result each. `flyd apply -f DIR` and `flyd stop --all`
-// are one batch each, not one request per workload.
+// single-workload operations in parallel, in-process, and answers with one
+// Result each. `flyd apply -f DIR` and `flyd stop --all` are one batch
+// each, not one request per workload.
 
 // Action is what a batch does to each workload it names.
 type Action string
@@ -65,103 +63,9 @@ type Results struct {
 	Results []Result `json:"results"`
 }
 
-// batchParallel bounds the operations a batch runs at once: enough to keep
-// every core busy while others wait on a fork or an exit.
-const batchParallel = 32
-
-// applyBatch applies specs through b level by level, as their `after`
-// lists order them (spec.Order): a level's workloads in parallel, each
-// level once the one before it is done. Duplicate names and cycles are
-// refused before anything is applied.
-func applyBatch(ctx context.Context, b Backend, specs []*spec.Workload, o ApplyOptions) ([]Result, error) {
-	levels, err := orderBatch(specs)
-	if err != nil {
-		return nil, err
-	}
-	var out []Result
-	for _, level := range levels {
-		rs := make([]Result, len(level))
-		parallel(len(level), func(i int) {
-			wl, err := b.Apply(ctx, level[i], o)
-			rs[i] = result(level[i].Name, wl, err)
-		})
-		out = append(out, rs...)
-	}
-	return out, nil
-}
-
-// orderBatch refuses a batch that names a workload twice or whose `after`
-// lists form a cycle, and sorts it into levels (spec.Order). The client
-// runs it too: a batch it splits must be whole and ordered as one.
-func orderBatch(specs []*spec.Workload) ([][]*spec.Workload, error) {
-	seen := make(map[string]bool, len(specs))
-	for _, w := range specs {
-		if seen[w.Name] {
-			return nil, fmt.Errorf("%w: workload %q is defined twice", errdefs.ErrInvalid, w.Name)
-		}
-		seen[w.Name] = true
-	}
-	levels, err := spec.Order(specs)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
-	}
-	return levels, nil
-}
-
-// runBatch runs action on every workload bt names, in parallel. Names the
-// daemon does not know get a not_found result each.
-func runBatch(ctx context.Context, b Backend, action Action, bt Batch) ([]Result, error) {
-	var op func(ctx context.Context, name string) (*Workload, error)
-	switch action {
-	case ActionStart:
-		op = b.Start
-	case ActionStop:
-		op = b.Stop
-	case ActionRestart:
-		op = b.Restart
-	case ActionRemove:
-		op = func(ctx context.Context, name string) (*Workload, error) {
-			return nil, b.Remove(ctx, name, RemoveOptions{Force: bt.Force})
-		}
-	case ActionSignal:
-		sig, err := spec.ParseSignal(bt.Signal)
-		if err != nil {
-			return nil, fmt.Errorf("%w: signal: %v", errdefs.ErrInvalid, err)
-		}
-		op = func(ctx context.Context, name string) (*Workload, error) {
-			return nil, b.Signal(ctx, name, sig)
-		}
-	default:
-		return nil, fmt.Errorf("%w: no batch action %q (start, stop, restart, remove, signal)", errdefs.ErrInvalid, action)
-	}
-	if bt.Signal != "" && action != ActionSignal {
-		return nil, fmt.Errorf("%w: only a signal batch takes a signal", errdefs.ErrInvalid)
-	}
-	names := bt.Names
-	switch {
-	case bt.All && len(names) > 0:
-		return nil, fmt.Errorf("%w: a batch takes names or all, not both", errdefs.ErrInvalid)
-	case bt.All:
-		ws, err := b.List(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, w := range ws {
-			names = append(names, w.Name)
-		}
-		slices.Sort(names)
-	case len(names) == 0:
-		return nil, fmt.Errorf("%w: a batch needs names, or all", errdefs.ErrInvalid)
-	}
-	rs := make([]Result, len(names))
-	parallel(len(names), func(i int) {
-		wl, err := op(ctx, names[i])
-		rs[i] = result(names[i], wl, err)
-	})
-	return rs, nil
-}
-
-func result(name string, wl *Workload, err error) Result {
+// ResultOf is the result of one workload's operation in a batch: its state
+// after it, or the error that stopped it.
+func ResultOf(name string, wl *Workload, err error) Result {
 	r := Result{Name: name}
 	switch {
 	case err != nil:
@@ -173,20 +77,6 @@ func result(name string, wl *Workload, err error) Result {
 		}
 	}
 	return r
-}
-
-// parallel runs f for 0..n-1, at most batchParallel at a time.
-func parallel(n int, f func(i int)) {
-	sem := make(chan struct{}, batchParallel)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			f(i)
-		})
-	}
-	wg.Wait()
 }
 
 // --- server ---
@@ -209,7 +99,7 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request) {
 		specs[i] = ws
 	}
 	q := r.URL.Query()
-	rs, err := applyBatch(r.Context(), s.backend, specs, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
+	rs, err := s.backend.ApplyBatch(r.Context(), specs, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	respond(w, Results{Results: emptyIfNil(rs)}, err)
 }
 
@@ -219,7 +109,7 @@ func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	rs, err := runBatch(r.Context(), s.backend, Action(r.PathValue("action")), bt)
+	rs, err := s.backend.Batch(r.Context(), Action(r.PathValue("action")), bt)
 	respond(w, Results{Results: emptyIfNil(rs)}, err)
 }
 
@@ -252,7 +142,7 @@ func inBatch(i int, err error) error {
 // allows, sent one after the other in `after` order. Each workload's
 // outcome is in its Result; the error is for the batch as a whole.
 func (c *Client) ApplyBatch(ctx context.Context, specs []*spec.Workload, o ApplyOptions) ([]Result, error) {
-	levels, err := orderBatch(specs)
+	levels, err := spec.OrderBatch(specs)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,15 @@ func newFakeApplier(owned map[string]string) *fakeApplier {
 	return f
 }
 
-func (f *fakeApplier) PutOwned(_ context.Context, w *spec.Workload, owner string) error {
+func (f *fakeApplier) PutOwned(_ context.Context, puts []Put) []error {
+	errs := make([]error, len(puts))
+	for i, p := range puts {
+		errs[i] = f.put(p.Spec, p.Owner)
+	}
+	return errs
+}
+
+func (f *fakeApplier) put(w *spec.Workload, owner string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("put %s %s", w.Name, owner))

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 // reconcile brings the applier to what the files define now. It is the only
@@ -105,27 +106,44 @@ func (w *Watcher) execute(ctx context.Context, p plan) {
 		delete(w.applied, d.name)
 		w.log.Info("deleted workload of a file", zap.String("workload", d.name), zap.String("file", d.owner))
 	}
+	if ctx.Err() != nil {
+		return
+	}
+	var puts []Put
+	var ours []*spec.Workload
 	for _, a := range p.puts {
-		if ctx.Err() != nil {
-			return
-		}
-		name := a.w.Name
-		if stuck[name] {
+		if stuck[a.w.Name] {
 			continue // it still belongs to the file it is moving from
 		}
 		// The applier gets its own copy: ours is compared on later reconciles.
-		if err := w.applier.PutOwned(ctx, a.w.Clone(), a.owner); err != nil {
-			p.problems[a.owner] = append(p.problems[a.owner], fmt.Errorf("apply workload %q: %w", name, err))
+		puts = append(puts, Put{Spec: a.w.Clone(), Owner: a.owner})
+		ours = append(ours, a.w)
+	}
+	if len(puts) == 0 {
+		return
+	}
+	errs := w.applier.PutOwned(ctx, puts)
+	for i, a := range puts {
+		name := a.Spec.Name
+		err := errNoOutcome
+		if i < len(errs) {
+			err = errs[i]
+		}
+		if err != nil {
+			p.problems[a.Owner] = append(p.problems[a.Owner], fmt.Errorf("apply workload %q: %w", name, err))
 			if _, ok := w.applied[name]; !ok {
 				// It may exist anyway; if its file goes, it must be deleted.
-				w.applied[name] = applied{owner: a.owner}
+				w.applied[name] = applied{owner: a.Owner}
 			}
 			continue
 		}
-		w.applied[name] = applied{owner: a.owner, spec: a.w}
-		w.log.Info("applied workload from file", zap.String("workload", name), zap.String("file", a.owner))
+		w.applied[name] = applied{owner: a.Owner, spec: ours[i]}
+		w.log.Info("applied workload from file", zap.String("workload", name), zap.String("file", a.Owner))
 	}
 }
+
+// errNoOutcome stands for a put the applier said nothing about.
+var errNoOutcome = errors.New("the daemon reported no outcome")
 
 func joinProblems(errs map[string][]error) map[string]error {
 	out := make(map[string]error, len(errs))

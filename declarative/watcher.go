@@ -15,15 +15,24 @@ import (
 
 // Applier is what the watcher drives (the daemon's supervisor implements it).
 type Applier interface {
-	// PutOwned creates or replaces the workload, owned by owner (a file
-	// name); an equal spec must change nothing (the applier handles that).
-	PutOwned(ctx context.Context, w *spec.Workload, owner string) error
+	// PutOwned creates or replaces the workloads, each owned by its file, as
+	// one batch that the applier orders by `after`, so that a directory
+	// whose files depend on each other converges in one reconcile. An equal
+	// spec must change nothing (the applier handles that). It returns one
+	// error per put, in order, nil where the put succeeded.
+	PutOwned(ctx context.Context, puts []Put) []error
 	// DeleteOwned removes the workload if owner still owns it.
 	DeleteOwned(ctx context.Context, name, owner string) error
 	// Owned lists the workloads currently owned by files: name → owner. Used
 	// at start to delete workloads whose file was removed while the daemon
 	// was down.
 	Owned(ctx context.Context) (map[string]string, error)
+}
+
+// Put is one workload of a file, for PutOwned.
+type Put struct {
+	Spec  *spec.Workload
+	Owner string // the file's base name
 }
 
 // Problem is a bad file, or a put or delete that failed for the workloads of

@@ -71,3 +71,38 @@ func TestWorkloadsDirectory(t *testing.T) {
 		return nil
 	})
 }
+
+// TestWorkloadsDirectoryOrder: files that name each other in `after`
+// converge in one reconcile, whatever the order of their names: api.yaml
+// waits for postgres.yaml's workload instead of being refused until the
+// next resync.
+func TestWorkloadsDirectoryOrder(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	dir := filepath.Join(d.dir, "workloads.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"api.yaml":      "name: api\ncommand: [\"@PROG@\", \"signals\"]\nafter: [postgres, cache]\n",
+		"cache.yaml":    "name: cache\ncommand: [\"@PROG@\", \"signals\"]\nafter: [postgres]\n",
+		"postgres.yaml": "name: postgres\ncommand: [\"@PROG@\", \"signals\"]\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.ReplaceAll(text, "@PROG@", d.prog)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"postgres", "cache", "api"} {
+		d.waitState(t, n, api.StateRunning)
+	}
+	st, err := d.client.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.FileProblems) != 0 {
+		t.Errorf("file problems while converging: %+v", st.FileProblems)
+	}
+	if strings.Contains(d.log(), "names no workload") {
+		t.Error("a dependent was applied before what it names")
+	}
+}

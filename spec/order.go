@@ -4,7 +4,27 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/flyd-dev/flyd/errdefs"
 )
+
+// OrderBatch is Order for a batch that is applied as one: a name given
+// twice or a cycle refuses the whole of it, as errdefs.ErrInvalid. The
+// daemon and the client that splits a large batch both check with it.
+func OrderBatch(ws []*Workload) ([][]*Workload, error) {
+	seen := make(map[string]bool, len(ws))
+	for _, w := range ws {
+		if seen[w.Name] {
+			return nil, fmt.Errorf("%w: workload %q is defined twice", errdefs.ErrInvalid, w.Name)
+		}
+		seen[w.Name] = true
+	}
+	levels, err := Order(ws)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+	}
+	return levels, nil
+}
 
 // Order sorts workloads into levels by their `after` lists: every workload
 // comes in a later level than the workloads of the set it names, so a

@@ -83,13 +83,8 @@ func ownedBy(name, owner, by string, force bool) error {
 	return fmt.Errorf("%w: workload %s belongs to %s in the workloads directory; change that file, or force", errdefs.ErrConflict, name, owner)
 }
 
-// PutOwned, DeleteOwned and Owned let the workloads directory's watcher
-// keep its files applied.
-func (s *Supervisor) PutOwned(ctx context.Context, w *spec.Workload, owner string) error {
-	_, err := s.Apply(ctx, w, api.ApplyOptions{Start: true, Owner: owner})
-	return err
-}
-
+// DeleteOwned and Owned, with ApplyAll, let the workloads directory's
+// watcher keep its files applied.
 func (s *Supervisor) DeleteOwned(ctx context.Context, name, owner string) error {
 	err := s.Remove(ctx, name, api.RemoveOptions{Owner: owner})
 	if errors.Is(err, errdefs.ErrNotFound) {

@@ -341,7 +341,7 @@ func TestOwnedWorkloadsChangeOnlyThroughTheirFile(t *testing.T) {
 	s := open(t, newDirs(t), true)
 	defer s.Close()
 	ctx := context.Background()
-	if err := s.PutOwned(ctx, shSpec("owned", "exec sleep 100"), "owned.yaml"); err != nil {
+	if _, err := s.Apply(ctx, shSpec("owned", "exec sleep 100"), api.ApplyOptions{Start: true, Owner: "owned.yaml"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Put(ctx, shSpec("owned", "exec sleep 101"), true); !errors.Is(err, errdefs.ErrConflict) {

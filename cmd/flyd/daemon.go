@@ -218,7 +218,7 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watched := make(chan error, 1)
 	wd, err := declarative.New(declarative.Config{
-		Dir: cfg.workloadsDir, Applier: sup, Logger: log.Named("workloads-dir"),
+		Dir: cfg.workloadsDir, Applier: fileApplier{sup}, Logger: log.Named("workloads-dir"),
 		OnProblem: func(p declarative.Problem) { sup.FileProblem(p.File, p.Err) },
 	})
 	if err != nil {

@@ -1,0 +1,144 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// batchParallel bounds the operations a batch runs at once: enough to keep
+// every core busy while others wait on a fork or an exit.
+const batchParallel = 32
+
+// Change is one workload of ApplyAll, with its own options (the workloads
+// directory gives each its file as owner).
+type Change struct {
+	Spec    *spec.Workload
+	Options api.ApplyOptions
+}
+
+// Outcome is what became of one workload of a batch.
+type Outcome struct {
+	Name     string
+	Workload *api.Workload
+	Err      error
+}
+
+// ApplyAll is the one way many workloads are applied together, for the
+// API's batches and the workloads directory alike. A name given twice or an
+// `after` cycle refuses the whole batch before anything is applied. Then
+// the changes are applied level by level in `after` order (spec.Order),
+// each level in parallel, so that every workload a change names exists,
+// and has had its first start attempt, before the change is applied. The
+// outcomes come in that order.
+func (s *Supervisor) ApplyAll(ctx context.Context, changes []Change) ([]Outcome, error) {
+	specs := make([]*spec.Workload, len(changes))
+	opts := make(map[string]api.ApplyOptions, len(changes))
+	for i, c := range changes {
+		specs[i] = c.Spec
+		opts[c.Spec.Name] = c.Options
+	}
+	levels, err := spec.OrderBatch(specs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Outcome, 0, len(changes))
+	for _, level := range levels {
+		os := make([]Outcome, len(level))
+		parallel(len(level), func(i int) {
+			wl, err := s.Apply(ctx, level[i], opts[level[i].Name])
+			os[i] = Outcome{Name: level[i].Name, Workload: wl, Err: err}
+		})
+		out = append(out, os...)
+	}
+	return out, nil
+}
+
+func (s *Supervisor) ApplyBatch(ctx context.Context, specs []*spec.Workload, o api.ApplyOptions) ([]api.Result, error) {
+	changes := make([]Change, len(specs))
+	for i, sp := range specs {
+		changes[i] = Change{Spec: sp, Options: o}
+	}
+	outs, err := s.ApplyAll(ctx, changes)
+	if err != nil {
+		return nil, err
+	}
+	return results(outs), nil
+}
+
+// Batch runs action on every workload bt names, in parallel. Names the
+// daemon does not know get a not_found result each.
+func (s *Supervisor) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {
+	var op func(ctx context.Context, name string) (*api.Workload, error)
+	switch action {
+	case api.ActionStart:
+		op = s.Start
+	case api.ActionStop:
+		op = s.Stop
+	case api.ActionRestart:
+		op = s.Restart
+	case api.ActionRemove:
+		op = func(ctx context.Context, name string) (*api.Workload, error) {
+			return nil, s.Remove(ctx, name, api.RemoveOptions{Force: bt.Force})
+		}
+	case api.ActionSignal:
+		sig, err := spec.ParseSignal(bt.Signal)
+		if err != nil {
+			return nil, fmt.Errorf("%w: signal: %v", errdefs.ErrInvalid, err)
+		}
+		op = func(ctx context.Context, name string) (*api.Workload, error) {
+			return nil, s.Signal(ctx, name, sig)
+		}
+	default:
+		return nil, fmt.Errorf("%w: no batch action %q (start, stop, restart, remove, signal)", errdefs.ErrInvalid, action)
+	}
+	if bt.Signal != "" && action != api.ActionSignal {
+		return nil, fmt.Errorf("%w: only a signal batch takes a signal", errdefs.ErrInvalid)
+	}
+	names := bt.Names
+	switch {
+	case bt.All && len(names) > 0:
+		return nil, fmt.Errorf("%w: a batch takes names or all, not both", errdefs.ErrInvalid)
+	case bt.All:
+		for _, w := range s.all() {
+			names = append(names, w.name)
+		}
+	case len(names) == 0:
+		return nil, fmt.Errorf("%w: a batch needs names, or all", errdefs.ErrInvalid)
+	default:
+		names = slices.Clone(names)
+	}
+	outs := make([]Outcome, len(names))
+	parallel(len(names), func(i int) {
+		wl, err := op(ctx, names[i])
+		outs[i] = Outcome{Name: names[i], Workload: wl, Err: err}
+	})
+	return results(outs), nil
+}
+
+func results(outs []Outcome) []api.Result {
+	rs := make([]api.Result, len(outs))
+	for i, o := range outs {
+		rs[i] = api.ResultOf(o.Name, o.Workload, o.Err)
+	}
+	return rs
+}
+
+// parallel runs f for 0..n-1, at most batchParallel at a time.
+func parallel(n int, f func(i int)) {
+	sem := make(chan struct{}, batchParallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
+}
