@@ -104,7 +104,10 @@ type Status struct {
 // RegistryStatus is how heart-beating into the registry goes. An empty URL
 // means the registry is off.
 type RegistryStatus struct {
-	URL        string `json:"url,omitempty"`
+	URL string `json:"url,omitempty"`
+	// KeyFile is where the daemon reads the registry's API key: a path,
+	// never the key, so that `flyd registry ls` can use the same one.
+	KeyFile    string `json:"key_file,omitempty"`
 	Desired    int    `json:"desired"`
 	Registered int    `json:"registered"`
 	Failing    int    `json:"failing"`

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -148,4 +149,45 @@ func readKey(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// TestRegistryLsAsksTheDaemon: with no flags, `flyd registry ls` lists the
+// registry the daemon on FLYD_SOCKET uses, with the key file it names,
+// wherever its paths are.
+func TestRegistryLsAsksTheDaemon(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "reg.yaml", strings.Replace(twoEndpoints, "TTL", "30s", 1)))
+	d.waitState(t, "reg", api.StateRunning)
+	var st api.Status
+	decodeJSON(t, d.mustCLI(t, "status", "--json"), &st)
+	if st.Registry.KeyFile != filepath.Join(d.stateDir, "registry.key") {
+		t.Errorf("status names the key file %q", st.Registry.KeyFile)
+	}
+	host, _ := os.Hostname()
+	eventually(t, "both endpoints listed", func() error {
+		out, errOut, code := runCLI(t, d.socket, "registry", "ls", "--json")
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errOut)
+		}
+		var ins []registryclient.Instance
+		if err := json.Unmarshal([]byte(out), &ins); err != nil {
+			return err
+		}
+		ids := map[string]bool{}
+		for _, in := range ins {
+			ids[in.ID] = true
+		}
+		for _, ep := range []string{"http", "admin"} {
+			if id := fmt.Sprintf("flyd-%s-reg-%s", host, ep); !ids[id] {
+				return fmt.Errorf("%s not listed in %s", id, out)
+			}
+		}
+		return nil
+	})
+	// A daemon without a registry says so instead of guessing one.
+	off := startDaemon(t, withArgs("--registry", "off"))
+	if _, errOut, code := runCLI(t, off.socket, "registry", "ls"); code != 1 || !strings.Contains(errOut, "registers into no registry") {
+		t.Errorf("registry ls against --registry off: exit %d, %s", code, errOut)
+	}
 }

@@ -24,7 +24,7 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 		Uptime:    time.Since(s.started).Round(time.Second).String(),
 		States:    map[api.State]int{},
 		Runtimes:  map[string]bool{},
-		Registry:  api.RegistryStatus{URL: s.cfg.RegistryURL},
+		Registry:  api.RegistryStatus{URL: s.cfg.RegistryURL, KeyFile: s.cfg.RegistryKeyFile},
 	}
 	if r := s.cfg.Registrar; r != nil {
 		rs := r.Stats()

@@ -51,9 +51,11 @@ type Config struct {
 	// endpoints on; empty publishes no public instance.
 	AdvertiseAddress string
 	// Registrar heart-beats running workloads' endpoints into a registry;
-	// nil when the registry is off. RegistryURL says where, for status.
-	Registrar   *registrar.Registrar
-	RegistryURL string
+	// nil when the registry is off. RegistryURL says where and
+	// RegistryKeyFile with which key, for status.
+	Registrar       *registrar.Registrar
+	RegistryURL     string
+	RegistryKeyFile string
 	// Cgroups gives each workload a cgroup with its limits; nil where the
 	// host has none for flyd, and then `resources` is refused.
 	Cgroups *sandbox.Cgroups

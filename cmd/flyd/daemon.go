@@ -190,6 +190,7 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	sup, err := supervisor.New(supervisor.Config{
 		Registrar:        reg.registrar,
 		RegistryURL:      reg.url,
+		RegistryKeyFile:  reg.keyFile,
 		LogMaxSize:       int64(maxSize),
 		LogGenerations:   cfg.logGens,
 		StateDir:         cfg.stateDir,

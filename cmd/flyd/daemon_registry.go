@@ -18,7 +18,7 @@ import (
 // reference registry when it runs one, and the registrar that heart-beats
 // into whichever registry is configured.
 type daemonRegistry struct {
-	url       string
+	url, keyFile string
 	registrar *registrar.Registrar
 	client    *registryclient.Client
 	stop      []func()
@@ -35,7 +35,7 @@ func startRegistry(ctx context.Context, cfg daemonConfig, log *zap.Logger, onErr
 	if keyFile == "" {
 		keyFile = filepath.Join(cfg.stateDir, "registry.key")
 	}
-	d.url = cfg.registry
+	d.url, d.keyFile = cfg.registry, keyFile
 	if cfg.registry == "embedded" {
 		key, created, err := registry.LoadOrCreateKey(keyFile)
 		if err != nil {

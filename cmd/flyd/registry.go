@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -27,7 +28,7 @@ const (
 
 const (
 	registryServeUsage = "serve [--listen ADDR] [--key-file F] [--default-ttl 90s] [--reap-interval 30s] [--snapshot FILE] [--log-level L]"
-	registryLsUsage    = "ls [--registry URL] [--registry-key-file F] [--healthy-only] [--json]"
+	registryLsUsage    = "ls [--registry URL] [--registry-key-file F] [--healthy-only] [--json] [--socket S]"
 )
 
 func init() {
@@ -119,17 +120,21 @@ func registryServe(ctx context.Context, c *cli, args []string) error {
 }
 
 func registryLs(ctx context.Context, c *cli, args []string) error {
-	fs := registryFlags("ls")
-	url := fs.String("registry", defaultRegistryURL, "registry URL")
-	keyFile := fs.String("registry-key-file", defaultRegistryKeyFile, "file holding the registry's API key")
+	fs := c.flags()
+	url := fs.String("registry", "", "registry URL (default: the one the daemon uses)")
+	keyFile := fs.String("registry-key-file", "", "file holding the registry's API key (default: the daemon's)")
 	healthy := fs.Bool("healthy-only", false, "only the healthy instances")
-	fs.BoolVar(&c.json, "json", false, "print JSON")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
+	}
+	if *url == "" || *keyFile == "" {
+		if err := c.daemonRegistry(ctx, url, keyFile); err != nil {
+			return err
+		}
 	}
 	rc, err := registryclient.New(*url, *keyFile)
 	if err != nil {
@@ -169,4 +174,22 @@ func printInstances(w io.Writer, ins []registryclient.Instance, now time.Time) {
 			in.Healthy, ttl, age, in.ID)
 	}
 	tw.Flush()
+}
+
+// daemonRegistry fills in the registry URL and key file the daemon uses
+// where the flags leave them out. Without a daemon answering, the defaults
+// of `flyd registry serve` stand.
+func (c *cli) daemonRegistry(ctx context.Context, url, keyFile *string) error {
+	st, err := c.client.Status(ctx)
+	if err != nil {
+		*url = cmp.Or(*url, defaultRegistryURL)
+		*keyFile = cmp.Or(*keyFile, defaultRegistryKeyFile)
+		return nil
+	}
+	if st.Registry.URL == "" && *url == "" {
+		return fmt.Errorf("the daemon on %s registers into no registry (--registry off); name one with --registry", c.socket)
+	}
+	*url = cmp.Or(*url, st.Registry.URL)
+	*keyFile = cmp.Or(*keyFile, st.Registry.KeyFile, defaultRegistryKeyFile)
+	return nil
 }
