@@ -19,9 +19,9 @@ import (
 // into whichever registry is configured.
 type daemonRegistry struct {
 	url, keyFile string
-	registrar *registrar.Registrar
-	client    *registryclient.Client
-	stop      []func()
+	registrar    *registrar.Registrar
+	client       *registryclient.Client
+	stop         []func()
 }
 
 // startRegistry sets up --registry: "off", "embedded" (a reference registry
