@@ -202,6 +202,9 @@ func (c *Client) Logs(ctx context.Context, name string, w io.Writer, tail int, f
 	}
 	resp, err := c.send(ctx, http.MethodGet, workloadPath(name, "logs"), q, nil)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // ended by the caller before the stream began
+		}
 		return err
 	}
 	defer resp.Body.Close()
