@@ -25,6 +25,9 @@ type Backend interface {
 	Batch(ctx context.Context, action Action, bt Batch) ([]Result, error)
 	Start(ctx context.Context, name string) (*Workload, error)
 	Stop(ctx context.Context, name string) (*Workload, error)
+	// Kill stops a workload at once, without a grace period, overtaking
+	// a stop in progress.
+	Kill(ctx context.Context, name string) (*Workload, error)
 	Restart(ctx context.Context, name string) (*Workload, error)
 	Signal(ctx context.Context, name string, sig syscall.Signal) error
 	// Remove stops and removes a workload.

@@ -33,7 +33,8 @@ type Batch struct {
 	Names []string `json:"names,omitempty"`
 	All   bool     `json:"all,omitempty"`
 	// Force lets remove take workloads that belong to a file of the
-	// workloads directory, as RemoveOptions.Force.
+	// workloads directory, as RemoveOptions.Force; it makes stop a kill,
+	// without a grace period and overtaking a stop in progress.
 	Force bool `json:"force,omitempty"`
 	// Signal is what signal sends: a name (HUP, SIGHUP) or a number.
 	Signal string `json:"signal,omitempty"`

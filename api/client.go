@@ -158,24 +158,28 @@ func applyQuery(o ApplyOptions) url.Values {
 	return q
 }
 
-func (c *Client) lifecycle(ctx context.Context, name, op string) (*Workload, error) {
+func (c *Client) lifecycle(ctx context.Context, name, op string, q url.Values) (*Workload, error) {
 	var w Workload
-	if err := c.do(ctx, http.MethodPost, workloadPath(name, op), nil, nil, &w); err != nil {
+	if err := c.do(ctx, http.MethodPost, workloadPath(name, op), q, nil, &w); err != nil {
 		return nil, err
 	}
 	return &w, nil
 }
 
 func (c *Client) Start(ctx context.Context, name string) (*Workload, error) {
-	return c.lifecycle(ctx, name, "start")
+	return c.lifecycle(ctx, name, "start", nil)
 }
 
 func (c *Client) Stop(ctx context.Context, name string) (*Workload, error) {
-	return c.lifecycle(ctx, name, "stop")
+	return c.lifecycle(ctx, name, "stop", nil)
+}
+
+func (c *Client) Kill(ctx context.Context, name string) (*Workload, error) {
+	return c.lifecycle(ctx, name, "stop", url.Values{"force": {"true"}})
 }
 
 func (c *Client) Restart(ctx context.Context, name string) (*Workload, error) {
-	return c.lifecycle(ctx, name, "restart")
+	return c.lifecycle(ctx, name, "restart", nil)
 }
 
 func (c *Client) Signal(ctx context.Context, name string, sig syscall.Signal) error {

@@ -76,7 +76,13 @@ func (s *Server) routes() {
 	m.HandleFunc("PUT /v1/workloads/{name}", s.put)
 	m.HandleFunc("DELETE /v1/workloads/{name}", s.delete)
 	m.HandleFunc("POST /v1/workloads/{name}/start", s.lifecycle(Backend.Start))
-	m.HandleFunc("POST /v1/workloads/{name}/stop", s.lifecycle(Backend.Stop))
+	m.HandleFunc("POST /v1/workloads/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
+		op := Backend.Stop
+		if r.URL.Query().Get("force") == "true" {
+			op = Backend.Kill
+		}
+		s.lifecycle(op)(w, r)
+	})
 	m.HandleFunc("POST /v1/workloads/{name}/restart", s.lifecycle(Backend.Restart))
 	m.HandleFunc("POST /v1/workloads/{name}/signal", s.signal)
 	m.HandleFunc("GET /v1/workloads/{name}/logs", s.logs)

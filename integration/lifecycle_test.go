@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -275,5 +276,35 @@ func TestSignalVerb(t *testing.T) {
 		if code != tt.code || !strings.Contains(errOut, tt.msg) {
 			t.Errorf("flyd %q: exit %d, stderr %q; want %d and %q", tt.args, code, errOut, tt.code, tt.msg)
 		}
+	}
+}
+
+// TestStopForceOvertakes: `flyd stop --force` kills a workload whose stop
+// is waiting out a long grace period, and the waiting stop returns too.
+func TestStopForceOvertakes(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "stubborn.yaml", `
+name: stubborn
+command: ["@PROG@", "ignore-term"]
+stop: {timeout: 1h}
+`))
+	w := d.get(t, "stubborn")
+	d.waitLog(t, "stubborn", "ignoring SIGTERM")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*waitFor)
+	defer cancel()
+	slow := cliCmd(ctx, d.socket, "stop", "stubborn")
+	if err := slow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.waitState(t, "stubborn", api.StateStopping)
+	if out := d.mustCLI(t, "stop", "--force", "stubborn"); out != "stubborn stopped\n" {
+		t.Errorf("stop --force printed %q", out)
+	}
+	if err := slow.Wait(); err != nil {
+		t.Errorf("the overtaken stop: %v", err)
+	}
+	if err := reaped(w.PID, d.pid()); err != nil {
+		t.Error(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Validate checks a workload that has had SetDefaults applied. It reports
@@ -146,5 +147,22 @@ func sortedKeys(m map[string]string) []string {
 func positive(p *problems, field string, d Duration) {
 	if d.Duration <= 0 {
 		p.add(field, "must be greater than 0, got %s", d.Duration)
+	}
+}
+
+// Bounds on the durations that pace the daemon's own work: a workload
+// may not make it restart, probe or wait without end.
+const (
+	// MinBackoff keeps a crash loop to at most 20 starts a second.
+	MinBackoff = 50 * time.Millisecond
+	// MinHealthInterval keeps a health check to at most 10 probes a second.
+	MinHealthInterval = 100 * time.Millisecond
+	// MaxStopTimeout bounds the grace a stop gives before it kills.
+	MaxStopTimeout = time.Hour
+)
+
+func atLeast(p *problems, field string, d Duration, least time.Duration) {
+	if d.Duration < least {
+		p.add(field, "must be at least %s, got %s", least, d.Duration)
 	}
 }

@@ -47,7 +47,7 @@ func (r *Restart) validate(p *problems) {
 		p.add("restart.max_restarts", "must be -1 (unlimited) or a positive number")
 	}
 	positive(p, "restart.window", r.Window)
-	positive(p, "restart.backoff.initial", r.Backoff.Initial)
+	atLeast(p, "restart.backoff.initial", r.Backoff.Initial, MinBackoff)
 	if r.Backoff.Max.Duration < r.Backoff.Initial.Duration {
 		p.add("restart.backoff.max", "must not be less than restart.backoff.initial (%s)", r.Backoff.Initial.Duration)
 	}
@@ -57,8 +57,8 @@ func (s *Stop) validate(p *problems) {
 	if _, err := ParseSignal(s.Signal); err != nil {
 		p.add("stop.signal", "%v", err)
 	}
-	if s.Timeout.Duration < 0 {
-		p.add("stop.timeout", "must not be negative")
+	if s.Timeout.Duration < 0 || s.Timeout.Duration > MaxStopTimeout {
+		p.add("stop.timeout", "must be between 0 and %s, got %s", MaxStopTimeout, s.Timeout.Duration)
 	}
 }
 
@@ -88,7 +88,7 @@ func (w *Workload) validateHealth(p *problems) {
 		}
 	}
 	validateArgv(p, "health.exec", h.Exec)
-	positive(p, "health.interval", h.Interval)
+	atLeast(p, "health.interval", h.Interval, MinHealthInterval)
 	positive(p, "health.timeout", h.Timeout)
 	if h.Failures < 1 {
 		p.add("health.failures", "must be at least 1")

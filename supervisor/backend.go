@@ -147,7 +147,16 @@ func (s *Supervisor) Start(ctx context.Context, name string) (*api.Workload, err
 }
 
 func (s *Supervisor) Stop(ctx context.Context, name string) (*api.Workload, error) {
-	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStop() })
+	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStop(false) })
+}
+
+// Kill stops a workload at once: SIGKILL to every process of it, without a
+// grace period, overtaking a stop in progress.
+func (s *Supervisor) Kill(ctx context.Context, name string) (*api.Workload, error) {
+	if w, err := s.lookup(name); err == nil {
+		w.overtake()
+	}
+	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStop(true) })
 }
 
 func (s *Supervisor) Restart(ctx context.Context, name string) (*api.Workload, error) {
@@ -159,12 +168,22 @@ func (s *Supervisor) Restart(ctx context.Context, name string) (*api.Workload, e
 	})
 }
 
+// Signal sends sig to every process of the workload. SIGKILL overtakes a
+// stop in progress, and then the run it ended counts as signalled.
 func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal) error {
 	w, err := s.lookup(name)
 	if err != nil {
 		return err
 	}
-	return gone(name, w.call(ctx, func() error { return w.signal(sig) }))
+	overtaking := sig == syscall.SIGKILL && w.stopping.Load()
+	if sig == syscall.SIGKILL {
+		w.overtake()
+	}
+	err = gone(name, w.call(ctx, func() error { return w.signal(sig) }))
+	if overtaking && errors.Is(err, errdefs.ErrConflict) {
+		return nil
+	}
+	return err
 }
 
 // Delete removes a workload as the API does: without owner or force.
@@ -172,10 +191,14 @@ func (s *Supervisor) Delete(ctx context.Context, name string) error {
 	return s.Remove(ctx, name, api.RemoveOptions{})
 }
 
+// Remove stops and removes a workload; a stop in progress is overtaken.
 func (s *Supervisor) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
 	w, err := s.lookup(name)
 	if err != nil {
 		return err
+	}
+	if ownedBy(name, w.snapshot(false).Owner, o.Owner, o.Force) == nil {
+		w.overtake()
 	}
 	return gone(name, w.call(ctx, func() error {
 		if err := ownedBy(name, w.owner, o.Owner, o.Force); err != nil {

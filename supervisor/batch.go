@@ -80,6 +80,9 @@ func (s *Supervisor) Batch(ctx context.Context, action api.Action, bt api.Batch)
 		op = s.Start
 	case api.ActionStop:
 		op = s.Stop
+		if bt.Force {
+			op = s.Kill
+		}
 	case api.ActionRestart:
 		op = s.Restart
 	case api.ActionRemove:

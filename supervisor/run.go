@@ -174,9 +174,13 @@ func (w *workload) rest(st api.State, reason string) {
 	w.setState(st, reason)
 }
 
-// stopRun ends the current run: the stop signal to every process of it,
-// the grace period, then SIGKILL to all of them.
-func (w *workload) stopRun() error {
+// stopRun ends the current run with the spec's stop: the stop signal to
+// every process of it, the grace period, then SIGKILL to all of them.
+func (w *workload) stopRun() error { return w.stopWithin(w.spec.Stop.Timeout.Duration) }
+
+// stopWithin ends the current run, killing it once grace has passed (at
+// once for 0), or as soon as someone overtakes the stop (overtake).
+func (w *workload) stopWithin(grace time.Duration) error {
 	if err := w.settle(); err != nil {
 		return err
 	}
@@ -186,26 +190,51 @@ func (w *workload) stopRun() error {
 	}
 	w.stopHealth()
 	w.setState(api.StateStopping, "")
-	sig, err := spec.ParseSignal(w.spec.Stop.Signal)
-	if err != nil {
-		sig = syscall.SIGTERM
-	}
-	if err := w.proc.Signal(sig); err != nil {
-		w.log.Warn("stop signal failed", zap.Error(err))
-	}
-	grace := time.NewTimer(w.spec.Stop.Timeout.Duration)
-	defer grace.Stop()
 	select {
-	case <-w.proc.Done():
-	case <-grace.C:
-		w.log.Info("grace period over, killing", zap.Duration("timeout", w.spec.Stop.Timeout.Duration))
-		_ = w.proc.Kill()
+	case <-w.hurry: // meant for a stop that ended before it looked
+	default:
+	}
+	w.stopping.Store(true)
+	defer w.stopping.Store(false)
+	if grace > 0 {
+		sig, err := spec.ParseSignal(w.spec.Stop.Signal)
+		if err != nil {
+			sig = syscall.SIGTERM
+		}
+		if err := w.proc.Signal(sig); err != nil {
+			w.log.Warn("stop signal failed", zap.Error(err))
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
 		select {
 		case <-w.proc.Done():
-		case <-time.After(killWait):
-			return fmt.Errorf("workload %s did not end %s after SIGKILL", w.name, killWait)
+			w.finish()
+			return nil
+		case <-t.C:
+			w.log.Info("grace period over, killing", zap.Duration("timeout", grace))
+		case <-w.hurry:
+			w.log.Info("stop overtaken, killing")
 		}
+	}
+	_ = w.proc.Kill()
+	select {
+	case <-w.proc.Done():
+	case <-time.After(killWait):
+		return fmt.Errorf("workload %s did not end %s after SIGKILL", w.name, killWait)
 	}
 	w.finish()
 	return nil
+}
+
+// overtake makes a stop in progress kill at once. It is called from
+// outside the loop, which is busy with that stop; it does nothing when no
+// stop is in progress.
+func (w *workload) overtake() {
+	if !w.stopping.Load() {
+		return
+	}
+	select {
+	case w.hurry <- struct{}{}:
+	default:
+	}
 }

@@ -255,6 +255,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []api.PortMapping, initia
 		name:   sp.Name,
 		spec:   sp,
 		cmds:   make(chan func()),
+		hurry:  make(chan struct{}, 1),
 		exited: make(chan struct{}),
 		log:    s.log.With(zap.String("workload", sp.Name)),
 	}
@@ -334,6 +335,9 @@ func hostname() string {
 func (s *Supervisor) Close() {
 	var wg sync.WaitGroup
 	for _, w := range s.all() {
+		// A stop in progress would hold the loop for its grace period:
+		// the daemon going away makes it a kill.
+		w.overtake()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

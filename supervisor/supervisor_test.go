@@ -94,8 +94,8 @@ func TestImportsOneFilePerWorkload(t *testing.T) {
 func shSpec(name, script string) *spec.Workload {
 	w := &spec.Workload{Name: name, Command: []string{"/bin/sh", "-c", script}}
 	w.SetDefaults()
-	w.Restart.Backoff.Initial = spec.Duration{Duration: 10 * time.Millisecond}
-	w.Restart.Backoff.Max = spec.Duration{Duration: 50 * time.Millisecond}
+	w.Restart.Backoff.Initial = spec.Duration{Duration: spec.MinBackoff}
+	w.Restart.Backoff.Max = spec.Duration{Duration: 2 * spec.MinBackoff}
 	w.Stop.Timeout = spec.Duration{Duration: 2 * time.Second}
 	return w
 }

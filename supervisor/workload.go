@@ -34,6 +34,10 @@ type workload struct {
 
 	cmds   chan func()
 	exited chan struct{}
+	// hurry tells a stop in progress (stopping) to kill at once: the
+	// loop is busy with it and reads no command until it ends.
+	hurry    chan struct{}
+	stopping atomic.Bool
 
 	spec    *spec.Workload
 	owner   string
@@ -243,15 +247,21 @@ func (w *workload) userStart() error {
 	return nil
 }
 
-func (w *workload) userStop() error {
+// userStop stops the workload with the spec's grace period, or with
+// kill, at once.
+func (w *workload) userStop(kill bool) error {
 	if err := w.settle(); err != nil {
 		return err
 	}
 	w.desired = false
-	if err := w.stopRun(); err != nil {
+	grace, reason := w.spec.Stop.Timeout.Duration, "stopped by request"
+	if kill {
+		grace, reason = 0, "killed by request"
+	}
+	if err := w.stopWithin(grace); err != nil {
 		return err
 	}
-	w.rest(api.StateStopped, "stopped by request")
+	w.rest(api.StateStopped, reason)
 	return nil
 }
 

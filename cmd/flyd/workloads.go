@@ -18,7 +18,7 @@ func init() {
 	register("ps", command{"list workloads", "", cmdPs})
 	register("inspect", command{"show a workload as JSON", "NAME", cmdInspect})
 	register("start", command{"start workloads", "NAME...|--all", lifecycleCmd(api.ActionStart)})
-	register("stop", command{"stop workloads", "NAME...|--all", lifecycleCmd(api.ActionStop)})
+	register("stop", command{"stop workloads", "NAME...|--all [--force]", lifecycleCmd(api.ActionStop)})
 	register("restart", command{"restart workloads", "NAME...|--all", lifecycleCmd(api.ActionRestart)})
 	register("rm", command{"stop and remove workloads", "NAME...|--all [--force]", cmdRm})
 	register("signal", command{"send a signal to workloads", "NAME...|--all SIGNAL", cmdSignal})
@@ -224,11 +224,15 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli, []string) error
 	return func(ctx context.Context, c *cli, args []string) error {
 		fs := c.flags()
 		all := fs.Bool("all", false, "every workload")
+		force := new(bool)
+		if action == api.ActionStop {
+			force = fs.Bool("force", false, "kill at once, without the grace period, overtaking a stop in progress")
+		}
 		pos, err := c.parse(fs, args)
 		if err != nil {
 			return err
 		}
-		bt, err := batch(pos, *all, false)
+		bt, err := batch(pos, *all, *force)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,82 @@
+package supervisor
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// TestStopIsOvertaken: a stop waiting out an hour's grace for a program
+// that ignores SIGTERM is overtaken by a kill, SIGKILL, a remove and the
+// daemon's shutdown: each ends the run at once, and the stop returns too.
+func TestStopIsOvertaken(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		overtake func(s *Supervisor) error
+	}{
+		{"kill", func(s *Supervisor) error { _, err := s.Kill(context.Background(), "stubborn"); return err }},
+		{"signal KILL", func(s *Supervisor) error { return s.Signal(context.Background(), "stubborn", syscall.SIGKILL) }},
+		{"remove", func(s *Supervisor) error { return s.Remove(context.Background(), "stubborn", api.RemoveOptions{}) }},
+		{"shutdown", func(s *Supervisor) error { s.Close(); return nil }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := open(t, newDirs(t), false)
+			defer s.Close()
+			ctx := context.Background()
+			sp := shSpec("stubborn", "trap '' TERM; echo ready; exec sleep 100")
+			sp.Stop.Timeout = spec.Duration{Duration: spec.MaxStopTimeout}
+			w, err := s.Put(ctx, sp, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitLog(t, s, "stubborn", "ready")
+			stopped := make(chan error, 1)
+			go func() { _, err := s.Stop(ctx, "stubborn"); stopped <- err }()
+			waitState(t, s, "stubborn", api.StateStopping)
+			done := make(chan error, 1)
+			go func() { done <- tt.overtake(s) }()
+			for _, c := range []chan error{done, stopped} {
+				select {
+				case err := <-c:
+					if err != nil && c == done {
+						t.Errorf("overtaking: %v", err)
+					}
+				case <-time.After(killWait):
+					t.Fatalf("the stop was not overtaken within %s", killWait)
+				}
+			}
+			if alive(w.PID) {
+				t.Errorf("pid %d survived", w.PID)
+			}
+		})
+	}
+}
+
+// TestKillWithoutGrace: a kill of a running workload does not wait for
+// the grace period it would give a stop.
+func TestKillWithoutGrace(t *testing.T) {
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	ctx := context.Background()
+	sp := shSpec("stubborn", "trap '' TERM; echo ready; exec sleep 100")
+	sp.Stop.Timeout = spec.Duration{Duration: spec.MaxStopTimeout}
+	w, err := s.Put(ctx, sp, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, s, "stubborn", "ready")
+	got, err := s.Kill(ctx, "stubborn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != api.StateStopped || got.LastExit == nil || got.LastExit.Signal != "SIGKILL" || got.Reason != "killed by request" {
+		t.Errorf("after kill: %s (%s), last exit %+v", got.State, got.Reason, got.LastExit)
+	}
+	if alive(w.PID) {
+		t.Errorf("pid %d survived the kill", w.PID)
+	}
+}
