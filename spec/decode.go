@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -22,6 +23,9 @@ func decodeWorkload(n *node) (*Workload, error) {
 }
 
 func decodeValue(n *node, v reflect.Value, path string) error {
+	if n.badUTF8 {
+		return atLine(n.line, &FieldError{Field: path, Msg: "is not valid UTF-8"})
+	}
 	if sd, ok := v.Addr().Interface().(scalarDecoder); ok {
 		if err := sd.decodeScalar(n.kind, n.text); err != nil {
 			return atLine(n.line, &FieldError{Field: path, Msg: err.Error()})
@@ -74,6 +78,9 @@ func decodeStruct(n *node, v reflect.Value, path string) error {
 	fields := jsonFields(v.Type())
 	seen := make(map[string]bool, len(n.keys))
 	for i, k := range n.keys {
+		if k.badUTF8 {
+			return badKey(k, path)
+		}
 		p := joinPath(path, k.text)
 		idx, ok := fields[k.text]
 		if !ok {
@@ -120,6 +127,9 @@ func decodeMap(n *node, v reflect.Value, path string) error {
 	}
 	m := reflect.MakeMapWithSize(v.Type(), len(n.keys))
 	for i, k := range n.keys {
+		if k.badUTF8 {
+			return badKey(k, path)
+		}
 		p := joinPath(path, k.text)
 		key := reflect.ValueOf(k.text).Convert(v.Type().Key())
 		if m.MapIndex(key).IsValid() {
@@ -136,6 +146,12 @@ func decodeMap(n *node, v reflect.Value, path string) error {
 	}
 	v.Set(m)
 	return nil
+}
+
+// badKey refuses a key that is not valid UTF-8, naming the mapping it is
+// in: the key itself cannot be shown as written.
+func badKey(k *node, path string) error {
+	return atLine(k.line, &FieldError{Field: cmp.Or(path, "(top level)"), Msg: "has a key that is not valid UTF-8"})
 }
 
 // typeError deliberately does not quote the value: under secret_env it

@@ -124,6 +124,9 @@ func TestParseErrors(t *testing.T) {
 		{"json trailing data", "{\"name\": \"app\", \"command\": [\"x\"]}\n{", nil, "malformed JSON: line 2: unexpected data"},
 		{"unknown yaml tag", minimal + "user: !vault secret\n", nil, "unsupported YAML tag !vault"},
 		{"alias bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e]\n", nil, "too large"},
+		{"invalid UTF-8 in a json value", "{\"name\": \"app\", \"command\": [\"x\"],\n \"secret_env\": {\"K\": \"s3\xffcret\"}}", []string{"secret_env.K"}, "line 2: secret_env.K: is not valid UTF-8"},
+		{"invalid UTF-8 in a json key", "{\"name\": \"app\", \"command\": [\"x\"], \"env\": {\"K\xc3\": \"v\"}}", []string{"env"}, "env: has a key that is not valid UTF-8"},
+		{"invalid UTF-8 in yaml", minimal + "user: \"a\xffb\"\n", nil, "UTF-8"},
 		{"deep json", strings.Repeat("[", 1000) + strings.Repeat("]", 1000), nil, "nested too deeply"},
 		{"validation error has line", minimal + "endpoints:\n  - name: a\n    port: 70000\n", []string{"endpoints[0].port"}, "line 5: endpoints[0].port: must be between 1 and 65535"},
 		{"validation error in map key with dot", minimal + "registry:\n  metadata: {a.b: x}\n  tags: [\"\"]\n", []string{"registry.tags[0]"}, "line 5: registry.tags[0]"},
@@ -168,5 +171,14 @@ func TestDecodeJSON(t *testing.T) {
 			_, err := DecodeJSON(strings.NewReader(tt.body))
 			wantFieldError(t, err, tt.fields, tt.want)
 		})
+	}
+}
+
+// TestInvalidUTF8NeverEchoed: the refusal of a value that is not UTF-8
+// names its field and never holds the value.
+func TestInvalidUTF8NeverEchoed(t *testing.T) {
+	_, err := DecodeJSON(strings.NewReader("{\"name\": \"app\", \"command\": [\"x\"], \"secret_env\": {\"DB_PASSWORD\": \"hunter2\xff\"}}"))
+	if err == nil || !strings.Contains(err.Error(), "secret_env.DB_PASSWORD") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error %v: want secret_env.DB_PASSWORD named, without its value", err)
 	}
 }

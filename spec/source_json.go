@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"unicode/utf8"
 )
 
 // readJSON reads exactly one JSON value. It walks tokens rather than using
 // json.Unmarshal so that every value keeps its line and duplicate keys stay
 // visible.
 func readJSON(data []byte) (*node, error) {
-	r := &jsonReader{dec: json.NewDecoder(bytes.NewReader(data))}
+	r := &jsonReader{data: data, dec: json.NewDecoder(bytes.NewReader(data))}
 	r.dec.UseNumber()
 	for i, b := range data {
 		if b == '\n' {
@@ -31,6 +32,7 @@ func readJSON(data []byte) (*node, error) {
 }
 
 type jsonReader struct {
+	data     []byte
 	dec      *json.Decoder
 	newlines []int // byte offsets of '\n', to turn offsets into lines
 }
@@ -43,12 +45,20 @@ func (r *jsonReader) lineAt(offset int64) int {
 // JSON token spans lines.
 func (r *jsonReader) line() int { return r.lineAt(r.dec.InputOffset()) }
 
-func (r *jsonReader) value(depth int) (*node, error) {
+// token reads the next token and reports whether its source is valid
+// UTF-8: the decoder would silently replace what is not.
+func (r *jsonReader) token() (json.Token, bool, error) {
+	start := r.dec.InputOffset()
 	tok, err := r.dec.Token()
+	return tok, err != nil || utf8.Valid(r.data[start:r.dec.InputOffset()]), err
+}
+
+func (r *jsonReader) value(depth int) (*node, error) {
+	tok, valid, err := r.token()
 	if err != nil {
 		return nil, err
 	}
-	n := &node{line: r.line()}
+	n := &node{line: r.line(), badUTF8: !valid}
 	if depth > maxDepth {
 		return nil, errors.New("nested too deeply")
 	}
@@ -81,11 +91,11 @@ func (r *jsonReader) container(n *node, open json.Delim, depth int) error {
 			n.items = append(n.items, item)
 			continue
 		}
-		tok, err := r.dec.Token()
+		tok, valid, err := r.token()
 		if err != nil {
 			return err
 		}
-		key := &node{kind: stringNode, line: r.line(), text: fmt.Sprint(tok)}
+		key := &node{kind: stringNode, line: r.line(), text: fmt.Sprint(tok), badUTF8: !valid}
 		val, err := r.value(depth + 1)
 		if err != nil {
 			return err

@@ -15,6 +15,9 @@ type node struct {
 	items []*node // listNode
 	keys  []*node // mapNode: string scalars, in source order
 	vals  []*node // mapNode: vals[i] belongs to keys[i]
+	// badUTF8 marks a scalar whose source is not valid UTF-8, which a
+	// decoder would have replaced: refused, never silently changed.
+	badUTF8 bool
 }
 
 type nodeKind int
