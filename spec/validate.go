@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -51,18 +52,34 @@ func (w *Workload) Validate() error {
 	return p.err()
 }
 
-// problems collects FieldErrors so one run reports everything wrong.
-type problems []error
+// MaxProblems is how many problems one validation reports: enough to fix
+// a spec in one pass, few enough that a hostile one with 60,000 bad keys
+// costs no more to refuse than to read.
+const MaxProblems = 20
 
-func (p *problems) add(field, format string, args ...any) {
-	*p = append(*p, fieldErrorf(field, format, args...))
+// problems collects FieldErrors so one run reports everything wrong, up to
+// MaxProblems, and counts the rest.
+type problems struct {
+	errs []error
+	more int
 }
 
-func (p problems) err() error {
-	if len(p) == 1 {
-		return p[0]
+func (p *problems) add(field, format string, args ...any) {
+	if len(p.errs) == MaxProblems {
+		p.more++
+		return
 	}
-	return errors.Join(p...)
+	p.errs = append(p.errs, fieldErrorf(field, format, args...))
+}
+
+func (p *problems) err() error {
+	switch {
+	case len(p.errs) == 1:
+		return p.errs[0]
+	case p.more > 0:
+		return errors.Join(append(p.errs, fmt.Errorf("and %d more problems", p.more))...)
+	}
+	return errors.Join(p.errs...)
 }
 
 func (w *Workload) validateKind(p *problems) {

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -149,5 +150,30 @@ func TestValidateNeverShowsSecrets(t *testing.T) {
 	w.SecretEnv["X"] = secret
 	if err := w.Validate(); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("Validate() = %v, want an error without the secret", err)
+	}
+}
+
+// TestProblemsAreCapped: a spec with 60,000 bad keys gets MaxProblems
+// problems, each with its line, and a count of the rest.
+func TestProblemsAreCapped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{\"name\": \"app\", \"command\": [\"x\"], \"env\": {\n")
+	for i := range 60000 {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "\"bad-%d\": \"v\"", i)
+	}
+	b.WriteString("}}")
+	_, err := DecodeJSON(strings.NewReader(b.String()))
+	if err == nil {
+		t.Fatal("60,000 bad keys accepted")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != MaxProblems+1 || lines[MaxProblems] != fmt.Sprintf("and %d more problems", 60000-MaxProblems) {
+		t.Fatalf("%d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+	if !strings.HasPrefix(lines[0], "line 2: env.bad-0:") {
+		t.Errorf("first problem %q, want its line and field", lines[0])
 	}
 }
