@@ -10,9 +10,13 @@
 // two syncs each. When the log has grown well past the live data, it is
 // compacted into a snapshot and a new log is started.
 //
-// On disk: snapshot.json ({"seq": S, "records": {name: record}}) and
-// log.S, whose lines are "CRC32C JSON\n" entries. A crash can tear only
-// the last line, which Open drops.
+// A change is in the contents only once it is durable: a failed Put or
+// Delete leaves no trace, in memory or in a later snapshot.
+//
+// On disk: snapshot.json (see snapshot.go) and the logs since it, log.S,
+// log.S+1, …, whose lines are "CRC32C JSON\n" entries, replayed over the
+// snapshot in order. A crash can tear only the last line, which Open
+// drops.
 package journal
 
 import (
@@ -23,9 +27,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,40 +42,63 @@ import (
 // ErrClosed is returned by changes after Close.
 var ErrClosed = errors.New("journal is closed")
 
+// ErrDamaged is what Open wraps when the files hold something no crash
+// of this package leaves: a checksum that does not match, a missing log.
+// Open never reads such a journal as empty; its files are left as they are.
+var ErrDamaged = errors.New("journal is damaged")
+
 // compactMin is the log size below which the log is never compacted, so
 // that small states do not rewrite their snapshot every few changes.
 const compactMin = 1 << 20
 
-const snapshotName = "snapshot.json"
-
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Option configures Open.
+type Option func(*Journal)
+
+// OnError has f told of each failure the caller of the change that met
+// it is not: a compaction that failed, after which the log goes on
+// holding every change and a compaction is tried again later. f is
+// called with the journal locked, so it must not call the journal; it is
+// for logging.
+func OnError(f func(error)) Option { return func(j *Journal) { j.onError = f } }
 
 // Journal is a durable map. It is safe for concurrent use.
 type Journal struct {
-	dir string
+	dir     string
+	onError func(error)
 
-	mu      sync.Mutex
-	cond    sync.Cond                  // signalled when a commit ends
-	recs    map[string]json.RawMessage // the current contents
-	pending *batch                     // entries waiting for the next write
-	writing bool                       // a commit is in progress
+	mu   sync.Mutex
+	cond sync.Cond // signalled when a commit ends
+	// recs is the durable contents: a change is applied to it once it is
+	// on disk, so that a snapshot never holds one that failed.
+	recs    map[string]json.RawMessage
+	pending *batch // entries waiting for the next write
+	writing bool   // a commit is in progress
 	closed  bool
 	// broken is set when a failed write could not be undone: the log's
 	// end is unknown, so nothing more may be appended to it.
 	broken error
 
-	log       *os.File
-	seq       uint64
-	logSize   int64
+	// log is log.seq, the one appended to; base is the snapshot's seq, the
+	// first log replayed over it.
+	log     *os.File
+	seq     uint64
+	base    uint64
+	logSize int64
+	// tail is the size of every log since the snapshot; past compactAt, it
+	// is compacted.
+	tail      int64
 	compactAt int64
 }
 
 // batch is the entries one write puts on disk, and what its callers wait
 // for.
 type batch struct {
-	buf  []byte
-	done chan struct{}
-	err  error
+	buf     []byte
+	entries []entry // applied to recs once buf is on disk
+	done    chan struct{}
+	err     error
 }
 
 // entry is one change in the log.
@@ -81,21 +108,20 @@ type entry struct {
 	Delete bool            `json:"delete,omitempty"`
 }
 
-type snapshot struct {
-	Seq     uint64                     `json:"seq"`
-	Records map[string]json.RawMessage `json:"records"`
-}
-
 // Open opens (or creates, 0700) the journal in dir and returns its
-// contents: the snapshot with the log replayed over it. A torn last line
-// is dropped; a damaged line before the last is an error, since the
-// changes after it cannot be trusted to apply in order.
-func Open(dir string) (*Journal, map[string][]byte, error) {
+// contents: the snapshot with the logs since replayed over it. A torn
+// last line is dropped; a damaged line before the last is an error, since
+// the changes after it cannot be trusted to apply in order, and so is a
+// damaged snapshot (ErrDamaged).
+func Open(dir string, opts ...Option) (*Journal, map[string][]byte, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, err
 	}
 	j := &Journal{dir: dir, recs: map[string]json.RawMessage{}}
 	j.cond.L = &j.mu
+	for _, o := range opts {
+		o(j)
+	}
 	snapSize, err := j.readSnapshot()
 	if err != nil {
 		return nil, nil, err
@@ -103,6 +129,13 @@ func Open(dir string) (*Journal, map[string][]byte, error) {
 	if err := j.replay(); err != nil {
 		return nil, nil, err
 	}
+	// The log may have just been created: the first change acknowledged
+	// must not lose its file to a crash.
+	if err := atomicfile.SyncDir(dir); err != nil {
+		j.log.Close()
+		return nil, nil, err
+	}
+	_ = atomicfile.SyncDir(filepath.Dir(dir))
 	j.compactAt = max(compactMin, 4*snapSize)
 	j.sweep()
 	out := make(map[string][]byte, len(j.recs))
@@ -112,43 +145,65 @@ func Open(dir string) (*Journal, map[string][]byte, error) {
 	return j, out, nil
 }
 
-func (j *Journal) readSnapshot() (int64, error) {
-	b, err := os.ReadFile(filepath.Join(j.dir, snapshotName))
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+// replay applies the logs since the snapshot in order, and leaves the
+// last one open for appending, cut after its last whole entry. An earlier
+// log can end with a torn line only where a write failed, unacknowledged,
+// and the journal then started a new log: that line is dropped too.
+func (j *Journal) replay() error {
+	seqs := j.logsFrom(j.base)
+	if len(seqs) == 0 {
+		seqs = []uint64{j.base}
 	}
-	if err != nil {
-		return 0, err
+	for i, seq := range seqs {
+		if seq != j.base+uint64(i) {
+			return fmt.Errorf("%w: journal %s: log.%d is missing, and log.%d follows it", ErrDamaged, j.dir, j.base+uint64(i), seq)
+		}
 	}
-	var s snapshot
-	if err := json.Unmarshal(b, &s); err != nil {
-		return 0, fmt.Errorf("journal %s: snapshot: %w", j.dir, err)
+	for i, seq := range seqs {
+		path := j.logPath(seq)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		last := i == len(seqs)-1
+		good, err := j.apply(f)
+		if err == nil && last {
+			err = j.cut(f, good)
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("journal %s: %w", path, err)
+		}
+		j.tail += good
+		if !last {
+			f.Close()
+			continue
+		}
+		j.log, j.seq, j.logSize = f, seq, good
 	}
-	j.seq = s.Seq
-	if s.Records != nil {
-		j.recs = s.Records
-	}
-	return int64(len(b)), nil
+	return nil
 }
 
-// replay applies log.seq and leaves it open for appending, cut after its
-// last whole entry.
-func (j *Journal) replay() error {
-	path := j.logPath(j.seq)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
+// logsFrom lists the seqs of the logs from seq on, in order.
+func (j *Journal) logsFrom(seq uint64) []uint64 {
+	entries, _ := os.ReadDir(j.dir)
+	var seqs []uint64
+	for _, e := range entries {
+		if n, ok := logSeq(e.Name()); ok && n >= seq {
+			seqs = append(seqs, n)
+		}
 	}
-	good, err := j.apply(f)
-	if err == nil {
-		err = j.cut(f, good)
+	slices.Sort(seqs)
+	return seqs
+}
+
+func logSeq(name string) (uint64, bool) {
+	s, ok := strings.CutPrefix(name, "log.")
+	if !ok {
+		return 0, false
 	}
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("journal %s: %w", path, err)
-	}
-	j.log, j.logSize = f, good
-	return nil
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
 }
 
 // apply replays the entries of r into recs and returns the length of the
@@ -169,7 +224,7 @@ func (j *Journal) apply(r io.Reader) (int64, error) {
 			if _, err := br.Peek(1); errors.Is(err, io.EOF) {
 				return good, nil // the last line, torn by a crash
 			}
-			return good, fmt.Errorf("damaged entry at byte %d: %w", good, derr)
+			return good, fmt.Errorf("%w: damaged entry at byte %d: %w", ErrDamaged, good, derr)
 		}
 		if e.Delete {
 			delete(j.recs, e.Name)
@@ -200,13 +255,13 @@ func (j *Journal) cut(f *os.File, size int64) error {
 	return err
 }
 
-// sweep removes the logs of older snapshots and the temporary files of a
+// sweep removes the logs the snapshot holds and the temporary files of a
 // crashed snapshot write.
 func (j *Journal) sweep() {
 	entries, _ := os.ReadDir(j.dir)
 	for _, e := range entries {
 		n := e.Name()
-		if seq, ok := strings.CutPrefix(n, "log."); ok && seq != strconv.FormatUint(j.seq, 10) || atomicfile.IsTemp(n) {
+		if seq, ok := logSeq(n); ok && seq < j.base || atomicfile.IsTemp(n) {
 			_ = os.Remove(filepath.Join(j.dir, n))
 		}
 	}
@@ -261,13 +316,14 @@ func (j *Journal) Delete(name string) error {
 
 func (j *Journal) change(e entry) error {
 	j.mu.Lock()
-	switch {
-	case j.closed:
+	if j.closed {
 		j.mu.Unlock()
 		return ErrClosed
-	case j.broken != nil:
+	}
+	if j.broken != nil && (j.writing || j.repair() != nil) {
+		err := j.broken
 		j.mu.Unlock()
-		return j.broken
+		return err
 	}
 	if j.pending == nil {
 		j.pending = &batch{done: make(chan struct{})}
@@ -278,11 +334,7 @@ func (j *Journal) change(e entry) error {
 		j.mu.Unlock()
 		return err
 	}
-	if e.Delete {
-		delete(j.recs, e.Name)
-	} else {
-		j.recs[e.Name] = e.Record
-	}
+	b.entries = append(b.entries, e)
 	if !j.writing {
 		j.commit(b)
 	}
@@ -311,11 +363,13 @@ func (j *Journal) commit(mine *batch) {
 		b.err = j.write(b.buf)
 		j.mu.Lock()
 		if b.err == nil {
-			// A failed batch's records stay in memory, and reach the disk
-			// with the next snapshot.
+			j.applyEntries(b.entries)
 			j.logSize += int64(len(b.buf))
-			if j.logSize >= j.compactAt {
-				j.compact()
+			j.tail += int64(len(b.buf))
+			if j.tail >= j.compactAt {
+				if err := j.compact(); err != nil && j.onError != nil {
+					j.onError(err)
+				}
 			}
 		}
 		close(b.done)
@@ -332,55 +386,41 @@ func (j *Journal) commit(mine *batch) {
 	j.cond.Broadcast()
 }
 
+// applyEntries makes durable changes part of the contents, in order.
+func (j *Journal) applyEntries(es []entry) {
+	for _, e := range es {
+		if e.Delete {
+			delete(j.recs, e.Name)
+		} else {
+			j.recs[e.Name] = e.Record
+		}
+	}
+}
+
 // write appends buf to the log and syncs it. A failed write is cut off
 // again, so that the log keeps ending with a whole entry; if that fails
-// too, the journal is broken.
+// too, the journal is broken until repair replaces the log.
 func (j *Journal) write(buf []byte) error {
 	_, err := j.log.Write(buf)
 	if err == nil {
 		if err = unix.Fdatasync(int(j.log.Fd())); err == nil {
-			return nil
+			if err = fail("append"); err == nil {
+				return nil
+			}
 		}
 	}
 	err = fmt.Errorf("journal %s: append: %w", j.dir, err)
 	// logSize changes only under a commit, and this is the one.
-	if cerr := j.cut(j.log, j.logSize); cerr != nil {
+	cerr := fail("cut")
+	if cerr == nil {
+		cerr = j.cut(j.log, j.logSize)
+	}
+	if cerr != nil {
 		j.mu.Lock()
 		j.broken = fmt.Errorf("%w; and cannot cut the log back: %w", err, cerr)
 		j.mu.Unlock()
 	}
 	return err
-}
-
-// compact writes the contents as snapshot seq+1 and starts log.seq+1.
-// Called with mu held and no commit in progress. A failure leaves the
-// current log in use, and the next attempt waits for it to double.
-func (j *Journal) compact() {
-	data, err := json.Marshal(snapshot{Seq: j.seq + 1, Records: j.recs})
-	if err == nil {
-		err = atomicfile.Write(filepath.Join(j.dir, snapshotName), data, 0o600)
-	}
-	var next *os.File
-	if err == nil {
-		next, err = os.OpenFile(j.logPath(j.seq+1), os.O_RDWR|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	}
-	if err == nil {
-		err = atomicfile.SyncDir(j.dir)
-	}
-	if err != nil {
-		if next != nil {
-			next.Close()
-		}
-		// Snapshot seq+1 may be on disk without its log: Open then starts
-		// an empty one, which is right, since the snapshot holds it all.
-		j.compactAt = 2 * j.logSize
-		return
-	}
-	old := j.seq
-	j.log.Close()
-	j.log, j.seq, j.logSize = next, j.seq+1, 0
-	j.compactAt = max(compactMin, 4*int64(len(data)))
-	_ = os.Remove(j.logPath(old))
 }
 
 // Close waits for a commit in progress and closes the log. Changes after
