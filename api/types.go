@@ -99,6 +99,10 @@ type Status struct {
 	// FileProblems are the files of the workloads directory that could not
 	// be applied, and why.
 	FileProblems []FileProblem `json:"file_problems,omitempty"`
+	// Quarantined are the stored workload records this daemon could not
+	// load. Each is kept as it is, its run left alive, until its name is
+	// applied again or removed.
+	Quarantined []Quarantined `json:"quarantined,omitempty"`
 }
 
 // RegistryStatus is how heart-beating into the registry goes. An empty URL
@@ -121,6 +125,15 @@ type RegistryStatus struct {
 type FileProblem struct {
 	File  string `json:"file"`
 	Error string `json:"error"`
+}
+
+// Quarantined is a stored workload record that does not load.
+type Quarantined struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+	// PID is the run an earlier daemon left of it, kept alive; 0 when
+	// there is none.
+	PID int `json:"pid,omitempty"`
 }
 
 // Event is one change the daemon reports on /v1/events.

@@ -35,6 +35,7 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 		st.Runtimes[string(k)] = s.runtime(ctx, k) == nil
 	}
 	st.FileProblems = s.fileProblemList()
+	st.Quarantined = s.quarantinedList()
 	for _, w := range s.all() {
 		st.Workloads++
 		st.States[w.snapshot(false).State]++
@@ -104,11 +105,22 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 	} else if err := pl.check(s.carrierDir(sp.Name)); err != nil {
 		return nil, err
 	}
-	ports, err := s.assign(ctx, sp)
+	// A quarantined record of the name is replaced; its run ends first.
+	q, release, err := s.claimQuarantine(ctx, sp.Name, o.Owner, o.Force)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
+	if q != nil {
+		s.releaseElsewhere(sp.Name, sp.Network)
+	}
 	for {
+		// Assigned on each pass: a workload removed meanwhile, or whose
+		// create failed, released what the last pass took.
+		ports, err := s.assign(ctx, sp)
+		if err != nil {
+			return nil, err
+		}
 		w, created := s.register(sp, ports, api.StatePending, func(w *workload) { w.createErr = w.create(o.Start, o.Owner) })
 		if created {
 			s.publish(api.Event{Type: api.EventApplied, Workload: sp.Name, Message: "created"})
@@ -118,7 +130,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 			}
 			return w.result(err)
 		}
-		err := w.call(ctx, func() error { return w.replace(sp, ports, o.Start) })
+		err = w.call(ctx, func() error { return w.replace(sp, ports, o.Start) })
 		if errors.Is(err, errRemoved) {
 			continue // removed while we waited: create it anew
 		}
@@ -195,7 +207,7 @@ func (s *Supervisor) Delete(ctx context.Context, name string) error {
 func (s *Supervisor) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
 	w, err := s.lookup(name)
 	if err != nil {
-		return err
+		return s.removeQuarantined(ctx, name, o, err)
 	}
 	if ownedBy(name, w.snapshot(false).Owner, o.Owner, o.Force) == nil {
 		w.overtake()

@@ -77,9 +77,9 @@ func (s *Supervisor) deleteCgroup(name string) {
 	}
 }
 
-// sweepCgroups removes the cgroups of workloads no spec names any more,
-// with whatever still runs in them.
-func (s *Supervisor) sweepCgroups(specs map[string]specRecord) {
+// sweepCgroups removes the cgroups of workloads not in keep, with
+// whatever still runs in them.
+func (s *Supervisor) sweepCgroups(keep map[string]bool) {
 	if s.cfg.Cgroups == nil {
 		return
 	}
@@ -89,7 +89,7 @@ func (s *Supervisor) sweepCgroups(specs map[string]specRecord) {
 		return
 	}
 	for _, n := range names {
-		if _, ok := specs[n]; !ok {
+		if !keep[n] {
 			s.log.Info("deleting a cgroup no spec owns", zap.String("cgroup", n))
 			s.deleteCgroup(n)
 		}

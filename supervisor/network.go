@@ -143,6 +143,7 @@ func (s *Supervisor) dropNetworkLocked(name string) {
 	}
 }
 
+// networkUsers names the workloads in a network, quarantined ones too.
 func (s *Supervisor) networkUsers(name string) []string {
 	var users []string
 	for _, w := range s.all() {
@@ -150,22 +151,25 @@ func (s *Supervisor) networkUsers(name string) []string {
 			users = append(users, w.name)
 		}
 	}
-	return users
+	return append(users, s.quarantinedIn(name)...)
 }
 
 // sweepNetworks deletes the isolated networks no spec names and the port
-// reservations of workloads that no longer exist.
+// reservations of workloads that no longer exist. A quarantined name keeps
+// its reservations and its network, or every network while its record
+// does not say which one its run is in.
 func (s *Supervisor) sweepNetworks(specs map[string]specRecord) {
 	used := map[string]bool{}
 	for _, r := range specs {
 		used[r.Spec.Network] = true
 	}
+	kept := s.kept(specs)
 	names, err := s.nets.List()
 	if err != nil {
 		s.log.Warn("cannot list networks", zap.Error(err))
 	}
 	for _, n := range names {
-		if !used[n] {
+		if !used[n] && len(s.quarantinedIn(n)) == 0 {
 			s.log.Info("deleting a network no spec uses", zap.String("network", n))
 			if err := s.nets.Delete(n); err != nil {
 				s.log.Warn("cannot delete network", zap.String("network", n), zap.Error(err))
@@ -173,7 +177,7 @@ func (s *Supervisor) sweepNetworks(specs map[string]specRecord) {
 		}
 	}
 	for _, r := range s.ports.List() {
-		if rec, ok := specs[r.Workload]; !ok || rec.Spec.Network != r.Network {
+		if rec, ok := specs[r.Workload]; !kept[r.Workload] || ok && rec.Spec.Network != r.Network {
 			_ = s.ports.Release(r.Workload, r.Network)
 		}
 	}

@@ -149,13 +149,9 @@ func (w *workload) retryLater(err error) {
 }
 
 // sweepDrivers lets each runtime that keeps state per workload remove
-// what belongs to no spec (containers, temporary directories). A runtime
-// that does not answer yet is swept once it does.
-func (s *Supervisor) sweepDrivers(specs map[string]specRecord) {
-	keep := make(map[string]bool, len(specs))
-	for n := range specs {
-		keep[n] = true
-	}
+// what belongs to no name in keep (containers, temporary directories). A
+// runtime that does not answer yet is swept once it does.
+func (s *Supervisor) sweepDrivers(keep map[string]bool) {
 	for kind, d := range s.drivers {
 		sw, ok := d.(driver.Sweeper)
 		if !ok {
@@ -181,7 +177,7 @@ func (s *Supervisor) sweepLater(kind spec.Kind, sw driver.Sweeper) {
 			return
 		case <-t.C:
 		}
-		keep := map[string]bool{}
+		keep := s.kept(nil)
 		for _, w := range s.unsorted() {
 			keep[w.name] = true
 		}

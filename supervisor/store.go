@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/atomicfile"
@@ -46,17 +49,47 @@ type store struct {
 	// loaded is the journal's contents at open, for loadSpecs.
 	loaded map[string][]byte
 	// unimported are the records of an older daemon's one-file-per-workload
-	// layout that could not be moved into the journal.
-	unimported map[string]error
+	// layout that could not be moved into the journal, by workload name.
+	unimported map[string]badRecord
 	runDir     string
 }
 
-func newStore(stateDir, runDir string) (*store, error) {
-	s := &store{runDir: filepath.Join(runDir, "workloads"), unimported: map[string]error{}}
+// badRecord is a stored record that does not load, with what can still be
+// read of it.
+type badRecord struct {
+	err error
+	// network is the network its spec names; "" when that cannot be read.
+	network string
+	owner   string
+}
+
+func newBadRecord(b []byte, err error) badRecord {
+	var r struct {
+		Spec *struct {
+			Network string `json:"network"`
+		} `json:"spec"`
+		Owner string `json:"owner"`
+	}
+	bad := badRecord{err: err}
+	if b != nil && json.Unmarshal(b, &r) == nil {
+		bad.owner = r.Owner
+		if r.Spec != nil {
+			bad.network = cmp.Or(r.Spec.Network, spec.NetworkHost)
+		}
+	}
+	return bad
+}
+
+// newStore opens the state; log hears of what the journal's callers do
+// not: a compaction that failed.
+func newStore(stateDir, runDir string, log *zap.Logger) (*store, error) {
+	s := &store{runDir: filepath.Join(runDir, "workloads"), unimported: map[string]badRecord{}}
 	if err := os.MkdirAll(s.runDir, 0o700); err != nil {
 		return nil, err
 	}
-	j, recs, err := journal.Open(filepath.Join(stateDir, "workloads.journal"))
+	j, recs, err := journal.Open(filepath.Join(stateDir, "workloads.journal"), journal.OnError(func(err error) {
+		log.Error("the desired-state journal cannot compact; its log keeps every change and grows until it can", zap.Error(err))
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +108,7 @@ func (s *store) importFiles(dir string) {
 			err = s.specs.Put(name, b)
 		}
 		if err != nil {
-			s.unimported[path] = err
+			s.unimported[name] = newBadRecord(b, fmt.Errorf("%s: %w", path, err))
 			continue
 		}
 		s.loaded[name] = b
@@ -117,24 +150,25 @@ func (s *store) loadRun(name string) (runRecord, bool, error) {
 
 // loadSpecs returns every desired-state record the store held when it
 // was opened. A record that cannot be read is reported by workload name
-// (or file) and skipped: one bad record must not keep the others down.
-func (s *store) loadSpecs() (recs []specRecord, bad map[string]error) {
+// and skipped: one bad record must not keep the others down.
+func (s *store) loadSpecs() (recs []specRecord, bad map[string]badRecord) {
 	bad = maps.Clone(s.unimported)
 	for name, b := range s.loaded {
 		var r specRecord
 		if err := json.Unmarshal(b, &r); err != nil {
-			bad[name] = err
+			bad[name] = newBadRecord(b, err)
 			continue
 		}
 		if r.Spec == nil || r.Spec.Name != name {
-			bad[name] = fmt.Errorf("record does not hold workload %q", name)
+			bad[name] = newBadRecord(b, fmt.Errorf("record does not hold workload %q", name))
 			continue
 		}
 		r.Spec.SetDefaults()
 		if err := r.Spec.Validate(); err != nil {
-			bad[name] = err
+			bad[name] = newBadRecord(b, err)
 			continue
 		}
+		delete(bad, name) // an unimported file of a name the journal holds
 		recs = append(recs, r)
 	}
 	slices.SortFunc(recs, func(a, b specRecord) int { return strings.Compare(a.Spec.Name, b.Spec.Name) })

@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -30,7 +32,7 @@ func BenchmarkStore(b *testing.B) {
 		}
 		b.Cleanup(func() { os.RemoveAll(runDir) })
 	}
-	st, err := newStore(stateDir, runDir)
+	st, err := newStore(stateDir, runDir, zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -85,6 +85,10 @@ type Supervisor struct {
 	workloads    map[string]*workload
 	fileProblems map[string]string
 
+	// quarantine holds the stored records that do not load (quarantine.go).
+	qmu        sync.Mutex
+	quarantine map[string]*quarantined
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -104,7 +108,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.LogGenerations <= 0 {
 		cfg.LogGenerations = logfile.DefaultGenerations
 	}
-	st, err := newStore(cfg.StateDir, cfg.RunDir)
+	st, err := newStore(cfg.StateDir, cfg.RunDir, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -156,12 +160,11 @@ func (s *Supervisor) prepareDirs() (err error) {
 
 // restore brings back the previous daemon's workloads. Runs are adopted
 // here, before any loop starts, so that everything no live run owns can be
-// swept: runs without a spec, carrier directories without a run.
+// swept: runs without a spec, carrier directories without a run. A record
+// that does not load is quarantined, and what its run owns is kept.
 func (s *Supervisor) restore() {
 	recs, bad := s.store.loadSpecs()
-	for path, err := range bad {
-		s.log.Error("cannot load workload", zap.String("record", path), zap.Error(err))
-	}
+	s.quarantineAll(bad)
 	specs := map[string]specRecord{}
 	for _, r := range recs {
 		specs[r.Spec.Name] = r
@@ -175,11 +178,25 @@ func (s *Supervisor) restore() {
 			continue
 		}
 		r := &recovered{run: rec}
-		if d := s.drivers[rec.Process.Driver]; d != nil {
+		d := s.drivers[rec.Process.Driver]
+		if d != nil {
 			r.proc, r.err = d.Recover(s.ctx, rec.Process)
 			if errors.Is(r.err, errdefs.ErrNotFound) {
 				r.err = nil // gone: ended while no daemon watched
 			}
+		}
+		if q := s.quarantine[name]; q != nil {
+			// Its spec is there but cannot be read: the run may be the
+			// workload, serving fine, and nothing of it is touched.
+			if d == nil {
+				r.err = fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, rec.Process.Driver)
+			}
+			if q.keepRun(r) {
+				keep[filepath.Base(rec.Process.CarrierDir)] = true
+			} else {
+				_ = s.store.removeRun(name)
+			}
+			continue
 		}
 		if _, owned := specs[name]; !owned {
 			// Removed while no daemon ran, or its spec was lost: nothing
@@ -203,10 +220,11 @@ func (s *Supervisor) restore() {
 		}
 		runs[name] = r
 	}
+	s.logQuarantine()
 	s.sweepCarriers(keep)
 	s.sweepNetworks(specs)
-	s.sweepCgroups(specs)
-	s.sweepDrivers(specs)
+	s.sweepCgroups(s.kept(specs))
+	s.sweepDrivers(s.kept(specs))
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
 		// Until its loop has looked, a workload that is to run shows
@@ -345,6 +363,7 @@ func (s *Supervisor) Close() {
 		}()
 	}
 	wg.Wait()
+	s.releaseQuarantined()
 	s.cancel()
 	s.wg.Wait()
 	if err := s.store.close(); err != nil {

@@ -217,15 +217,19 @@ func (w *workload) cancelTimer() {
 }
 
 // create persists a new workload and starts it (or leaves it stopped). A
-// workload whose spec cannot be persisted does not exist.
+// workload whose spec cannot be persisted does not exist, and holds no
+// port: released before it is forgotten, so that an apply racing it sees
+// it gone only once its ports are free to assign again.
 func (w *workload) create(start bool, owner string) error {
 	w.desired, w.owner = start, owner
 	w.update(func(v *api.Workload) { v.Owner = owner })
 	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: api.StateStopped, Owner: owner}); err != nil {
+		w.s.release(w.name, w.spec.Network)
 		w.gone = true
 		w.s.forget(w)
-		return err
+		return fmt.Errorf("cannot record workload %s, so it is not created: %w", w.name, err)
 	}
+	w.s.unquarantine(w.name) // its record is this one now
 	if start {
 		w.start()
 	} else {

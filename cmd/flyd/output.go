@@ -72,6 +72,13 @@ func printStatus(w io.Writer, st *api.Status) {
 	for _, p := range st.FileProblems {
 		fmt.Fprintf(tw, "bad file\t%s: %s\n", p.File, p.Error)
 	}
+	for _, q := range st.Quarantined {
+		run := "no run"
+		if q.PID != 0 {
+			run = fmt.Sprintf("its run, pid %d, is kept", q.PID)
+		}
+		fmt.Fprintf(tw, "quarantined\t%s: %s (%s; apply or rm the name to replace it)\n", q.Name, q.Error, run)
+	}
 	if r := st.Registry; r.URL == "" {
 		fmt.Fprintf(tw, "registry\toff\n")
 	} else {
