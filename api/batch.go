@@ -83,6 +83,10 @@ func ResultOf(name string, wl *Workload, err error) Result {
 // --- server ---
 
 func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request) {
+	if !s.admitApply(w, r) {
+		return
+	}
+	defer s.doneApply()
 	var body struct {
 		Workloads []json.RawMessage `json:"workloads"`
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -37,12 +38,34 @@ func NewClient(socket string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			c, err := d.DialContext(ctx, "unix", socket)
+			if err != nil {
+				return nil, err
+			}
+			if err := trustServer(c, socket); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return c, nil
 		},
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
 	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// trustServer refuses a socket that neither root nor this user serves,
+// before anything (a spec's secret_env) is sent: whoever could replace the
+// socket file must not get to read what the CLI says to the daemon.
+func trustServer(c net.Conn, socket string) error {
+	p, err := readPeer(c)
+	if err != nil {
+		return fmt.Errorf("%w: who serves %s: %v", errdefs.ErrForbidden, socket, err)
+	}
+	if p.UID != 0 && p.UID != uint32(os.Getuid()) {
+		return fmt.Errorf("%w: %s is served by uid %d (pid %d), neither root nor you: not talking to it", errdefs.ErrForbidden, socket, p.UID, p.PID)
+	}
+	return nil
 }
 
 // Close releases idle connections.
@@ -104,6 +127,11 @@ func (c *Client) dialError(err error) error {
 		return fmt.Errorf("%w: no flyd daemon answers on %s (is it running? set --socket or FLYD_SOCKET)", errdefs.ErrUnavailable, c.socket)
 	case errors.Is(err, unix.EACCES):
 		return fmt.Errorf("%w: permission denied on %s (root or group flyd is needed)", errdefs.ErrForbidden, c.socket)
+	case errors.Is(err, errdefs.ErrForbidden):
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err // trustServer's own words, without the request's
+		}
 	}
 	return err
 }

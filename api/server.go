@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,12 +25,13 @@ const MaxBodyBytes = 1 << 20
 // Server serves a Backend over HTTP. Access control is a Peer check run on
 // every request with the credentials of the connection's peer.
 type Server struct {
-	backend Backend
-	allow   func(Peer) bool
-	log     *zap.Logger
-	streams atomic.Int64
-	mux     *http.ServeMux
-	handler http.Handler
+	backend  Backend
+	allow    func(Peer) bool
+	log      *zap.Logger
+	streams  atomic.Int64
+	applying chan struct{}
+	mux      *http.ServeMux
+	handler  http.Handler
 }
 
 // Option adds to a Server.
@@ -49,7 +51,7 @@ func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 // NewServer returns a server for b. allow decides which peers are served;
 // everyone else gets 403 and nothing else.
 func NewServer(b Backend, allow func(Peer) bool, log *zap.Logger, opts ...Option) *Server {
-	s := &Server{backend: b, allow: allow, log: log, mux: http.NewServeMux()}
+	s := &Server{backend: b, allow: allow, log: log, mux: http.NewServeMux(), applying: make(chan struct{}, maxApplies)}
 	s.routes()
 	s.handler = s.mux
 	for _, o := range opts {
@@ -58,11 +60,16 @@ func NewServer(b Backend, allow func(Peer) bool, log *zap.Logger, opts ...Option
 	return s
 }
 
-// HTTPServer wraps s in an http.Server that records each connection's peer.
+// HTTPServer wraps s in an http.Server that records each connection's peer
+// (from the gate Serve puts in front of the listener) and drops idle and
+// slow connections. There is no overall write timeout: an apply may wait
+// minutes for a build, and streams last as long as their reader reads;
+// every write has its own deadline instead.
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idleTimeout,
 		ConnContext:       withPeer,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}
@@ -116,14 +123,71 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	if r.ContentLength != 0 {
+		// A body trickled in byte by byte must not hold the connection:
+		// the whole of it has bodyTimeout, and then the deadline goes,
+		// so that what the answer waits for (a build) has no limit.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+		r.Body = &deadlineBody{ReadCloser: r.Body, done: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+	}
 	s.handler.ServeHTTP(w, r)
 }
 
+// deadlineBody calls done once the body has been read to its end, or
+// closed.
+type deadlineBody struct {
+	io.ReadCloser
+	done func()
+	once sync.Once
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.done)
+	}
+	return n, err
+}
+
+func (b *deadlineBody) Close() error {
+	b.once.Do(b.done)
+	return b.ReadCloser.Close()
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// openStream counts a stream in, or refuses it past MaxStreams; a true
+// answer must be followed by closeStream.
+func (s *Server) openStream(w http.ResponseWriter) bool {
+	if s.streams.Add(1) > MaxStreams {
+		s.streams.Add(-1)
+		writeError(w, fmt.Errorf("%w: %d streams are open, the most this daemon serves at once", errdefs.ErrUnavailable, MaxStreams))
+		return false
+	}
+	return true
+}
+
+func (s *Server) closeStream() { s.streams.Add(-1) }
+
+// admitApply waits for one of the maxApplies places for an apply, or for
+// the request to end; a true answer must be followed by doneApply.
+func (s *Server) admitApply(w http.ResponseWriter, r *http.Request) bool {
+	select {
+	case s.applying <- struct{}{}:
+		return true
+	case <-r.Context().Done():
+		writeError(w, r.Context().Err())
+		return false
+	}
+}
+
+func (s *Server) doneApply() { <-s.applying }
 
 // respond writes v, or err when there is one.
 func respond(w http.ResponseWriter, v any, err error) {
@@ -167,6 +231,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request) {
+	if !s.admitApply(w, r) {
+		return
+	}
+	defer s.doneApply()
 	name := r.PathValue("name")
 	ws, err := spec.DecodeJSON(r.Body)
 	if err != nil {
@@ -226,6 +294,7 @@ type flushWriter struct {
 }
 
 func (f flushWriter) Write(p []byte) (int, error) {
+	_ = f.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	n, err := f.w.Write(p)
 	if err == nil {
 		err = f.rc.Flush()
@@ -253,8 +322,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.streams.Add(1)
-	defer s.streams.Add(-1)
+	if !s.openStream(w) {
+		return
+	}
+	defer s.closeStream()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	fw := flushWriter{w: w, rc: http.NewResponseController(w)}
@@ -265,20 +336,24 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	ch, err := s.backend.Events(r.Context())
+	if !s.openStream(w) {
+		return
+	}
+	defer s.closeStream()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel() // unsubscribes a reader dropped for not reading
+	ch, err := s.backend.Events(ctx)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.streams.Add(1)
-	defer s.streams.Add(-1)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-	enc := json.NewEncoder(w)
+	fw := flushWriter{w: w, rc: http.NewResponseController(w)}
+	fw.Flush()
+	enc := json.NewEncoder(fw)
 	for ev := range ch {
-		if enc.Encode(ev) != nil || rc.Flush() != nil {
+		if enc.Encode(ev) != nil {
 			return
 		}
 	}
@@ -290,7 +365,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	hs := s.HTTPServer()
 	hs.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(l) }()
+	go func() { errc <- hs.Serve(newGate(l, s.allow, s.log)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -14,6 +14,11 @@
 //	spawn-escapee PIDFILE  start a child in a new session (setsid), write its pid, sleep
 //	env                    print ids, cwd and the sorted environment, then sleep
 //	signals                print every SIGHUP, SIGUSR1, SIGUSR2 it gets; exit 0 on SIGTERM
+//	flood SOCKET N HOLD    open up to N connections to SOCKET, print how many were answered
+//	                       403, 503, closed without an answer or held silent for 2 s;
+//	                       hold them for HOLD, exit
+//	listen SOCKET          listen on a Unix socket, print "listening", then "received N bytes"
+//	                       for each connection (what a client sent before closing or 1 s)
 //	pidlock FILE           as postgres does with postmaster.pid: refuse to start (exit 1)
 //	                       while the pid in FILE is alive, else write its own pid
 //	                       there, start a child in its process group, sleep
@@ -25,6 +30,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +38,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -83,6 +90,16 @@ func main() {
 		sleep()
 	case "signals":
 		signals()
+	case "flood":
+		need(args, 3)
+		hold, err := time.ParseDuration(args[2])
+		if err != nil {
+			fail(err.Error())
+		}
+		flood(args[0], atoi(args[1]), hold)
+	case "listen":
+		need(args, 1)
+		listen(args[0])
 	case "pidlock":
 		need(args, 1)
 		pidlock(args[0])
@@ -267,4 +284,65 @@ func pidlock(file string) {
 	start(nil, "ignore-term")
 	fmt.Println("holding the lock")
 	sleep()
+}
+
+// flood opens connections to a Unix socket without sending a request, as a
+// client that means to exhaust the server's descriptors would, and reports
+// what the server answered on each.
+func flood(socket string, n int, hold time.Duration) {
+	var conns []net.Conn
+	for range n {
+		c, err := net.Dial("unix", socket)
+		if err != nil {
+			break // our own descriptors, or the server's backlog
+		}
+		conns = append(conns, c)
+	}
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(2 * time.Second)
+	for _, c := range conns {
+		wg.Go(func() {
+			_ = c.SetReadDeadline(deadline)
+			b := make([]byte, 12)
+			n, err := io.ReadFull(c, b)
+			var k string
+			switch ne, ok := err.(net.Error); {
+			case n == 12:
+				k = string(b[9:12])
+			case ok && ne.Timeout():
+				k = "silent" // held open, unanswered
+			default:
+				k = "closed"
+			}
+			mu.Lock()
+			counts[k]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	fmt.Printf("opened %d 403 %d 503 %d closed %d silent %d\n", len(conns), counts["403"], counts["503"], counts["closed"], counts["silent"])
+	time.Sleep(hold)
+}
+
+// listen stands in for a daemon that is not flyd, to see what a client
+// tells it.
+func listen(socket string) {
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		fail(err.Error())
+	}
+	_ = os.Chmod(socket, 0o666)
+	fmt.Println("listening")
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			fail(err.Error())
+		}
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		n, _ := io.Copy(io.Discard, c)
+		c.Close()
+		fmt.Printf("received %d bytes\n", n)
+	}
 }

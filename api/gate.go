@@ -1,0 +1,120 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/errdefs"
+)
+
+// Bounds on what the peers of the socket can hold, so that none of them,
+// however it behaves, keeps root from using the daemon.
+const (
+	// MaxConns caps the connections of peers other than root at once.
+	// Root's are not counted: a flood by anyone else never locks it out.
+	MaxConns = 256
+	// MaxStreams caps the log follows and event streams at once.
+	MaxStreams = 64
+	// maxApplies caps the applies reading and checking specs at once, which
+	// is where a request's memory goes.
+	maxApplies = 4
+	// bodyTimeout bounds the reading of a request body; idleTimeout a
+	// connection that sends nothing; writeTimeout every write of an
+	// answer or of a stream, so a reader that stops reading is dropped.
+	bodyTimeout  = 30 * time.Second
+	idleTimeout  = 2 * time.Minute
+	writeTimeout = 10 * time.Second
+	// maxRefusing bounds the goroutines answering refused connections; past
+	// it a refused connection is closed without an answer.
+	maxRefusing = 16
+)
+
+// gate admits connections: a peer the policy refuses is answered 403 and
+// closed at once, before any HTTP is served; past MaxConns a peer other
+// than root is answered 503. Admitted connections carry their peer, read
+// once here.
+type gate struct {
+	net.Listener
+	allow    func(Peer) bool
+	log      *zap.Logger
+	slots    chan struct{}
+	refusing chan struct{}
+}
+
+func newGate(l net.Listener, allow func(Peer) bool, log *zap.Logger) *gate {
+	return &gate{Listener: l, allow: allow, log: log,
+		slots: make(chan struct{}, MaxConns), refusing: make(chan struct{}, maxRefusing)}
+}
+
+func (g *gate) Accept() (net.Conn, error) {
+	for {
+		c, err := g.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		p, err := readPeer(c)
+		switch {
+		case err != nil:
+			g.log.Warn("cannot read a connection's peer", zap.Error(err))
+			g.refuse(c, fmt.Errorf("%w: the peer of this connection is unknown", errdefs.ErrForbidden))
+			continue
+		case !g.allow(p):
+			g.refuse(c, fmt.Errorf("%w: uid %d may not use this socket", errdefs.ErrForbidden, p.UID))
+			continue
+		case p.UID == 0:
+			return &peerConn{Conn: c, peer: p}, nil
+		}
+		select {
+		case g.slots <- struct{}{}:
+			return &peerConn{Conn: c, peer: p, release: func() { <-g.slots }}, nil
+		default:
+			g.log.Warn("connection refused: too many", zap.Uint32("uid", p.UID), zap.Int("max", MaxConns))
+			g.refuse(c, fmt.Errorf("%w: %d connections are open, the most this socket serves to peers other than root", errdefs.ErrUnavailable, MaxConns))
+		}
+	}
+}
+
+// refuse answers c with err as an HTTP error and closes it, without
+// holding up the accept loop. The request is drained first: closing a
+// Unix socket with unread data resets it, and the answer would be lost.
+func (g *gate) refuse(c net.Conn, err error) {
+	select {
+	case g.refusing <- struct{}{}:
+	default:
+		c.Close()
+		return
+	}
+	go func() {
+		defer func() { <-g.refusing }()
+		defer c.Close()
+		e := toError(err)
+		body, _ := json.Marshal(ErrorBody{Error: e})
+		_ = c.SetDeadline(time.Now().Add(100 * time.Millisecond))
+		fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+			e.Status, http.StatusText(e.Status), len(body), body)
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	}()
+}
+
+// peerConn is an admitted connection: its peer, and the slot it holds.
+type peerConn struct {
+	net.Conn
+	peer    Peer
+	release func()
+	once    sync.Once
+}
+
+func (c *peerConn) Close() error {
+	err := c.Conn.Close()
+	if c.release != nil {
+		c.once.Do(c.release)
+	}
+	return err
+}

@@ -1,0 +1,171 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+// flood runs testprog's flood as uid nobody with groups, holding its
+// connections while check runs, and returns its counts.
+func flood(t *testing.T, d *daemon, n int, groups []uint32, check func()) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, d.prog, "flood", d.socket, strconv.Itoa(n), "1h")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups}}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("flood: %v", err)
+	}
+	f := strings.Fields(line)
+	counts := map[string]int{}
+	for i := 0; i+1 < len(f); i += 2 {
+		counts[f[i]], _ = strconv.Atoi(f[i+1])
+	}
+	check()
+	return counts
+}
+
+// fds counts the daemon's open descriptors.
+func (d *daemon) fds(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", d.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// TestConnectionFloods: 20,000 connections from a user outside the socket
+// group are each refused at once and hold nothing, and a member is held
+// to api.MaxConns; root is served throughout.
+func TestConnectionFloods(t *testing.T) {
+	t.Parallel()
+	g, err := user.LookupGroup("users")
+	if err != nil {
+		t.Skipf("no group users on this host to test --socket-group with: %v", err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	d := startDaemon(t, withArgs("--socket-group", "users"))
+	if err := os.Chmod(d.socket, 0o666); err != nil { // reachable by all: only credentials decide
+		t.Fatal(err)
+	}
+	rootServed := func() {
+		t.Helper()
+		if out := d.mustCLI(t, "ps"); !strings.Contains(out, "NAME") {
+			t.Errorf("ps as root during a flood printed %q", out)
+		}
+		if n := d.fds(t); n > api.MaxConns+200 {
+			t.Errorf("the daemon holds %d descriptors during a flood", n)
+		}
+	}
+
+	stranger := flood(t, d, 20000, nil, rootServed)
+	if stranger["silent"] != 0 || stranger["opened"] < 1000 {
+		t.Errorf("a stranger's flood: %v; want every connection refused", stranger)
+	}
+	member := flood(t, d, api.MaxConns+100, []uint32{uint32(gid)}, rootServed)
+	if member["silent"] > api.MaxConns || member["503"] == 0 || member["silent"]+member["503"]+member["closed"] != member["opened"] {
+		t.Errorf("a member's flood: %v; want at most %d held, the rest answered 503 or closed", member, api.MaxConns)
+	}
+	t.Logf("stranger %v, member %v", stranger, member)
+	// Once the flood is gone, the member is served again.
+	eventually(t, "a member served after its flood", func() error {
+		_, errOut, code := runAs(t, d.socket, 65534, 65534, []uint32{uint32(gid)}, "ps")
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errOut)
+		}
+		return nil
+	})
+}
+
+// TestSlowReaderDropped: a client that asks to follow a log and never
+// reads is dropped once a write to it has waited too long.
+func TestSlowReaderDropped(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "loud.yaml", "name: loud\ncommand: [\"@PROG@\", print, \"100000\"]\n"))
+	d.waitLog(t, "loud", "stderr line 100000")
+	c, err := net.Dial("unix", d.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprint(c, "GET /v1/workloads/loud/logs?follow=1&tail=-1 HTTP/1.1\r\nHost: flyd\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	d.waitStreams(t, 1)
+	deadline := time.Now().Add(3 * waitFor)
+	for d.streams(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a reader that never reads still holds its stream after %s", 3*waitFor)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestClientTrustsOnlyRoot: a socket served by someone other than root or
+// the caller gets nothing from the CLI, a spec's secrets least of all.
+func TestClientTrustsOnlyRoot(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	// Not under t.TempDir, whose parent only root may enter.
+	dir, err := os.MkdirTemp("", "flyd-impostor-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sock := dir + "/impostor.sock"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, progBin, "listen", sock)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "listening" {
+		t.Fatalf("impostor: %q", lines.Text())
+	}
+	spec := dir + "/s.yaml"
+	if err := os.WriteFile(spec, []byte("name: s\ncommand: [/bin/true]\nsecret_env: {TOKEN: hunter2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runCLI(t, sock, "apply", "-f", spec)
+	if code != 1 || !strings.Contains(errOut, "served by uid 65534") || strings.Contains(errOut, "hunter2") {
+		t.Errorf("apply to an impostor: exit %d, stderr %q; want 1, naming who serves it", code, errOut)
+	}
+	if !lines.Scan() || lines.Text() != "received 0 bytes" {
+		t.Errorf("the impostor got %q", lines.Text())
+	}
+}
