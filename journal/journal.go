@@ -320,10 +320,19 @@ func (j *Journal) change(e entry) error {
 		j.mu.Unlock()
 		return ErrClosed
 	}
-	if j.broken != nil && (j.writing || j.repair() != nil) {
+	if j.broken != nil {
 		err := j.broken
-		j.mu.Unlock()
-		return err
+		if !j.writing {
+			if rerr := j.repair(); rerr == nil {
+				err = nil
+			} else {
+				err = fmt.Errorf("%w; and cannot replace the log: %v", err, rerr)
+			}
+		}
+		if err != nil {
+			j.mu.Unlock()
+			return err
+		}
 	}
 	if j.pending == nil {
 		j.pending = &batch{done: make(chan struct{})}
