@@ -2,10 +2,13 @@ package declarative
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -48,7 +51,7 @@ func scan(dir string) ([]fileState, error) {
 		if e.IsDir() || !isSpecFile(e.Name()) {
 			continue
 		}
-		ws, err := spec.ParseFile(filepath.Join(dir, e.Name()))
+		ws, err := parseTrusted(filepath.Join(dir, e.Name()))
 		if errors.Is(err, fs.ErrNotExist) {
 			// Renamed or removed since the listing: its own event brings
 			// another reconcile, which sees the final state.
@@ -58,3 +61,43 @@ func scan(dir string) ([]fileState, error) {
 	}
 	return files, nil
 }
+
+// parseTrusted parses a spec file that only root (or the daemon's user)
+// can have written: the daemon runs what it says, as root. The file is
+// checked as opened, so the checked file is the one read whatever its
+// name is made to point at meanwhile.
+func parseTrusted(path string) ([]*spec.Workload, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		return nil, fmt.Errorf("%s: owned by uid %d, not root: refused, as the daemon would run what it says as root", path, st.Uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return nil, fmt.Errorf("%s: writable by group or others (mode %v): refused, as the daemon would run what it says as root", path, fi.Mode().Perm())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxSpecFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSpecFile {
+		return nil, fmt.Errorf("%s: over %d bytes", path, maxSpecFile)
+	}
+	ws, err := spec.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ws, nil
+}
+
+// maxSpecFile bounds a spec file as the API bounds a request body.
+const maxSpecFile = 1 << 20

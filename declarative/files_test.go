@@ -1,6 +1,13 @@
 package declarative
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flyd-dev/flyd/internal/testenv"
+)
 
 func TestIsSpecFile(t *testing.T) {
 	for _, tc := range []struct {
@@ -24,5 +31,52 @@ func TestIsSpecFile(t *testing.T) {
 		if got := isSpecFile(tc.name); got != tc.want {
 			t.Errorf("isSpecFile(%q) = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestScanRefusesUntrustedFiles: a spec file someone other than root owns,
+// or anyone may write, is a bad file, whatever it says.
+func TestScanRefusesUntrustedFiles(t *testing.T) {
+	testenv.RequireRoot(t, "files are given to another user")
+	dir := t.TempDir()
+	write := func(name string, mode os.FileMode, uid int) {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("name: "+strings.TrimSuffix(name, ".yaml")+"\ncommand: [/bin/true]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("good.yaml", 0o644, 0)
+	write("theirs.yaml", 0o644, 65534)
+	write("open.yaml", 0o666, 0)
+	if err := os.Symlink(filepath.Join(dir, "theirs.yaml"), filepath.Join(dir, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	files, err := scan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"good.yaml": "", "theirs.yaml": "owned by uid 65534", "open.yaml": "writable by group or others", "link.yaml": "owned by uid 65534"}
+	for _, f := range files {
+		w, ok := want[f.name]
+		if !ok {
+			t.Errorf("unexpected file %s", f.name)
+			continue
+		}
+		delete(want, f.name)
+		switch {
+		case w == "" && (f.err != nil || len(f.ws) != 1):
+			t.Errorf("%s: %v, want read", f.name, f.err)
+		case w != "" && (f.err == nil || !strings.Contains(f.err.Error(), w) || f.ws != nil):
+			t.Errorf("%s: %v (%d workloads), want refused: %s", f.name, f.err, len(f.ws), w)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not scanned: %v", want)
 	}
 }

@@ -169,3 +169,63 @@ func TestClientTrustsOnlyRoot(t *testing.T) {
 		t.Errorf("the impostor got %q", lines.Text())
 	}
 }
+
+// TestUnsafePathsRefused: the daemon refuses to start on a state dir
+// another user made (with a planted journal in it), on a workloads dir
+// whose parent another user owns, and through a symlink planted at its
+// lock, which it never follows.
+func TestUnsafePathsRefused(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	userDir := func(name string) string {
+		p := dir + "/" + name
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	planted := userDir("planted")
+	if err := os.MkdirAll(planted+"/workloads.journal", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(planted+"/workloads.journal/snapshot.json", []byte(`{"seq":1,"records":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := dir + "/root-only"
+	if err := os.WriteFile(secret, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, dir+"/lock.sock.lock"); err != nil {
+		t.Fatal(err)
+	}
+	base := func(sock string) []string {
+		return []string{"daemon", "--socket", dir + "/" + sock, "--state-dir", dir + "/state-" + sock, "--run-dir", dir + "/run-" + sock,
+			"--registry", "off", "--workloads-dir", dir + "/wd-" + sock}
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"planted state dir", append(base("a.sock"), "--state-dir", planted), "state dir " + planted + ": " + planted + " is owned by uid 65534"},
+		{"workloads dir in a user's dir", append(base("b.sock"), "--workloads-dir", userDir("theirs")+"/workloads.d"), "is owned by uid 65534"},
+		{"symlinked lock", base("lock.sock"), "lock.sock.lock"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		_, errOut, code := runCmd(t, cliCmd(ctx, dir+"/none.sock", tt.args...))
+		cancel()
+		if code != 1 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and %q", tt.name, code, errOut, tt.want)
+		}
+	}
+	if b, err := os.ReadFile(secret); err != nil || string(b) != "precious\n" {
+		t.Errorf("the file behind the symlinked lock: %q, %v", b, err)
+	}
+}

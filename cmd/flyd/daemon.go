@@ -126,11 +126,24 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		log.Warn("cannot mark inherited descriptors close-on-exec", zap.Error(err))
 	}
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-	}{{cfg.stateDir, 0o700}, {cfg.runDir, 0o755}, {filepath.Dir(cfg.socket), 0o755}} {
+	// Checked before anything is made in them, and again once made: a
+	// directory another user made or can write is refused, not used.
+	dirs := []struct {
+		what, path string
+		mode       os.FileMode
+	}{{"state dir", cfg.stateDir, 0o700}, {"run dir", cfg.runDir, 0o755},
+		{"socket dir", filepath.Dir(cfg.socket), 0o755}, {"workloads dir", cfg.workloadsDir, 0}}
+	for _, d := range dirs {
+		if err := trustedDir(d.what, d.path); err != nil {
+			return err
+		}
+		if d.mode == 0 {
+			continue // the watcher waits for it to appear
+		}
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		if err := trustedDir(d.what, d.path); err != nil {
 			return err
 		}
 	}
@@ -280,7 +293,9 @@ func lockInstance(cfg daemonConfig) (func(), error) {
 		{cfg.socket + ".lock", "socket " + cfg.socket},
 		{filepath.Join(cfg.stateDir, "flyd.lock"), "state dir " + cfg.stateDir},
 	} {
-		f, err := os.OpenFile(p.path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+		// Never through a symlink: one planted at the lock's path would
+		// have the daemon truncate whatever it points at.
+		f, err := os.OpenFile(p.path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			release()
 			return nil, err
@@ -332,7 +347,9 @@ func listen(path, group string, log *zap.Logger) (net.Listener, error) {
 	}
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	if gid >= 0 {
-		if err := os.Chown(path, -1, gid); err != nil {
+		// The socket's directory is trusted (trustedDir), so the path
+		// names the socket just made; Lchown never follows a symlink.
+		if err := os.Lchown(path, -1, gid); err != nil {
 			l.Close()
 			return nil, err
 		}
