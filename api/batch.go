@@ -97,6 +97,9 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request) {
 	specs := make([]*spec.Workload, len(body.Workloads))
 	for i, raw := range body.Workloads {
 		ws, err := spec.DecodeJSON(bytes.NewReader(raw))
+		if err == nil {
+			err = s.checkSpec(r, ws)
+		}
 		if err != nil {
 			writeError(w, inBatch(i, err))
 			return
@@ -137,6 +140,10 @@ func inBatch(i int, err error) error {
 	var fe *spec.FieldError
 	if errors.As(err, &fe) {
 		return &spec.FieldError{Field: fmt.Sprintf("workloads[%d].%s", i, fe.Field), Msg: fe.Msg}
+	}
+	var ae *Error
+	if errors.As(err, &ae) && ae.Field != "" {
+		return &Error{Status: ae.Status, Code: ae.Code, Field: fmt.Sprintf("workloads[%d].%s", i, ae.Field), Message: ae.Message}
 	}
 	return fmt.Errorf("%w: workloads[%d]: %w", errdefs.ErrInvalid, i, err)
 }

@@ -36,6 +36,12 @@ func (e *Error) Unwrap() error {
 	return nil
 }
 
+// Forbidden refuses a field of a spec to the peer that sent it.
+func Forbidden(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusForbidden, Code: "forbidden", Field: field,
+		Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
 // codes is the one table from error kinds to wire codes.
 var codes = []struct {
 	kind   error

@@ -30,12 +30,36 @@ type Server struct {
 	log      *zap.Logger
 	streams  atomic.Int64
 	applying chan struct{}
-	mux      *http.ServeMux
-	handler  http.Handler
+	// specPolicy, when set, may refuse what a peer applies.
+	specPolicy func(Peer, *spec.Workload) error
+	mux        *http.ServeMux
+	handler    http.Handler
 }
 
 // Option adds to a Server.
 type Option func(*Server)
+
+// WithSpecPolicy has every spec a peer applies checked by check first: an
+// error refuses the apply (forbidden, naming the field), nothing of it done.
+func WithSpecPolicy(check func(Peer, *spec.Workload) error) Option {
+	return func(s *Server) { s.specPolicy = check }
+}
+
+// checkSpec runs the spec policy for the request's peer.
+func (s *Server) checkSpec(r *http.Request, w *spec.Workload) error {
+	if s.specPolicy == nil {
+		return nil
+	}
+	p, _ := peerFrom(r.Context())
+	err := s.specPolicy(p, w)
+	var ae *Error
+	if errors.As(err, &ae) {
+		named := *ae
+		named.Message = "workload " + w.Name + ": " + ae.Message
+		return &named
+	}
+	return err
+}
 
 // WithRoute serves h on pattern too, behind the same peer check.
 func WithRoute(pattern string, h http.Handler) Option {
@@ -243,6 +267,10 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	}
 	if ws.Name != name {
 		writeError(w, &spec.FieldError{Field: "name", Msg: fmt.Sprintf("%q does not match the path's %q", ws.Name, name)})
+		return
+	}
+	if err := s.checkSpec(r, ws); err != nil {
+		writeError(w, err)
 		return
 	}
 	q := r.URL.Query()

@@ -32,16 +32,17 @@ const outputGrace = 100 * time.Millisecond
 // env's values hidden; an error names argv[0], never the other arguments
 // or the environment.
 //
-// The command runs as the daemon's user, and is the daemon's child: a
-// reaper of the daemon's orphans must not wait for it, or the check loses
-// the exit status and fails.
-func Exec(nw *sandbox.Network, cg *sandbox.Cgroup, argv, env []string) Probe {
-	return execProbe{nw: nw, cg: cg, argv: argv, env: env}
+// The command runs with cred (the workload's user; nil is the daemon's
+// own), and is the daemon's child: a reaper of the daemon's orphans must
+// not wait for it, or the check loses the exit status and fails.
+func Exec(nw *sandbox.Network, cg *sandbox.Cgroup, cred *syscall.Credential, argv, env []string) Probe {
+	return execProbe{nw: nw, cg: cg, cred: cred, argv: argv, env: env}
 }
 
 type execProbe struct {
 	nw   *sandbox.Network
 	cg   *sandbox.Cgroup
+	cred *syscall.Credential
 	argv []string
 	env  []string
 }
@@ -83,7 +84,8 @@ func (p execProbe) start(path string) (*os.Process, *os.File, error) {
 		env = []string{} // nil would hand over the daemon's environment
 	}
 	attr := &syscall.SysProcAttr{
-		Setpgid: true,
+		Credential: p.cred,
+		Setpgid:    true,
 		// A probe has no business outliving the daemon that waits for it.
 		Pdeathsig: syscall.SIGKILL,
 	}

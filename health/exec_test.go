@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
 var testEnv = []string{"PATH=/usr/bin:/bin"}
@@ -99,7 +100,7 @@ func TestExec(t *testing.T) {
 				env = tt.env
 			}
 			timeout := cmp(tt.timeout, 2*time.Second)
-			err, took := check(Exec(nil, nil, tt.argv, env), timeout)
+			err, took := check(Exec(nil, nil, nil, tt.argv, env), timeout)
 			t.Logf("Check = %v (%s)", err, took)
 			if len(tt.wantErr) == 0 && err != nil {
 				t.Fatalf("Check = %v, want healthy", err)
@@ -136,7 +137,7 @@ func TestExec(t *testing.T) {
 func TestExecEscapedOutputHolder(t *testing.T) {
 	const marker = "5.0105"
 	argv := []string{"sh", "-c", "setsid sleep " + marker + " & sleep 0.1; exit 0"}
-	err, took := check(Exec(nil, nil, argv, testEnv), 2*time.Second)
+	err, took := check(Exec(nil, nil, nil, argv, testEnv), 2*time.Second)
 	t.Cleanup(func() {
 		for _, p := range pidsWith(marker) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
@@ -207,4 +208,18 @@ func pidsWith(marker string) []int {
 		}
 	}
 	return found
+}
+
+// TestExecRunsAsItsUser: a check given the workload's credentials runs
+// with them, not as the daemon.
+func TestExecRunsAsItsUser(t *testing.T) {
+	testenv.RequireRoot(t, "the check changes its user")
+	nobody := &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
+	argv := []string{"/bin/sh", "-c", `test "$(id -u):$(id -g):$(id -G)" = "65534:65534:65534"`}
+	if err, _ := check(Exec(nil, nil, nobody, argv, testEnv), 2*time.Second); err != nil {
+		t.Fatalf("as nobody: %v", err)
+	}
+	if err, _ := check(Exec(nil, nil, nil, argv, testEnv), 2*time.Second); err == nil {
+		t.Fatal("without credentials the check ran as nobody too")
+	}
 }

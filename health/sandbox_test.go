@@ -58,7 +58,7 @@ func TestExecSandboxed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			argv := []string{"/bin/sh", "-c", script, "sh", ns, g.CgroupsPath(), tt.want}
-			if err, _ := check(Exec(tt.nw, tt.cg, argv, testEnv), 2*time.Second); err != nil {
+			if err, _ := check(Exec(tt.nw, tt.cg, nil, argv, testEnv), 2*time.Second); err != nil {
 				t.Fatalf("Check = %v, want the command born in %s (network/cgroup)", err, tt.want)
 			}
 		})

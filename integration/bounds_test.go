@@ -229,3 +229,40 @@ func TestUnsafePathsRefused(t *testing.T) {
 		t.Errorf("the file behind the symlinked lock: %q, %v", b, err)
 	}
 }
+
+// TestPeerUsersPolicy: with --peer-users, a member of the socket group may
+// run native workloads as the users named, and nothing as root.
+func TestPeerUsersPolicy(t *testing.T) {
+	t.Parallel()
+	g, err := user.LookupGroup("users")
+	if err != nil {
+		t.Skipf("no group users on this host to test --socket-group with: %v", err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", "nobody"))
+	member := func(args ...string) (string, string, int) {
+		return runAs(t, d.socket, 65534, 65534, []uint32{uint32(gid)}, args...)
+	}
+	for _, tt := range []struct {
+		name, spec, want string
+	}{
+		{"no user", "name: a\ncommand: [\"@PROG@\", signals]\n", "user: is required of a caller other than root"},
+		{"root", "name: a\ncommand: [\"@PROG@\", signals]\nuser: root\n", `user: "root" is not a user`},
+		{"uid 0", "name: a\ncommand: [\"@PROG@\", signals]\nuser: \"0\"\n", `user: "0" is not a user`},
+		{"nix", "name: a\nkind: nix\nnix: {flake: \"path:/x\"}\ncommand: [hello]\nuser: nobody\n", "kind: a caller other than root may run only native"},
+		{"in a batch", "name: b\ncommand: [\"@PROG@\", signals]\nuser: nobody\n---\nname: a\ncommand: [\"@PROG@\", signals]\n", "workload a: user: is required"},
+	} {
+		_, errOut, code := member("apply", "-f", d.writeSpec(t, "p.yaml", tt.spec))
+		if code != 1 || !strings.Contains(errOut, "(forbidden)") || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, stderr %q; want forbidden: %s", tt.name, code, errOut, tt.want)
+		}
+	}
+	if ws, _ := d.client.List(context.Background()); len(ws) != 0 {
+		t.Errorf("refused applies left %d workloads", len(ws))
+	}
+	if out, errOut, code := member("apply", "-f", d.writeSpec(t, "ok.yaml", "name: ok\ncommand: [\"@PROG@\", signals]\nuser: nobody\n")); code != 0 {
+		t.Errorf("a member running as nobody: exit %d, %s %s", code, out, errOut)
+	}
+	// Root is not limited.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "root.yaml", "name: mine\ncommand: [\"@PROG@\", signals]\n"))
+}

@@ -3,12 +3,15 @@ package supervisor
 import (
 	"fmt"
 	"strconv"
+	"syscall"
 
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/health"
+	"github.com/flyd-dev/flyd/internal/account"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 // startHealth starts checking the current run, when the spec has a check.
@@ -83,8 +86,33 @@ func (w *workload) probe() (health.Probe, error) {
 	if w.s.cfg.Cgroups != nil {
 		cg, _ = w.s.cfg.Cgroups.Open(w.name)
 	}
-	return health.Exec(nw, cg, h.Exec, pl.env), nil
+	cred, err := probeCredential(w.spec)
+	if err != nil {
+		return nil, err
+	}
+	return health.Exec(nw, cg, cred, h.Exec, pl.env), nil
 }
+
+// probeCredential is who an exec check runs as: the workload's user, so
+// that a check never has more than the workload it checks. A containerd
+// workload's user lives in its image, not on the host: its checks run as
+// nobody.
+func probeCredential(sp *spec.Workload) (*syscall.Credential, error) {
+	switch {
+	case sp.User == "":
+		return nil, nil
+	case sp.Kind == spec.KindContainerd:
+		return &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}, nil
+	}
+	a, err := account.Lookup(sp.User)
+	if err != nil {
+		return nil, fmt.Errorf("health check user %q: %w", sp.User, err)
+	}
+	return a.Credential(), nil
+}
+
+// nobody is the uid and gid of the account with no rights.
+const nobody = 65534
 
 // healthChanged records a verdict: in the state, the events and the
 // registry; a healthy workload may let its dependents start; an unhealthy

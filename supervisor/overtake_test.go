@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -78,5 +79,34 @@ func TestKillWithoutGrace(t *testing.T) {
 	}
 	if alive(w.PID) {
 		t.Errorf("pid %d survived the kill", w.PID)
+	}
+}
+
+// TestExecCheckRunsAsTheWorkloadsUser: a workload run as nobody is checked
+// as nobody, never as root.
+func TestExecCheckRunsAsTheWorkloadsUser(t *testing.T) {
+	testenv.RequireRoot(t, "the workload runs as nobody")
+	s := open(t, newDirs(t), true)
+	defer s.Close()
+	sp := shSpec("checked", "exec sleep 100")
+	sp.User = "nobody"
+	sp.Health = &spec.Health{Exec: []string{"/bin/sh", "-c", `test "$(id -u)" = 65534`},
+		Interval: spec.Duration{Duration: spec.MinHealthInterval}, Timeout: spec.Duration{Duration: time.Second}, Failures: 1}
+	if _, err := s.Put(context.Background(), sp, true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w, err := s.Get(context.Background(), "checked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Healthy != nil && *w.Healthy {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never healthy: %+v", w)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

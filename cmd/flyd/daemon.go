@@ -42,6 +42,7 @@ type daemonConfig struct {
 	config      string
 	socket      string
 	socketGroup string
+	peerUsers   string
 	stateDir    string
 	runDir      string
 	logLevel    string
@@ -62,7 +63,8 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
 	fs.StringVar(&cfg.config, "config", "/etc/flyd/flyd.yaml", "config file; its keys are these flags' names (absent file = defaults)")
 	fs.StringVar(&cfg.socket, "socket", api.DefaultSocket, "API socket")
-	fs.StringVar(&cfg.socketGroup, "socket-group", "flyd", "group whose members may use the socket")
+	fs.StringVar(&cfg.socketGroup, "socket-group", "flyd", "group whose members may use the socket: root-equivalent unless --peer-users limits them")
+	fs.StringVar(&cfg.peerUsers, "peer-users", "", "users (names or uids, comma-separated) a caller other than root may run native workloads as; nothing else is allowed it")
 	fs.StringVar(&cfg.stateDir, "state-dir", "/var/lib/flyd", "specs and logs")
 	fs.StringVar(&cfg.runDir, "run-dir", "/run/flyd", "runtime state")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -97,6 +99,9 @@ func cmdDaemon(ctx context.Context, c *cli, args []string) error {
 	}
 	if _, err := spec.ParseSize(cfg.logMaxSize); err != nil || cfg.logGens < 1 {
 		return usagef("--log-max-size must be a size like 10Mi and --log-generations at least 1")
+	}
+	if _, err := peerUsersPolicy(cfg.peerUsers); err != nil {
+		return usageError{err.Error()}
 	}
 	log, err := newLogger(cfg.logLevel)
 	if err != nil {
@@ -146,6 +151,10 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		if err := trustedDir(d.what, d.path); err != nil {
 			return err
 		}
+	}
+	policy, err := peerUsersPolicy(cfg.peerUsers)
+	if err != nil {
+		return err
 	}
 	unlock, err := lockInstance(cfg)
 	if err != nil {
@@ -222,12 +231,15 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	supRef.Store(sup)
 	gid := lookupGroup(cfg.socketGroup)
 	m := metrics.New(sup)
-	srv := api.NewServer(sup, api.PeerPolicy(gid), log.Named("api"),
-		api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count),
+	opts := []api.Option{api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count)}
+	if policy != nil {
+		opts = append(opts, api.WithSpecPolicy(policy))
+	}
+	srv := api.NewServer(sup, api.PeerPolicy(gid), log.Named("api"), append(opts,
 		// Profiles, for the same peers as the rest of the API.
 		api.WithRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
 		api.WithRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),
-		api.WithRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))
+		api.WithRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))...)
 
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watched := make(chan error, 1)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/internal/account"
 	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
@@ -43,13 +44,13 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 	attr := &syscall.SysProcAttr{Setsid: true}
 	uid, gid := os.Getuid(), os.Getgid()
 	if t.Spec.User != "" {
-		acct, err := lookupUser(t.Spec.User)
+		acct, err := account.Lookup(t.Spec.User)
 		if err != nil {
 			return nil, fmt.Errorf("%w: user %q: %v", driver.ErrExec, t.Spec.User, err)
 		}
-		attr.Credential = acct.credential()
-		uid, gid = int(acct.uid), int(acct.gid)
-		env = acct.fillEnv(env)
+		attr.Credential = acct.Credential()
+		uid, gid = int(acct.UID), int(acct.GID)
+		env = fillEnv(acct, env)
 	}
 	path, err := lookPath(t.Args[0], env)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/account"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -165,18 +166,18 @@ func TestLeaderExitKillsItsGroup(t *testing.T) {
 }
 
 func TestUserCredentials(t *testing.T) {
-	a, err := lookupUser("nobody")
+	a, err := account.Lookup("nobody")
 	if err != nil {
 		t.Skipf("no user nobody: %v", err)
 	}
-	if a.uid != 65534 {
-		t.Fatalf("nobody has uid %d", a.uid)
+	if a.UID != 65534 {
+		t.Fatalf("nobody has uid %d", a.UID)
 	}
-	byID, err := lookupUser("65534")
-	if err != nil || byID.name != a.name {
+	byID, err := account.Lookup("65534")
+	if err != nil || byID.Name != a.Name {
 		t.Fatalf("lookup by uid: %+v, %v", byID, err)
 	}
-	env := a.fillEnv([]string{"HOME=/custom"})
+	env := fillEnv(a, []string{"HOME=/custom"})
 	if strings.Join(env, " ") != "HOME=/custom USER=nobody LOGNAME=nobody" {
 		t.Fatalf("fillEnv = %q", env)
 	}

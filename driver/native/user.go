@@ -1,71 +1,20 @@
 package native
 
 import (
-	"errors"
 	"fmt"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/internal/account"
 )
 
-type account struct {
-	name     string
-	home     string
-	uid, gid uint32
-	groups   []uint32
-}
-
-// lookupUser resolves a user name or numeric uid to the credentials the
-// workload runs with: its uid, primary gid and exactly its own supplementary
-// groups (never the daemon's).
-func lookupUser(name string) (*account, error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		var unknown user.UnknownUserError
-		if _, perr := strconv.Atoi(name); perr == nil || errors.As(err, &unknown) {
-			if byID, ierr := user.LookupId(name); ierr == nil {
-				u, err = byID, nil
-			}
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	a := &account{name: u.Username, home: u.HomeDir, uid: uint32(uid), gid: uint32(gid)}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return nil, fmt.Errorf("groups: %w", err)
-	}
-	for _, s := range ids {
-		if g, err := strconv.ParseUint(s, 10, 32); err == nil && uint32(g) != a.gid {
-			a.groups = append(a.groups, uint32(g))
-		}
-	}
-	return a, nil
-}
-
-func (a *account) credential() *syscall.Credential {
-	return &syscall.Credential{Uid: a.uid, Gid: a.gid, Groups: a.groups}
-}
-
 // fillEnv adds HOME, USER and LOGNAME for the account unless the spec set them.
-func (a *account) fillEnv(env []string) []string {
+func fillEnv(a *account.Account, env []string) []string {
 	out := append([]string(nil), env...)
-	for _, kv := range [][2]string{{"HOME", a.home}, {"USER", a.name}, {"LOGNAME", a.name}} {
+	for _, kv := range [][2]string{{"HOME", a.Home}, {"USER", a.Name}, {"LOGNAME", a.Name}} {
 		if kv[1] != "" && !hasEnv(env, kv[0]) {
 			out = append(out, kv[0]+"="+kv[1])
 		}
