@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/journal"
@@ -230,5 +231,52 @@ func TestQuarantinedRecordKeepsItsRun(t *testing.T) {
 	list, _ := s.List(ctx)
 	if st, _ := s.Status(ctx); len(list) != 1 || list[0].Name != "fixed" || len(st.Quarantined) != 0 {
 		t.Fatalf("after a restart: %+v, quarantined %+v; want fixed alone", list, st.Quarantined)
+	}
+}
+
+// TestFullDiskChangesAreNotAcknowledged: on a full state disk, a replace
+// is refused before the running workload is touched, and a stop or a start
+// that cannot be recorded says so instead of answering done.
+func TestFullDiskChangesAreNotAcknowledged(t *testing.T) {
+	testenv.RequireRoot(t, "needs root to mount a small tmpfs that fills up")
+	fs := filepath.Join(t.TempDir(), "small")
+	if err := os.Mkdir(fs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", fs, "tmpfs", 0, "size=8m,mode=0700"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(fs, syscall.MNT_DETACH) })
+	d := dirs{state: filepath.Join(fs, "state"), run: filepath.Join(t.TempDir(), "run")}
+	ctx := context.Background()
+	s := open(t, d, true)
+	defer func() { s.Close() }()
+	// Records larger than a page: none fits in what the last page of the
+	// journal's log has left once the disk is full.
+	big := func(script string) *spec.Workload {
+		w := shSpec("kept", script)
+		w.Env = map[string]string{"PAD": strings.Repeat("x", 20<<10)}
+		return w
+	}
+	first, err := s.Put(ctx, big("exec sleep 100"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillDisk(t, filepath.Join(fs, "filler"))
+
+	if _, err := s.Put(ctx, big("exec sleep 101"), true); err == nil || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("replace on a full disk: %v; want it refused", err)
+	}
+	if w, _ := s.Get(ctx, "kept"); w.PID != first.PID || w.State != api.StateRunning || w.Spec.Command[2] != "exec sleep 100" {
+		t.Fatalf("a refused replace touched the workload: %+v", w)
+	}
+	if _, err := s.Stop(ctx, "kept"); err == nil || !strings.Contains(err.Error(), "a daemon restart would undo") {
+		t.Fatalf("stop on a full disk: %v; want it said that it is not recorded", err)
+	}
+	if _, err := s.Start(ctx, "kept"); err == nil || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("start on a full disk: %v; want it refused", err)
+	}
+	if w, _ := s.Get(ctx, "kept"); w.PID != 0 {
+		t.Fatalf("a start that could not be recorded started pid %d", w.PID)
 	}
 }

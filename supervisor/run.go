@@ -163,15 +163,17 @@ func (w *workload) restart() {
 }
 
 // rest puts the workload in a state where nothing runs and nothing will
-// until a user starts it, and remembers that across daemon restarts.
-func (w *workload) rest(st api.State, reason string) {
+// until a user starts it, and remembers that across daemon restarts; the
+// error says it could not remember.
+func (w *workload) rest(st api.State, reason string) error {
 	w.cancelTimer()
 	w.desired = false
 	if st == api.StateFailed {
 		w.update(func(v *api.Workload) { v.LastError = reason })
 	}
-	w.persist(st)
+	err := w.persist(st)
 	w.setState(st, reason)
+	return err
 }
 
 // stopRun ends the current run with the spec's stop: the stop signal to

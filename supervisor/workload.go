@@ -189,7 +189,9 @@ func (w *workload) networkName() string {
 }
 
 // persist writes the desired state. A workload at rest records why.
-func (w *workload) persist(rest api.State) {
+// What cannot be recorded is logged, and returned to a caller that asked
+// for the change, which must not be told it is done.
+func (w *workload) persist(rest api.State) error {
 	w.mu.Lock()
 	lastErr := w.view.LastError
 	w.mu.Unlock()
@@ -199,7 +201,9 @@ func (w *workload) persist(rest api.State) {
 	}
 	if err := w.s.store.saveSpec(rec); err != nil {
 		w.log.Error("cannot persist desired state", zap.Error(err))
+		return fmt.Errorf("cannot record the desired state of %s (a daemon restart would undo this change): %w", w.name, err)
 	}
+	return nil
 }
 
 // after runs f on the loop once d has passed, instead of anything
@@ -239,14 +243,16 @@ func (w *workload) create(start bool, owner string) error {
 }
 
 func (w *workload) userStart() error {
+	was := w.desired
+	w.desired = true
+	if err := w.persist(""); err != nil {
+		w.desired = was
+		return err
+	}
 	if w.proc != nil {
-		w.desired = true
-		w.persist("")
 		return nil
 	}
-	w.desired = true
 	w.failures.reset()
-	w.persist("")
 	w.start()
 	return nil
 }
@@ -265,8 +271,7 @@ func (w *workload) userStop(kill bool) error {
 	if err := w.stopWithin(grace); err != nil {
 		return err
 	}
-	w.rest(api.StateStopped, reason)
-	return nil
+	return w.rest(api.StateStopped, reason)
 }
 
 func (w *workload) signal(sig syscall.Signal) error {
@@ -288,6 +293,12 @@ func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start boo
 		}
 		return nil
 	}
+	// Recorded first: a replacement that cannot be made durable is
+	// refused before the running one is touched.
+	rec := specRecord{Spec: sp, Running: start, Owner: w.owner, Rest: api.StateStopped}
+	if err := w.s.store.saveSpec(rec); err != nil {
+		return fmt.Errorf("cannot record the new spec of %s, so it is not replaced: %w", w.name, err)
+	}
 	if err := w.stopRun(); err != nil {
 		return err
 	}
@@ -303,8 +314,7 @@ func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start boo
 	if start {
 		return w.userStart()
 	}
-	w.rest(api.StateStopped, "replaced")
-	return nil
+	return w.rest(api.StateStopped, "replaced")
 }
 
 // remove stops the workload and deletes all it owns: its spec, its run
