@@ -25,15 +25,19 @@ const (
 	// maxApplies caps the applies reading and checking specs at once, which
 	// is where a request's memory goes.
 	maxApplies = 4
-	// bodyTimeout bounds the reading of a request body; idleTimeout a
-	// connection that sends nothing; writeTimeout every write of an
-	// answer or of a stream, so a reader that stops reading is dropped.
-	bodyTimeout  = 30 * time.Second
-	idleTimeout  = 2 * time.Minute
-	writeTimeout = 10 * time.Second
 	// maxRefusing bounds the goroutines answering refused connections; past
 	// it a refused connection is closed without an answer.
 	maxRefusing = 16
+)
+
+// bodyTimeout bounds the reading of a request body; idleTimeout a
+// connection that sends nothing; writeTimeout every write of an answer or
+// of a stream, so a reader that stops reading is dropped. Variables only so
+// that the package's tests need not wait minutes.
+var (
+	bodyTimeout  = 30 * time.Second
+	idleTimeout  = 2 * time.Minute
+	writeTimeout = 10 * time.Second
 )
 
 // gate admits connections: a peer the policy refuses is answered 403 and

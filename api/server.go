@@ -159,7 +159,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // deadlineBody calls done once the body has been read to its end, or
-// closed.
+// closed. Not on a failed read: the server then drains what is left of
+// the body, and that must still meet the deadline.
 type deadlineBody struct {
 	io.ReadCloser
 	done func()
@@ -168,15 +169,16 @@ type deadlineBody struct {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil {
+	if err == io.EOF {
 		b.once.Do(b.done)
 	}
 	return n, err
 }
 
 func (b *deadlineBody) Close() error {
+	err := b.ReadCloser.Close() // drains the rest, under the deadline
 	b.once.Do(b.done)
-	return b.ReadCloser.Close()
+	return err
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
