@@ -46,7 +46,10 @@ func serveShort(t *testing.T, b Backend) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = NewServer(b, func(Peer) bool { return true }, zap.NewNop()).Serve(ctx, l) }()
+	go func() {
+		defer close(done)
+		_ = NewServer(b, func(Peer) bool { return true }, zap.NewNop()).Serve(ctx, l)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
