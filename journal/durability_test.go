@@ -31,46 +31,6 @@ func failOnce(t *testing.T, step string) {
 	t.Cleanup(func() { failpoint = nil })
 }
 
-// mountTmpfs mounts a tmpfs of size bytes on a new directory of the test's.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	testenv.RequireRoot(t, "needs root to mount a small tmpfs that fills up")
-	dir := filepath.Join(t.TempDir(), "small")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Fatalf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fill writes path until the filesystem has no space left.
-func fill(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	// What is left is less than a chunk: the rest, byte by byte in pages.
-	for {
-		if _, err := f.Write(chunk[:512]); err != nil {
-			return
-		}
-	}
-}
-
 // churn puts 1.5 MiB of changes of one name and deletes it: enough log for
 // a compaction, and no record left of it.
 func churn(t *testing.T, j *Journal) {
@@ -90,13 +50,13 @@ func churn(t *testing.T, j *Journal) {
 // snapshot: after space comes back and the log is compacted, it is not
 // there, while the journal goes on taking changes.
 func TestFailedPutLeavesNoTrace(t *testing.T) {
-	fs := mountTmpfs(t, 8<<20)
+	fs := testenv.SmallDisk(t, 8<<20)
 	dir := filepath.Join(fs, "j")
 	j, _ := mustOpen(t, dir)
 	if err := j.Put("kept", record("1")); err != nil {
 		t.Fatal(err)
 	}
-	fill(t, filepath.Join(fs, "filler"))
+	testenv.FillDisk(t, filepath.Join(fs, "filler"))
 	err := j.Put("lost", record(strings.Repeat("y", 64<<10)))
 	if err == nil || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "append") {
 		t.Fatalf("Put on a full disk: %v; want an append error with ENOSPC", err)

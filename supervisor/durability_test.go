@@ -33,40 +33,11 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// fillDisk writes path until its filesystem has no space left.
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for n := len(chunk); n > 0; n /= 2 {
-		for {
-			if _, err := f.Write(chunk[:n]); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
-}
-
 // TestFullDiskApplyLeavesNoTrace: an apply whose desired state cannot be
 // written says so, holds no port, and never comes back: not after space
 // is freed, the journal compacted and the daemon restarted.
 func TestFullDiskApplyLeavesNoTrace(t *testing.T) {
-	testenv.RequireRoot(t, "needs root to mount a small tmpfs that fills up")
-	fs := filepath.Join(t.TempDir(), "small")
-	if err := os.Mkdir(fs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", fs, "tmpfs", 0, "size=8m,mode=0700"); err != nil {
-		t.Fatalf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(fs, syscall.MNT_DETACH) })
+	fs := testenv.SmallDisk(t, 8<<20)
 	d := dirs{state: filepath.Join(fs, "state"), run: filepath.Join(t.TempDir(), "run")}
 	ctx := context.Background()
 	s := open(t, d, true)
@@ -79,7 +50,7 @@ func TestFullDiskApplyLeavesNoTrace(t *testing.T) {
 		return w
 	}
 	filler := filepath.Join(fs, "filler")
-	fillDisk(t, filler)
+	testenv.FillDisk(t, filler)
 	_, err := s.Put(ctx, withPort("lost"), false)
 	if err == nil || !strings.Contains(err.Error(), "cannot record workload lost") || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("apply on a full disk: %v; want it refused for want of space", err)
@@ -238,15 +209,7 @@ func TestQuarantinedRecordKeepsItsRun(t *testing.T) {
 // is refused before the running workload is touched, and a stop or a start
 // that cannot be recorded says so instead of answering done.
 func TestFullDiskChangesAreNotAcknowledged(t *testing.T) {
-	testenv.RequireRoot(t, "needs root to mount a small tmpfs that fills up")
-	fs := filepath.Join(t.TempDir(), "small")
-	if err := os.Mkdir(fs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", fs, "tmpfs", 0, "size=8m,mode=0700"); err != nil {
-		t.Fatalf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(fs, syscall.MNT_DETACH) })
+	fs := testenv.SmallDisk(t, 8<<20)
 	d := dirs{state: filepath.Join(fs, "state"), run: filepath.Join(t.TempDir(), "run")}
 	ctx := context.Background()
 	s := open(t, d, true)
@@ -262,7 +225,7 @@ func TestFullDiskChangesAreNotAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fillDisk(t, filepath.Join(fs, "filler"))
+	testenv.FillDisk(t, filepath.Join(fs, "filler"))
 
 	if _, err := s.Put(ctx, big("exec sleep 101"), true); err == nil || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("replace on a full disk: %v; want it refused", err)

@@ -28,13 +28,7 @@ func TestStopIsOvertaken(t *testing.T) {
 			s := open(t, newDirs(t), false)
 			defer s.Close()
 			ctx := context.Background()
-			sp := shSpec("stubborn", "trap '' TERM; echo ready; exec sleep 100")
-			sp.Stop.Timeout = spec.Duration{Duration: spec.MaxStopTimeout}
-			w, err := s.Put(ctx, sp, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitLog(t, s, "stubborn", "ready")
+			w := startStubborn(t, s)
 			stopped := make(chan error, 1)
 			go func() { _, err := s.Stop(ctx, "stubborn"); stopped <- err }()
 			waitState(t, s, "stubborn", api.StateStopping)
@@ -57,19 +51,27 @@ func TestStopIsOvertaken(t *testing.T) {
 	}
 }
 
+// startStubborn runs a workload that ignores SIGTERM and whose stop would
+// wait an hour before it kills.
+func startStubborn(t *testing.T, s *Supervisor) *api.Workload {
+	t.Helper()
+	sp := shSpec("stubborn", "trap '' TERM; echo ready; exec sleep 100")
+	sp.Stop.Timeout = spec.Duration{Duration: spec.MaxStopTimeout}
+	w, err := s.Put(context.Background(), sp, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, s, "stubborn", "ready")
+	return w
+}
+
 // TestKillWithoutGrace: a kill of a running workload does not wait for
 // the grace period it would give a stop.
 func TestKillWithoutGrace(t *testing.T) {
 	s := open(t, newDirs(t), true)
 	defer s.Close()
 	ctx := context.Background()
-	sp := shSpec("stubborn", "trap '' TERM; echo ready; exec sleep 100")
-	sp.Stop.Timeout = spec.Duration{Duration: spec.MaxStopTimeout}
-	w, err := s.Put(ctx, sp, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitLog(t, s, "stubborn", "ready")
+	w := startStubborn(t, s)
 	got, err := s.Kill(ctx, "stubborn")
 	if err != nil {
 		t.Fatal(err)
