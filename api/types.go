@@ -81,6 +81,13 @@ type Network struct {
 	Name      string   `json:"name"`
 	Path      string   `json:"path"`
 	Workloads []string `json:"workloads"`
+	// Link is the host end of its veth; Address its own address, which
+	// the host reaches it on, and Gateway the host's, its way out.
+	Link    string `json:"link,omitempty"`
+	Address string `json:"address,omitempty"`
+	Gateway string `json:"gateway,omitempty"`
+	// Egress says its traffic may leave through the host.
+	Egress bool `json:"egress"`
 }
 
 // Status describes the daemon.

@@ -30,6 +30,8 @@ type Network struct {
 	// Path is the bind-mounted namespace file: what a container runtime
 	// joins by path and what setns opens.
 	Path string
+	// Link is its connection to the host; nil for an island.
+	Link *Link
 }
 
 // NewNetworks uses dir (created 0755 if missing) to hold one bind-mounted
@@ -124,6 +126,15 @@ func (n *Networks) Delete(name string) error {
 		return err
 	}
 	defer unlock()
+	// A process or socket may keep the namespace alive after the unmount;
+	// its link must go now all the same.
+	if l, err := n.Link(nw); err != nil {
+		return fmt.Errorf("delete network %q: %w", name, err)
+	} else if l != nil {
+		if err := disconnect(l); err != nil {
+			return fmt.Errorf("delete network %q: link %s: %w", name, l.Name, err)
+		}
+	}
 	if err := unmountAll(nw.Path); err != nil {
 		return fmt.Errorf("delete network %q: %w", name, err)
 	}
@@ -187,6 +198,26 @@ func (n *Networks) lock() (unlock func(), err error) {
 		f.Close() // releases the flock
 		n.mu.Unlock()
 	}, nil
+}
+
+// SweepLinks deletes the links of this directory's networks that no
+// longer exist: what a daemon that died between deleting a namespace and
+// its link leaves behind.
+func (n *Networks) SweepLinks() error {
+	links, err := n.Links()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for name, l := range links {
+		if ok, err := isNamespace(filepath.Join(n.dir, name)); err == nil && ok {
+			continue
+		}
+		if err := disconnect(l); err != nil {
+			errs = append(errs, fmt.Errorf("delete link %s of network %q: %w", l.Name, name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // sweepLeftovers removes the empty files a crash leaves between creating a

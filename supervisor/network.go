@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,18 +12,97 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )
 
 // network opens the namespace of a workload's network, creating it on
-// first use; nil for the host.
+// first use, linked to the host when the daemon has a network pool; nil
+// for the host.
 func (s *Supervisor) network(name string) (*sandbox.Network, error) {
 	if name == spec.NetworkHost {
 		return nil, nil
 	}
-	return s.nets.Ensure(name)
+	nw, err := s.nets.Ensure(name)
+	if err != nil || !s.cfg.NetworkPool.IsValid() {
+		return nw, err
+	}
+	s.linkMu.Lock()
+	defer s.linkMu.Unlock()
+	if l := s.links[name]; l != nil {
+		nw.Link = l
+		return nw, nil
+	}
+	l, err := s.nets.Connect(nw, s.cfg.NetworkPool)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.allowNetwork(name, l); err != nil {
+		return nil, err
+	}
+	s.links[name] = l
+	nw.Link = l
+	return nw, nil
+}
+
+// allowNetwork writes a linked network's rules: its way out through the
+// host, and nothing to other networks.
+func (s *Supervisor) allowNetwork(name string, l *sandbox.Link) error {
+	if s.cfg.Firewall == nil {
+		return nil
+	}
+	if changed, err := firewall.Forwarding(); err != nil {
+		return err
+	} else if changed {
+		s.log.Info("turned on IPv4 forwarding (net.ipv4.ip_forward=1): a network's traffic goes out through the host")
+	}
+	if err := s.cfg.Firewall.Set(name, firewall.Net{Link: l.Name, Subnet: l.Subnet, Egress: true}); err != nil {
+		return fmt.Errorf("network %s: %w", name, err)
+	}
+	return nil
+}
+
+// forgetLink drops a deleted network's link and rules.
+func (s *Supervisor) forgetLink(name string) {
+	s.linkMu.Lock()
+	delete(s.links, name)
+	s.linkMu.Unlock()
+	if s.cfg.Firewall != nil {
+		if err := s.cfg.Firewall.Remove(name); err != nil {
+			s.log.Warn("cannot remove a network's rules", zap.String("network", name), zap.Error(err))
+		}
+	}
+}
+
+// syncLinks, at start, learns the links of the networks that are left and
+// rewrites the firewall for exactly those, replacing what a crash left.
+func (s *Supervisor) syncLinks() {
+	if err := s.nets.SweepLinks(); err != nil {
+		s.log.Warn("cannot sweep network links", zap.Error(err))
+	}
+	links, err := s.nets.Links()
+	if err != nil {
+		s.log.Warn("cannot list network links", zap.Error(err))
+		return
+	}
+	nets := map[string]firewall.Net{}
+	s.linkMu.Lock()
+	for name, l := range links {
+		if !l.Subnet.IsValid() {
+			continue // half made: the next Ensure of the network remakes it
+		}
+		s.links[name] = l
+		nets[name] = firewall.Net{Link: l.Name, Subnet: l.Subnet, Egress: true}
+	}
+	s.linkMu.Unlock()
+	if s.cfg.Firewall == nil {
+		return
+	}
+	if err := s.cfg.Firewall.Sync(nets); err != nil {
+		s.log.Warn("cannot write the networks' rules", zap.Error(err))
+	}
 }
 
 // namespace is nw as netalloc wants it: a nil interface for the host.
@@ -85,8 +165,13 @@ func (s *Supervisor) mappings(w *spec.Workload, res []netalloc.Reservation) []ap
 	for _, r := range res {
 		p := strconv.Itoa(r.Port)
 		// flyd's containers share their network's namespace, so they
-		// reach an endpoint on loopback just as native processes do.
-		inst := []api.Instance{{Access: "native", Address: "localhost:" + p}, {Access: "container", Address: "localhost:" + p}}
+		// reach an endpoint on loopback just as its native processes do;
+		// a host process reaches an isolated one through its link.
+		native := "localhost:" + p
+		if l := s.linkOf(r.Network); l != nil {
+			native = netip.AddrPortFrom(l.Inner, uint16(r.Port)).String()
+		}
+		inst := []api.Instance{{Access: "native", Address: native}, {Access: "container", Address: "localhost:" + p}}
 		if r.Network == spec.NetworkHost && s.cfg.AdvertiseAddress != "" {
 			inst = append(inst, api.Instance{Access: "public", Address: s.cfg.AdvertiseAddress + ":" + p})
 		}
@@ -96,6 +181,16 @@ func (s *Supervisor) mappings(w *spec.Workload, res []netalloc.Reservation) []ap
 		})
 	}
 	return out
+}
+
+// linkOf is an isolated network's link, nil for the host or an island.
+func (s *Supervisor) linkOf(network string) *sandbox.Link {
+	if network == spec.NetworkHost {
+		return nil
+	}
+	s.linkMu.Lock()
+	defer s.linkMu.Unlock()
+	return s.links[network]
 }
 
 // reservedMappings rebuilds a restored workload's mappings from the
@@ -141,6 +236,7 @@ func (s *Supervisor) dropNetworkLocked(name string) {
 	if err := s.nets.Delete(name); err != nil {
 		s.log.Warn("cannot delete network", zap.String("network", name), zap.Error(err))
 	}
+	s.forgetLink(name)
 }
 
 // networkUsers names the workloads in a network, quarantined ones too.
@@ -206,7 +302,11 @@ func (s *Supervisor) Networks(ctx context.Context) ([]api.Network, error) {
 		}
 		users := s.networkUsers(n)
 		sort.Strings(users)
-		out = append(out, api.Network{Name: n, Path: nw.Path, Workloads: users})
+		an := api.Network{Name: n, Path: nw.Path, Workloads: users}
+		if l := s.linkOf(n); l != nil {
+			an.Link, an.Address, an.Gateway, an.Egress = l.Name, l.Inner.String(), l.Host.String(), s.cfg.Firewall != nil
+		}
+		out = append(out, an)
 	}
 	return out, nil
 }
@@ -221,5 +321,9 @@ func (s *Supervisor) DeleteNetwork(ctx context.Context, name string) error {
 	if users := s.networkUsers(name); len(users) > 0 {
 		return fmt.Errorf("%w: network %s is used by %s", errdefs.ErrConflict, name, strings.Join(users, ", "))
 	}
-	return s.nets.Delete(name)
+	if err := s.nets.Delete(name); err != nil {
+		return err
+	}
+	s.forgetLink(name)
+	return nil
 }

@@ -37,8 +37,15 @@ func (s *Supervisor) instances(w *spec.Workload, ports []api.PortMapping, st api
 	out := make([]registryclient.Instance, 0, len(ports))
 	for _, p := range ports {
 		address := s.cfg.AdvertiseAddress
-		if p.Network != spec.NetworkHost || address == "" {
-			// An isolated network has nothing but its loopback.
+		switch {
+		case p.Network != spec.NetworkHost:
+			// The address the host reaches it on: its network's own, or
+			// loopback for an island.
+			address = "127.0.0.1"
+			if l := s.linkOf(p.Network); l != nil {
+				address = l.Inner.String()
+			}
+		case address == "":
 			address = "127.0.0.1"
 		}
 		md := map[string]string{

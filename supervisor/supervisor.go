@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,6 +28,7 @@ import (
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/registrar"
@@ -59,6 +61,11 @@ type Config struct {
 	// Cgroups gives each workload a cgroup with its limits; nil where the
 	// host has none for flyd, and then `resources` is refused.
 	Cgroups *sandbox.Cgroups
+	// NetworkPool is where isolated networks' links take their /30s; the
+	// zero prefix leaves networks islands with only loopback. Firewall
+	// writes their way out; nil gives them none.
+	NetworkPool netip.Prefix
+	Firewall    *firewall.Firewall
 }
 
 // Supervisor owns every workload of one daemon. It implements api.Backend.
@@ -80,6 +87,9 @@ type Supervisor struct {
 	nets  *sandbox.Networks
 	ports *netalloc.Manager
 	netMu sync.Mutex
+	// links are the isolated networks' links, by network name.
+	linkMu sync.Mutex
+	links  map[string]*sandbox.Link
 
 	mu           sync.Mutex
 	workloads    map[string]*workload
@@ -124,6 +134,7 @@ func New(cfg Config) (*Supervisor, error) {
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
 		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
 		workloads:    map[string]*workload{},
+		links:        map[string]*sandbox.Link{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,
@@ -223,6 +234,7 @@ func (s *Supervisor) restore() {
 	s.logQuarantine()
 	s.sweepCarriers(keep)
 	s.sweepNetworks(specs)
+	s.syncLinks()
 	s.sweepCgroups(s.kept(specs))
 	s.sweepDrivers(s.kept(specs))
 	for _, r := range recs {

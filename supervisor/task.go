@@ -68,7 +68,9 @@ func makePlan(w *spec.Workload, ports []api.PortMapping) (*plan, error) {
 		key := spec.EnvName(p.Endpoint)
 		own["FLYD_PORT_"+key] = strconv.Itoa(p.Port)
 		subst["PORT_"+key] = strconv.Itoa(p.Port)
-		subst["ADDR_"+key] = p.Instances[0].Address
+		// Where the workload itself serves the endpoint, inside its
+		// own network, whatever address others reach it on.
+		subst["ADDR_"+key] = "localhost:" + strconv.Itoa(p.Port)
 	}
 	args := make([]string, len(w.Command))
 	for i, a := range w.Command {

@@ -50,6 +50,7 @@ type daemonConfig struct {
 	logMaxSize  string
 	logGens     int
 	advertise   string
+	networkPool string
 
 	cgroupParent    string
 	containerdSock  string
@@ -77,6 +78,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
 	fs.StringVar(&cfg.registryListen, "registry-listen", defaultRegistryListen, "where the embedded registry listens")
 	fs.StringVar(&cfg.advertise, "advertise-address", "127.0.0.1", "address published as the public instance of host-network endpoints")
+	fs.StringVar(&cfg.networkPool, "network-pool", defaultNetworkPool, "IPv4 prefix the isolated networks' links take a /30 each from; off leaves them islands with only loopback")
 	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
 	return fs
 }
@@ -208,6 +210,11 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		log.Info("containerd does not answer: kind containerd is refused until it does", zap.Error(err))
 	}
 	drivers = append(drivers, containerd)
+	pool, fw, err := networkLinks(cfg, log)
+	if err != nil {
+		l.Close()
+		return err
+	}
 	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
 	sup, err := supervisor.New(supervisor.Config{
 		Registrar:        reg.registrar,
@@ -223,6 +230,8 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		Version:          version,
 		StopOnClose:      cfg.stopOnExit,
 		AdvertiseAddress: cfg.advertise,
+		NetworkPool:      pool,
+		Firewall:         fw,
 	})
 	if err != nil {
 		l.Close()

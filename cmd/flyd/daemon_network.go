@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/sandbox"
+)
+
+// defaultNetworkPool is where isolated networks' links come from unless
+// --network-pool says otherwise: private, and rarely routed.
+const defaultNetworkPool = "10.213.0.0/16"
+
+// networkLinks reads --network-pool, refuses one the host already routes,
+// and opens the firewall that gives the networks their way out. Without
+// nf_tables the networks still get their links, and no way out.
+func networkLinks(cfg daemonConfig, log *zap.Logger) (netip.Prefix, *firewall.Firewall, error) {
+	if cfg.networkPool == "off" {
+		return netip.Prefix{}, nil, nil
+	}
+	pool, err := netip.ParsePrefix(cfg.networkPool)
+	if err != nil {
+		return netip.Prefix{}, nil, fmt.Errorf("--network-pool %q: an IPv4 prefix such as %s, or off: %v", cfg.networkPool, defaultNetworkPool, err)
+	}
+	if err := sandbox.CheckPool(pool); err != nil {
+		return netip.Prefix{}, nil, err
+	}
+	runDir, err := filepath.Abs(cfg.runDir)
+	if err != nil {
+		return netip.Prefix{}, nil, err
+	}
+	fw, err := firewall.New(firewall.TableFor(runDir))
+	if err != nil {
+		log.Warn("isolated networks get no way out through the host", zap.Error(err))
+		return pool, nil, nil
+	}
+	return pool, fw, nil
+}

@@ -1,0 +1,180 @@
+// Package firewall keeps a daemon's nftables table: the rules that let an
+// isolated network's traffic out through the host (source NAT) or keep it
+// in, and that keep networks from reaching each other. Each daemon owns
+// one table in the ip family (TableFor) whole and rewrites it in one
+// transaction whenever a network changes; it never touches a rule it did
+// not create, nor another daemon's table. Connections
+// already flowing keep their NAT bindings across a rewrite (they live in
+// conntrack, not in the table), so a daemon restart drops none of them.
+//
+// It talks to the kernel through netlink (github.com/google/nftables): no
+// `nft` binary is needed. It does not make links or addresses; package
+// sandbox does.
+package firewall
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/google/nftables"
+
+	"github.com/flyd-dev/flyd/errdefs"
+)
+
+// TableFor names the table of the daemon whose run dir is runDir: "flyd"
+// for the default one, "flyd-" and a hash of the path for any other, so
+// that daemons side by side keep out of each other's rules.
+func TableFor(runDir string) string {
+	if runDir == DefaultRunDir {
+		return "flyd"
+	}
+	sum := sha256.Sum256([]byte(runDir))
+	return "flyd-" + hex.EncodeToString(sum[:4])
+}
+
+// DefaultRunDir is the run dir of a daemon with the default paths.
+const DefaultRunDir = "/run/flyd"
+
+// LinkPrefix starts the host-side name of every network link: the rules
+// that keep networks apart match on it.
+const LinkPrefix = "fly-"
+
+// Net is one isolated network as the firewall sees it.
+type Net struct {
+	Link   string       // the host end of its veth
+	Subnet netip.Prefix // its addresses
+	// Egress lets the network reach beyond itself through the host, with
+	// source NAT; without it the host and the outside are unreachable.
+	Egress bool
+}
+
+// Firewall is the table's desired contents. It is safe for concurrent use.
+type Firewall struct {
+	table string
+	mu    sync.Mutex
+	nets  map[string]Net
+}
+
+// New checks that the kernel offers nf_tables to flyd and returns an
+// empty firewall for table; nothing is written until Set or Sync.
+func New(table string) (*Firewall, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer c.CloseLasting()
+	if _, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
+		return nil, unavailable(err)
+	}
+	return &Firewall{table: table, nets: map[string]Net{}}, nil
+}
+
+func unavailable(err error) error {
+	return fmt.Errorf("%w: nf_tables (Linux 3.13, CONFIG_NF_TABLES) does not answer: %v", errdefs.ErrUnavailable, err)
+}
+
+// Set adds or changes a network and rewrites the table.
+func (f *Firewall) Set(name string, n Net) error {
+	if !strings.HasPrefix(n.Link, LinkPrefix) || !n.Subnet.IsValid() || !n.Subnet.Addr().Is4() {
+		return fmt.Errorf("%w: network %s: link %q, subnet %v", errdefs.ErrInvalid, name, n.Link, n.Subnet)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nets[name] = n
+	return f.write()
+}
+
+// Remove forgets a network and rewrites the table.
+func (f *Firewall) Remove(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.nets[name]; !ok {
+		return nil
+	}
+	delete(f.nets, name)
+	return f.write()
+}
+
+// Sync rewrites the table with nets alone: what a starting daemon does
+// once it knows its networks, replacing whatever a crash left.
+func (f *Firewall) Sync(nets map[string]Net) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nets = map[string]Net{}
+	for name, n := range nets {
+		f.nets[name] = n
+	}
+	return f.write()
+}
+
+// Table is the name of the firewall's table.
+func (f *Firewall) Table() string { return f.table }
+
+// Purge deletes a table of flyd's.
+func Purge(table string) error {
+	c, err := nftables.New()
+	if err != nil {
+		return unavailable(err)
+	}
+	defer c.CloseLasting()
+	t := &nftables.Table{Name: table, Family: nftables.TableFamilyIPv4}
+	c.AddTable(t) // so that the delete cannot fail for a missing table
+	c.DelTable(t)
+	return c.Flush()
+}
+
+// write replaces the table in one transaction: the kernel applies all of
+// it or none, so no packet ever sees half a table.
+func (f *Firewall) write() error {
+	c, err := nftables.New()
+	if err != nil {
+		return unavailable(err)
+	}
+	defer c.CloseLasting()
+	t := &nftables.Table{Name: f.table, Family: nftables.TableFamilyIPv4}
+	c.AddTable(t)
+	c.DelTable(t)
+	if len(f.nets) > 0 {
+		build(c, c.AddTable(t), f.sorted())
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("write nftables table %s: %w", f.table, err)
+	}
+	return nil
+}
+
+func (f *Firewall) sorted() []Net {
+	names := make([]string, 0, len(f.nets))
+	for n := range f.nets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]Net, len(names))
+	for i, n := range names {
+		out[i] = f.nets[n]
+	}
+	return out
+}
+
+// Forwarding turns on IPv4 forwarding, which a network's traffic through
+// the host needs, and reports whether it was off.
+func Forwarding() (changed bool, err error) {
+	const path = "/proc/sys/net/ipv4/ip_forward"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	if strings.TrimSpace(string(b)) == "1" {
+		return false, nil
+	}
+	if err := os.WriteFile(path, []byte("1\n"), 0o644); err != nil {
+		return false, fmt.Errorf("turn on IPv4 forwarding: %w", err)
+	}
+	return true, nil
+}

@@ -1,0 +1,226 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/errdefs"
+)
+
+// LinkPrefix starts the host-side name of every network link: fly-N for
+// the N-th /30 of the pool.
+const LinkPrefix = "fly-"
+
+// maxLinks bounds the links of one host: more than any pool flyd is
+// given, and what an interface name of 15 bytes holds.
+const maxLinks = 1 << 16
+
+// Link is an isolated network's connection to the host: a veth pair whose
+// host end (Name) holds Host and whose end inside, eth0, holds Inner, on
+// one /30 of the pool, with the default route inside going through Host.
+type Link struct {
+	Name        string
+	Subnet      netip.Prefix
+	Host, Inner netip.Addr
+}
+
+// CheckPool refuses a pool that is not an IPv4 prefix of /29 or wider, or
+// that overlaps a route of the host other than flyd's own links: the
+// networks' addresses would shadow real ones.
+func CheckPool(pool netip.Prefix) error {
+	if !pool.IsValid() || !pool.Addr().Is4() || pool.Bits() > 29 {
+		return fmt.Errorf("%w: network pool %v: an IPv4 prefix of /29 or wider is needed", errdefs.ErrInvalid, pool)
+	}
+	// Every table: the local one holds the host's own addresses and
+	// loopback's 127.0.0.0/8.
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return fmt.Errorf("list the host's routes: %w", err)
+	}
+	for _, r := range routes {
+		if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+			continue // a default route overlaps everything, and shadows nothing
+		}
+		if l, err := netlink.LinkByIndex(r.LinkIndex); err == nil && strings.HasPrefix(l.Attrs().Name, LinkPrefix) {
+			continue
+		}
+		dst, ok := netip.AddrFromSlice(r.Dst.IP.To4())
+		if !ok {
+			continue
+		}
+		ones, _ := r.Dst.Mask.Size()
+		if p := netip.PrefixFrom(dst, ones); p.Overlaps(pool) {
+			return fmt.Errorf("%w: network pool %v overlaps the host's route to %v: choose another with --network-pool", errdefs.ErrInvalid, pool, p)
+		}
+	}
+	return nil
+}
+
+// Connect gives nw its link to the host, made from pool, unless it has
+// one. The first free /30 is taken by creating its link, whose name is
+// unique on the host: two daemons can never take the same one.
+func (n *Networks) Connect(nw *Network, pool netip.Prefix) (*Link, error) {
+	if l, err := n.Link(nw); err != nil || l != nil {
+		return l, err
+	}
+	unlock, err := n.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if l, err := n.Link(nw); err != nil || l != nil {
+		return l, err
+	}
+	ns, err := netns.GetFromPath(nw.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open network %q: %w", nw.Name, err)
+	}
+	defer ns.Close()
+	for i := 0; i < maxLinks; i++ {
+		l, ok := linkAt(pool, i)
+		if !ok {
+			break
+		}
+		err := makeLink(l, nw, ns)
+		if errors.Is(err, unix.EEXIST) {
+			continue // another network's, maybe another daemon's
+		}
+		if err != nil {
+			return nil, fmt.Errorf("connect network %q: %w", nw.Name, err)
+		}
+		return l, nil
+	}
+	return nil, fmt.Errorf("%w: network pool %v has no free /30 left for network %q", errdefs.ErrUnavailable, pool, nw.Name)
+}
+
+// linkAt is the i-th /30 of pool.
+func linkAt(pool netip.Prefix, i int) (*Link, bool) {
+	base := pool.Masked().Addr().As4()
+	v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	v += uint32(4 * i)
+	a := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	sub := netip.PrefixFrom(a, 30)
+	if !pool.Contains(a) || !pool.Contains(sub.Addr().Next().Next().Next()) {
+		return nil, false
+	}
+	return &Link{Name: LinkPrefix + strconv.Itoa(i), Subnet: sub, Host: a.Next(), Inner: a.Next().Next()}, true
+}
+
+// makeLink creates the veth pair, its end inside named eth0, addresses
+// both ends and routes the network's traffic through the host. What it
+// made is deleted when a step fails.
+func makeLink(l *Link, nw *Network, ns netns.NsHandle) error {
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: l.Name},
+		PeerName:      "eth0",
+		PeerNamespace: netlink.NsFd(ns),
+	}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return err
+	}
+	err := setUpLink(l, nw, ns)
+	if err != nil {
+		if host, lerr := netlink.LinkByName(l.Name); lerr == nil {
+			_ = netlink.LinkDel(host)
+		}
+	}
+	return err
+}
+
+func setUpLink(l *Link, nw *Network, ns netns.NsHandle) error {
+	host, err := netlink.LinkByName(l.Name)
+	if err != nil {
+		return err
+	}
+	// The alias says whose link it is: the namespace file's path is unique
+	// to one network of one daemon.
+	if err := netlink.LinkSetAlias(host, nw.Path); err != nil {
+		return fmt.Errorf("name link %s: %w", l.Name, err)
+	}
+	if err := netlink.AddrAdd(host, addr(l.Host)); err != nil {
+		return fmt.Errorf("address link %s: %w", l.Name, err)
+	}
+	if err := netlink.LinkSetUp(host); err != nil {
+		return fmt.Errorf("bring up link %s: %w", l.Name, err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in network %q: %w", nw.Name, err)
+	}
+	defer h.Close()
+	inner, err := h.LinkByName("eth0")
+	if err != nil {
+		return fmt.Errorf("find eth0 in network %q: %w", nw.Name, err)
+	}
+	if err := h.AddrAdd(inner, addr(l.Inner)); err != nil {
+		return fmt.Errorf("address eth0 in network %q: %w", nw.Name, err)
+	}
+	if err := h.LinkSetUp(inner); err != nil {
+		return fmt.Errorf("bring up eth0 in network %q: %w", nw.Name, err)
+	}
+	gw := net.IP(l.Host.AsSlice())
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: gw}); err != nil {
+		return fmt.Errorf("default route in network %q: %w", nw.Name, err)
+	}
+	return nil
+}
+
+func addr(a netip.Addr) *netlink.Addr {
+	return &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(30, 32)}}
+}
+
+// Link returns nw's link, or nil when it has none.
+func (n *Networks) Link(nw *Network) (*Link, error) {
+	links, err := n.Links()
+	if err != nil {
+		return nil, err
+	}
+	return links[nw.Name], nil
+}
+
+// Links returns the links of this directory's networks, by network name.
+func (n *Networks) Links() (map[string]*Link, error) {
+	all, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	out := map[string]*Link{}
+	prefix := n.dir + "/"
+	for _, hl := range all {
+		a := hl.Attrs()
+		name, ok := strings.CutPrefix(a.Alias, prefix)
+		if !strings.HasPrefix(a.Name, LinkPrefix) || !ok {
+			continue
+		}
+		addrs, err := netlink.AddrList(hl, netlink.FAMILY_V4)
+		if err != nil || len(addrs) == 0 {
+			out[name] = &Link{Name: a.Name} // half made: still ours to delete
+			continue
+		}
+		host, _ := netip.AddrFromSlice(addrs[0].IP.To4())
+		sub := netip.PrefixFrom(host, 30).Masked()
+		out[name] = &Link{Name: a.Name, Subnet: sub, Host: host, Inner: host.Next()}
+	}
+	return out, nil
+}
+
+// disconnect deletes a network's link; the end inside goes with it.
+func disconnect(l *Link) error {
+	host, err := netlink.LinkByName(l.Name)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return netlink.LinkDel(host)
+}

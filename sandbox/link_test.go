@@ -1,0 +1,68 @@
+package sandbox
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/flyd-dev/flyd/internal/testenv"
+)
+
+// testPool is a pool no test host routes: documentation addresses.
+var testPool = netip.MustParsePrefix("198.18.128.0/20")
+
+// TestConnectAndDelete: a network's link gets the first free /30, its end
+// inside holds the address and the default route, two networks never
+// share a /30, and deleting a network deletes its link.
+func TestConnectAndDelete(t *testing.T) {
+	testenv.RequireRoot(t, "links are made on the host")
+	n, err := NewNetworks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[netip.Prefix]bool{}
+	var links []*Link
+	for _, name := range []string{"lk-a", "lk-b"} {
+		nw, err := n.Ensure(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := n.Connect(nw, testPool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Delete(name) })
+		if seen[l.Subnet] || !testPool.Contains(l.Inner) || l.Host.Next() != l.Inner {
+			t.Fatalf("link %+v", l)
+		}
+		seen[l.Subnet] = true
+		again, err := n.Connect(nw, testPool)
+		if err != nil || *again != *l {
+			t.Fatalf("connecting again: %+v %v, want %+v", again, err, l)
+		}
+		links = append(links, l)
+	}
+	if err := n.Delete("lk-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(links[0].Name); err == nil {
+		t.Errorf("link %s outlived its network", links[0].Name)
+	}
+	if _, err := netlink.LinkByName(links[1].Name); err != nil {
+		t.Errorf("link %s of the other network went too: %v", links[1].Name, err)
+	}
+}
+
+// TestCheckPool refuses a pool the host already routes.
+func TestCheckPool(t *testing.T) {
+	if err := CheckPool(netip.MustParsePrefix("127.0.0.0/16")); err == nil {
+		t.Error("a pool overlapping loopback's route was accepted")
+	}
+	if err := CheckPool(netip.MustParsePrefix("198.18.128.0/30")); err == nil {
+		t.Error("a pool of one /30 was accepted")
+	}
+	if err := CheckPool(testPool); err != nil {
+		t.Errorf("the test pool: %v", err)
+	}
+}
