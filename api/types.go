@@ -62,10 +62,12 @@ type Workload struct {
 
 // PortMapping publishes one endpoint's allocation.
 type PortMapping struct {
-	Workload  string     `json:"workload"`
-	Endpoint  string     `json:"endpoint"`
-	API       string     `json:"api"`
-	Port      int        `json:"port"`
+	Workload string `json:"workload"`
+	Endpoint string `json:"endpoint"`
+	API      string `json:"api"`
+	Port     int    `json:"port"`
+	// Published is the host port the endpoint is published on, if it is.
+	Published int        `json:"published,omitempty"`
 	Network   string     `json:"network"`
 	Instances []Instance `json:"instances"`
 }

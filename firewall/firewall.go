@@ -15,6 +15,7 @@ package firewall
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"sync"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/errdefs"
 )
@@ -49,16 +51,31 @@ const LinkPrefix = "fly-"
 type Net struct {
 	Link   string       // the host end of its veth
 	Subnet netip.Prefix // its addresses
+	Inner  netip.Addr   // its own address, on eth0 inside
 	// Egress lets the network reach beyond itself through the host, with
 	// source NAT; without it the host and the outside are unreachable.
 	Egress bool
+	// Published are its ports reached on the host's own addresses
+	// (loopback, the advertised one) at a host port.
+	Published []Forward
+	// Served are the ports of its endpoints: what reaches Inner at one of
+	// them inside is handed to 127.0.0.1, so that a program that binds
+	// loopback only (most development servers) is reached all the same.
+	Served []int
+	// NS is its namespace file, where the rules for Served are written.
+	NS string
 }
+
+// Forward takes TCP connections to a host port to a port of a network.
+type Forward struct{ HostPort, Port int }
 
 // Firewall is the table's desired contents. It is safe for concurrent use.
 type Firewall struct {
 	table string
 	mu    sync.Mutex
 	nets  map[string]Net
+	// served is what each network's own table was last written with.
+	served map[string][]int
 }
 
 // New checks that the kernel offers nf_tables to flyd and returns an
@@ -72,7 +89,7 @@ func New(table string) (*Firewall, error) {
 	if _, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
 		return nil, unavailable(err)
 	}
-	return &Firewall{table: table, nets: map[string]Net{}}, nil
+	return &Firewall{table: table, nets: map[string]Net{}, served: map[string][]int{}}, nil
 }
 
 func unavailable(err error) error {
@@ -87,7 +104,10 @@ func (f *Firewall) Set(name string, n Net) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nets[name] = n
-	return f.write()
+	if err := f.write(); err != nil {
+		return err
+	}
+	return f.writeInside(name, n)
 }
 
 // Remove forgets a network and rewrites the table.
@@ -98,6 +118,7 @@ func (f *Firewall) Remove(name string) error {
 		return nil
 	}
 	delete(f.nets, name)
+	delete(f.served, name)
 	return f.write()
 }
 
@@ -110,7 +131,44 @@ func (f *Firewall) Sync(nets map[string]Net) error {
 	for name, n := range nets {
 		f.nets[name] = n
 	}
-	return f.write()
+	if err := f.write(); err != nil {
+		return err
+	}
+	var errs []error
+	for name, n := range nets {
+		errs = append(errs, f.writeInside(name, n))
+	}
+	return errors.Join(errs...)
+}
+
+// writeInside writes the network's own table, in its namespace, when what
+// it serves changed: traffic to its address at a served port goes to
+// 127.0.0.1. The table dies with the namespace.
+func (f *Firewall) writeInside(name string, n Net) error {
+	if n.NS == "" || slices.Equal(f.served[name], n.Served) {
+		return nil
+	}
+	fd, err := unix.Open(n.NS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("network %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	c, err := nftables.New(nftables.WithNetNSFd(fd))
+	if err != nil {
+		return unavailable(err)
+	}
+	defer c.CloseLasting()
+	t := &nftables.Table{Name: "flyd", Family: nftables.TableFamilyIPv4}
+	c.AddTable(t)
+	c.DelTable(t)
+	if len(n.Served) > 0 {
+		buildInside(c, c.AddTable(t), n)
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("write the rules inside network %s: %w", name, err)
+	}
+	f.served[name] = slices.Clone(n.Served)
+	return nil
 }
 
 // Table is the name of the firewall's table.

@@ -19,16 +19,21 @@ func TestTableFollowsNetworks(t *testing.T) {
 	t.Cleanup(func() { _ = Purge(table) })
 	out := Net{Link: "fly-9990", Subnet: netip.MustParsePrefix("198.18.250.0/30"), Egress: true}
 	island := Net{Link: "fly-9991", Subnet: netip.MustParsePrefix("198.18.250.4/30")}
+	published := island
+	published.Inner, published.Published = netip.MustParseAddr("198.18.250.6"), []Forward{{HostPort: 19000, Port: 80}}
 	for _, tt := range []struct {
 		change func() error
 		rules  int // 0: no table
 	}{
-		// forward: replies, networks apart; postrouting: out's masquerade.
-		{func() error { return f.Set("out", out) }, 3},
+		// forward: replies, published ports, networks apart; postrouting:
+		// out's masquerade.
+		{func() error { return f.Set("out", out) }, 4},
 		// and the island's forward refusal and its two input rules.
-		{func() error { return f.Set("island", island) }, 6},
-		{func() error { return f.Remove("out") }, 5},
-		{func() error { return f.Sync(map[string]Net{"out": out}) }, 3},
+		{func() error { return f.Set("island", island) }, 7},
+		// a published port: prerouting, output, and its masquerade.
+		{func() error { return f.Set("island", published) }, 10},
+		{func() error { return f.Remove("out") }, 9},
+		{func() error { return f.Sync(map[string]Net{"out": out}) }, 4},
 		{func() error { return f.Remove("out") }, 0},
 	} {
 		if err := tt.change(); err != nil {

@@ -1,6 +1,8 @@
 package firewall
 
 import (
+	"net/netip"
+
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -9,20 +11,26 @@ import (
 
 // build adds the table's chains and rules for nets:
 //
-//	forward     (filter): replies pass; networks never reach each other;
-//	            a network without egress forwards nothing.
+//	prerouting, output (nat): a connection to a host address at a published
+//	            port goes to its network (from elsewhere, and from the host).
+//	forward     (filter): replies and published ports pass; networks never
+//	            reach each other; a network without egress forwards nothing.
 //	input       (filter): a network without egress reaches nothing of the
 //	            host but replies to what the host began.
 //	postrouting (nat):    a network with egress leaves with the host's
-//	            address (masquerade).
+//	            address (masquerade), and what a published port takes into
+//	            a network comes from the host's link address, so that its
+//	            replies, to loopback or another network, come back.
 func build(c *nftables.Conn, t *nftables.Table, nets []Net) {
-	accept := nftables.ChainPolicyAccept
-	forward := c.AddChain(&nftables.Chain{Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
-	input := c.AddChain(&nftables.Chain{Name: "input", Table: t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
-	post := c.AddChain(&nftables.Chain{Name: "postrouting", Table: t, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept})
+	chain := func(name string, typ nftables.ChainType, hook *nftables.ChainHook, prio *nftables.ChainPriority) *nftables.Chain {
+		accept := nftables.ChainPolicyAccept
+		return c.AddChain(&nftables.Chain{Name: name, Table: t, Type: typ, Hooknum: hook, Priority: prio, Policy: &accept})
+	}
+	pre := chain("prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest)
+	out := chain("output", nftables.ChainTypeNAT, nftables.ChainHookOutput, nftables.ChainPriorityNATDest)
+	forward := chain("forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
+	input := chain("input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
+	post := chain("postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
 
 	rule := func(ch *nftables.Chain, exprs ...[]expr.Any) {
 		var all []expr.Any
@@ -32,8 +40,17 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: all})
 	}
 	rule(forward, replies(), verdict(expr.VerdictAccept))
+	rule(forward, dnatted(), verdict(expr.VerdictAccept))
 	rule(forward, ifname(expr.MetaKeyIIFNAME, LinkPrefix, false), ifname(expr.MetaKeyOIFNAME, LinkPrefix, false), refuse())
 	for _, n := range nets {
+		for _, p := range n.Published {
+			to := dnat(n.Inner, p.Port)
+			rule(pre, toLocal(), tcpDport(p.HostPort), to)
+			rule(out, toLocal(), tcpDport(p.HostPort), to)
+		}
+		if len(n.Published) > 0 {
+			rule(post, ifname(expr.MetaKeyOIFNAME, n.Link, false), dnatted(), masquerade())
+		}
 		if n.Egress {
 			rule(post, saddrIn(n), ifname(expr.MetaKeyOIFNAME, n.Link, true), masquerade())
 			continue
@@ -91,6 +108,61 @@ func refuse() []expr.Any {
 	return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 13}}
 }
 
+// buildInside adds a network's own rules, in its namespace: what reaches
+// its address at a served port is handed to 127.0.0.1 (the namespace's
+// eth0 has route_localnet, which allows it).
+func buildInside(c *nftables.Conn, t *nftables.Table, n Net) {
+	accept := nftables.ChainPolicyAccept
+	pre := c.AddChain(&nftables.Chain{Name: "prerouting", Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
+	loopback := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	for _, p := range n.Served {
+		var e []expr.Any
+		e = append(e, ifname(expr.MetaKeyIIFNAME, "eth0", false)...)
+		e = append(e, tcpDport(p)...)
+		e = append(e, dnat(loopback, p)...)
+		c.AddRule(&nftables.Rule{Table: t, Chain: pre, Exprs: e})
+	}
+}
+
+// toLocal matches a destination that is one of the host's own addresses.
+func toLocal() []expr.Any {
+	return []expr.Any{
+		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
+	}
+}
+
+// tcpDport matches TCP to port.
+func tcpDport(port int) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
+	}
+}
+
+// dnat sends the connection to addr:port.
+func dnat(addr netip.Addr, port int) []expr.Any {
+	a := addr.As4()
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: a[:]},
+		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
+	}
+}
+
+// dnatted matches connections whose destination a rule rewrote.
+func dnatted() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(ipsDstNAT), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+	}
+}
+
 func masquerade() []expr.Any { return []expr.Any{&expr.Masq{}} }
 
 func verdict(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: k}} }
@@ -130,3 +202,7 @@ func Exists(table string) (bool, int, error) {
 	}
 	return false, 0, nil
 }
+
+// ipsDstNAT is conntrack's IPS_DST_NAT status bit (linux/netfilter/
+// nf_conntrack_common.h).
+const ipsDstNAT = 1 << 5

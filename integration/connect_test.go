@@ -1,15 +1,20 @@
 package integration
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/firewall"
@@ -146,4 +151,112 @@ network: %s
 		}
 		return nil
 	})
+}
+
+// get sends one HTTP request on an open connection and reads the answer.
+func get(t *testing.T, c net.Conn, r *bufio.Reader) string {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(waitFor))
+	if _, err := fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: flyd\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestPublishedPorts: a server bound to 127.0.0.1 inside its network is
+// reached from the host at its published port; two networks publish the
+// same inner port on two host ports at once; another network reaches it
+// through the host's address; a host port taken is refused naming its
+// holder; and an open connection through a published port lives through
+// a kill -9 of the daemon and its restart.
+func TestPublishedPorts(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	inner := freePort(t)
+	hp := map[string]int{"ci-p1": freePort(t), "ci-p2": freePort(t)}
+	for _, n := range []string{"ci-p1", "ci-p2"} {
+		d.mustCLI(t, "apply", "-f", d.writeSpec(t, n+".yaml", fmt.Sprintf(`
+name: pub-%s
+command: ["@PROG@", "serve", "${ADDR_HTTP}"]
+endpoints: [{name: http, api: http, port: %d, publish: %d}]
+network: %s
+`, n, inner, hp[n], n)))
+	}
+	pids := map[string]int{}
+	for _, n := range []string{"ci-p1", "ci-p2"} {
+		w := d.waitState(t, "pub-"+n, api.StateRunning)
+		pids[n] = w.PID
+		want := map[string]string{"native": fmt.Sprintf("localhost:%d", hp[n]), "container": fmt.Sprintf("localhost:%d", inner), "public": fmt.Sprintf("127.0.0.1:%d", hp[n])}
+		for _, in := range w.Ports[0].Instances {
+			if want[in.Access] != in.Address {
+				t.Errorf("%s: %s address %s, want %s", n, in.Access, in.Address, want[in.Access])
+			}
+			delete(want, in.Access)
+		}
+		if len(want) > 0 || w.Ports[0].Published != hp[n] {
+			t.Errorf("%s: mapping %+v", n, w.Ports[0])
+		}
+		waitServing(t, "127.0.0.1:"+strconv.Itoa(hp[n]), w.PID)
+	}
+	// Hairpin: ci-p2 reaches ci-p1's server at the host's address.
+	var nets []api.Network
+	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &nets)
+	gw := map[string]string{}
+	for _, n := range nets {
+		gw[n.Name] = n.Gateway
+	}
+	o, errOut, code := runCLI(t, d.socket, "exec", "--network", "ci-p2", "--", d.prog, "get", gw["ci-p2"]+":"+strconv.Itoa(hp["ci-p1"]))
+	if code != 0 || !strings.Contains(o, fmt.Sprintf("pid=%d\n", pids["ci-p1"])) {
+		t.Errorf("ci-p2 through the host to ci-p1's published port: exit %d, %q %s", code, o, errOut)
+	}
+	// A host port already published is refused, and nothing of the refused
+	// workload stays.
+	_, errOut, code = runCLI(t, d.socket, "apply", "-f", d.writeSpec(t, "dup.yaml", fmt.Sprintf(`
+name: dup
+command: ["@PROG@", "serve", "${ADDR_HTTP}"]
+endpoints: [{name: http, port: %d, publish: %d}]
+network: ci-p3
+`, inner, hp["ci-p1"])))
+	if code != 1 || !strings.Contains(errOut, "port_in_use") || !strings.Contains(errOut, "pub-ci-p1") {
+		t.Errorf("publishing a taken host port: exit %d, %s; want port_in_use naming pub-ci-p1", code, errOut)
+	}
+	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &nets)
+	for _, n := range nets {
+		if n.Name == "ci-p3" {
+			t.Errorf("the refused workload's network stayed: %+v", n)
+		}
+	}
+
+	// An open connection lives through the daemon's crash and restart.
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(hp["ci-p1"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if b := get(t, c, r); !strings.Contains(b, fmt.Sprintf("pid=%d\n", pids["ci-p1"])) {
+		t.Fatalf("through the published port: %q", b)
+	}
+	d.kill(t)
+	d = startDaemon(t, inDir(d.dir))
+	d.waitState(t, "pub-ci-p1", api.StateRunning)
+	if b := get(t, c, r); !strings.Contains(b, fmt.Sprintf("pid=%d\n", pids["ci-p1"])) {
+		t.Fatalf("the same connection after a daemon restart: %q", b)
+	}
+	waitServing(t, "127.0.0.1:"+strconv.Itoa(hp["ci-p2"]), pids["ci-p2"])
+
+	d.mustCLI(t, "rm", "--all")
+	table := firewall.TableFor(filepath.Join(d.dir, "run"))
+	if ok, n, err := firewall.Exists(table); ok || err != nil {
+		t.Errorf("table %s left with %d rules (%v)", table, n, err)
+	}
+	if _, err := httpGet("127.0.0.1:"+strconv.Itoa(hp["ci-p1"]), "/"); err == nil {
+		t.Error("the published port still answers after rm")
+	}
 }

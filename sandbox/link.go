@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 
@@ -41,7 +42,17 @@ func CheckPool(pool netip.Prefix) error {
 	}
 	// Every table: the local one holds the host's own addresses and
 	// loopback's 127.0.0.0/8.
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	others, err := retried(netlink.LinkList)
+	if err != nil {
+		return fmt.Errorf("list the host's links: %w", err)
+	}
+	mine := map[int]bool{}
+	for _, l := range others {
+		mine[l.Attrs().Index] = strings.HasPrefix(l.Attrs().Name, LinkPrefix)
+	}
+	routes, err := retried(func() ([]netlink.Route, error) {
+		return netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	})
 	if err != nil {
 		return fmt.Errorf("list the host's routes: %w", err)
 	}
@@ -49,8 +60,8 @@ func CheckPool(pool netip.Prefix) error {
 		if r.Dst == nil || r.Dst.IP.IsUnspecified() {
 			continue // a default route overlaps everything, and shadows nothing
 		}
-		if l, err := netlink.LinkByIndex(r.LinkIndex); err == nil && strings.HasPrefix(l.Attrs().Name, LinkPrefix) {
-			continue
+		if isMine, known := mine[r.LinkIndex]; isMine || (!known && r.LinkIndex != 0) {
+			continue // flyd's own link, or one that was just deleted
 		}
 		dst, ok := netip.AddrFromSlice(r.Dst.IP.To4())
 		if !ok {
@@ -170,6 +181,21 @@ func setUpLink(l *Link, nw *Network, ns netns.NsHandle) error {
 	if err := h.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: gw}); err != nil {
 		return fmt.Errorf("default route in network %q: %w", nw.Name, err)
 	}
+	// Loopback addresses may cross the link once translated: the host's
+	// 127.0.0.1 reaching a published port, and, inside, what arrives for
+	// the network's address handed to a program that serves 127.0.0.1.
+	if err := routeLocalnet(l.Name); err != nil {
+		return err
+	}
+	return nw.Do(func() error { return routeLocalnet("eth0") })
+}
+
+// routeLocalnet sets route_localnet on a link of the calling thread's
+// namespace (/proc/sys/net is the opener's namespace's).
+func routeLocalnet(link string) error {
+	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+link+"/route_localnet", []byte("1\n"), 0o644); err != nil {
+		return fmt.Errorf("route_localnet on %s: %w", link, err)
+	}
 	return nil
 }
 
@@ -188,7 +214,7 @@ func (n *Networks) Link(nw *Network) (*Link, error) {
 
 // Links returns the links of this directory's networks, by network name.
 func (n *Networks) Links() (map[string]*Link, error) {
-	all, err := netlink.LinkList()
+	all, err := retried(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
@@ -200,7 +226,7 @@ func (n *Networks) Links() (map[string]*Link, error) {
 		if !strings.HasPrefix(a.Name, LinkPrefix) || !ok {
 			continue
 		}
-		addrs, err := netlink.AddrList(hl, netlink.FAMILY_V4)
+		addrs, err := retried(func() ([]netlink.Addr, error) { return netlink.AddrList(hl, netlink.FAMILY_V4) })
 		if err != nil || len(addrs) == 0 {
 			out[name] = &Link{Name: a.Name} // half made: still ours to delete
 			continue
@@ -223,4 +249,17 @@ func disconnect(l *Link) error {
 		return err
 	}
 	return netlink.LinkDel(host)
+}
+
+// retried runs a netlink dump again while the kernel says it was
+// interrupted: links come and go while other networks are made (by this
+// daemon or another), and a dump that saw them change is inconsistent.
+func retried[T any](dump func() ([]T, error)) ([]T, error) {
+	for range 20 {
+		out, err := dump()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
+		}
+	}
+	return dump()
 }

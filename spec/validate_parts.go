@@ -34,6 +34,17 @@ func (w *Workload) validateEndpoints(p *problems) {
 		default:
 			p.add(joinPath(field, "port"), "must be hashed, ephemeral or a port number")
 		}
+		switch e.Publish.Mode {
+		case "":
+		case PortHashed, PortEphemeral, PortFixed:
+			if w.Network == NetworkHost {
+				p.add(joinPath(field, "publish"), "applies to an endpoint of an isolated network; a host-network endpoint is on the host already")
+			} else if e.Publish.Mode == PortFixed && (e.Publish.Number < 1 || e.Publish.Number > 65535) {
+				p.add(joinPath(field, "publish"), "must be between 1 and 65535, got %d", e.Publish.Number)
+			}
+		default:
+			p.add(joinPath(field, "publish"), "must be hashed, ephemeral or a port number")
+		}
 	}
 }
 

@@ -50,6 +50,10 @@ type Endpoint struct {
 	Name string `json:"name"`
 	API  string `json:"api,omitempty"` // tcp (default) | http | rest | grpc | other
 	Port Port   `json:"port,omitzero"`
+	// Publish makes an endpoint of an isolated network reachable on the
+	// host at a host port: hashed, ephemeral or a number. Zero: not
+	// published.
+	Publish Port `json:"publish,omitzero"`
 }
 
 // Stop says how to ask the workload to exit before it is killed.

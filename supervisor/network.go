@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,7 +60,7 @@ func (s *Supervisor) allowNetwork(name string, l *sandbox.Link) error {
 	} else if changed {
 		s.log.Info("turned on IPv4 forwarding (net.ipv4.ip_forward=1): a network's traffic goes out through the host")
 	}
-	if err := s.cfg.Firewall.Set(name, firewall.Net{Link: l.Name, Subnet: l.Subnet, Egress: true}); err != nil {
+	if err := s.cfg.Firewall.Set(name, s.rulesOf(name, l)); err != nil {
 		return fmt.Errorf("network %s: %w", name, err)
 	}
 	return nil
@@ -94,7 +96,7 @@ func (s *Supervisor) syncLinks() {
 			continue // half made: the next Ensure of the network remakes it
 		}
 		s.links[name] = l
-		nets[name] = firewall.Net{Link: l.Name, Subnet: l.Subnet, Egress: true}
+		nets[name] = s.rulesOf(name, l)
 	}
 	s.linkMu.Unlock()
 	if s.cfg.Firewall == nil {
@@ -126,10 +128,7 @@ func requests(w *spec.Workload) []netalloc.Request {
 			r.Mode = netalloc.ModeEphemeral
 		default:
 			r.Mode = netalloc.ModeHashed
-			r.Port = netalloc.HashedPort(netalloc.HashInput{
-				Workspace: id.Workspace, Module: id.Module, Service: id.Service,
-				Endpoint: ep.Name, API: ep.API,
-			})
+			r.Port = hashedPort(id, ep)
 		}
 		reqs[i] = r
 	}
@@ -146,38 +145,159 @@ func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]api.PortMa
 	if err != nil {
 		return nil, err
 	}
+	prior := s.reservationsOf(w.Name, w.Network)
 	res, err := s.ports.Assign(ctx, w.Network, namespace(nw), w.Name, requests(w))
 	if err != nil {
 		s.dropNetworkLocked(w.Network)
 		return nil, err
 	}
-	return s.mappings(w, res), nil
+	var pub []netalloc.Reservation
+	if w.Network != spec.NetworkHost {
+		// Published ports are the workload's reservations in the host's
+		// table, held by the same rules as a host endpoint's.
+		if pub, err = s.ports.Assign(ctx, spec.NetworkHost, nil, w.Name, publishRequests(w)); err != nil {
+			s.restoreReservations(ctx, w, nw, prior)
+			return nil, err
+		}
+	}
+	if err := s.writeRules(w.Network); err != nil {
+		return nil, err
+	}
+	return s.mappings(w, res, pub), nil
+}
+
+// hashedPort is the codefly hash of an endpoint of identity id.
+func hashedPort(id spec.Identity, ep spec.Endpoint) int {
+	return netalloc.HashedPort(netalloc.HashInput{
+		Workspace: id.Workspace, Module: id.Module, Service: id.Service,
+		Endpoint: ep.Name, API: ep.API,
+	})
+}
+
+// publishRequests are a spec's published endpoints as host port requests.
+func publishRequests(w *spec.Workload) []netalloc.Request {
+	var out []netalloc.Request
+	for _, r := range requests(w) {
+		for _, ep := range w.Endpoints {
+			if ep.Name != r.Endpoint || ep.Publish.Mode == "" {
+				continue
+			}
+			switch ep.Publish.Mode {
+			case spec.PortFixed:
+				r.Mode, r.Port = netalloc.ModeFixed, ep.Publish.Number
+			case spec.PortEphemeral:
+				r.Mode, r.Port = netalloc.ModeEphemeral, 0
+			default:
+				// The hashed port of the endpoint's identity, which its
+				// request computed: the stable port tools connect to.
+				r.Mode = netalloc.ModeHashed
+				r.Port = hashedPort(identity(w), ep)
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// reservationsOf is what workload holds in network now.
+func (s *Supervisor) reservationsOf(workload, network string) []netalloc.Reservation {
+	var out []netalloc.Reservation
+	for _, r := range s.ports.List() {
+		if r.Workload == workload && r.Network == network {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// restoreReservations undoes an assign whose published ports could not
+// be had: the workload's reservations in its network go back to prior.
+func (s *Supervisor) restoreReservations(ctx context.Context, w *spec.Workload, nw *sandbox.Network, prior []netalloc.Reservation) {
+	reqs := make([]netalloc.Request, len(prior))
+	for i, r := range prior {
+		reqs[i] = netalloc.Request{Endpoint: r.Endpoint, Mode: r.Mode, Port: r.Port}
+		if r.Mode == netalloc.ModeEphemeral {
+			reqs[i].Port = 0
+		}
+	}
+	if _, err := s.ports.Assign(ctx, w.Network, namespace(nw), w.Name, reqs); err != nil {
+		s.log.Warn("cannot restore ports after a refused publish", zap.String("workload", w.Name), zap.Error(err))
+	}
+	if len(prior) == 0 {
+		s.dropNetworkLocked(w.Network)
+	}
+}
+
+// writeRules rewrites a linked network's rules from what its workloads
+// hold: their published ports, and the ports they serve.
+func (s *Supervisor) writeRules(network string) error {
+	l := s.linkOf(network)
+	if l == nil || s.cfg.Firewall == nil {
+		return nil
+	}
+	if err := s.cfg.Firewall.Set(network, s.rulesOf(network, l)); err != nil {
+		return fmt.Errorf("network %s: %w", network, err)
+	}
+	return nil
+}
+
+// rulesOf is a network as the firewall sees it.
+func (s *Supervisor) rulesOf(network string, l *sandbox.Link) firewall.Net {
+	n := firewall.Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: true, NS: filepath.Join(s.nets.Dir(), network)}
+	all := s.ports.List()
+	inner := map[[2]string]int{}
+	for _, r := range all {
+		if r.Network == network {
+			inner[[2]string{r.Workload, r.Endpoint}] = r.Port
+			n.Served = append(n.Served, r.Port)
+		}
+	}
+	for _, r := range all {
+		if p, ok := inner[[2]string{r.Workload, r.Endpoint}]; ok && r.Network == spec.NetworkHost {
+			n.Published = append(n.Published, firewall.Forward{HostPort: r.Port, Port: p})
+		}
+	}
+	slices.Sort(n.Served)
+	slices.SortFunc(n.Published, func(a, b firewall.Forward) int { return a.HostPort - b.HostPort })
+	return n
 }
 
 // mappings publishes reservations as network mappings: how a native
 // process, a container and the outside reach each endpoint.
-func (s *Supervisor) mappings(w *spec.Workload, res []netalloc.Reservation) []api.PortMapping {
+// Every address given is one that reaches the endpoint from where it is
+// read: native from the host, container from its own network, public from
+// elsewhere.
+func (s *Supervisor) mappings(w *spec.Workload, res, published []netalloc.Reservation) []api.PortMapping {
 	apis := map[string]string{}
 	for _, ep := range w.Endpoints {
 		apis[ep.Name] = ep.API
+	}
+	hostPort := map[string]int{}
+	for _, r := range published {
+		hostPort[r.Endpoint] = r.Port
 	}
 	out := make([]api.PortMapping, 0, len(res))
 	for _, r := range res {
 		p := strconv.Itoa(r.Port)
 		// flyd's containers share their network's namespace, so they
 		// reach an endpoint on loopback just as its native processes do;
-		// a host process reaches an isolated one through its link.
-		native := "localhost:" + p
-		if l := s.linkOf(r.Network); l != nil {
+		// a host process reaches an isolated one through its link, or at
+		// its published port.
+		native, public := "localhost:"+p, ""
+		if r.Network == spec.NetworkHost {
+			public = p
+		} else if hp, ok := hostPort[r.Endpoint]; ok {
+			native, public = "localhost:"+strconv.Itoa(hp), strconv.Itoa(hp)
+		} else if l := s.linkOf(r.Network); l != nil {
 			native = netip.AddrPortFrom(l.Inner, uint16(r.Port)).String()
 		}
 		inst := []api.Instance{{Access: "native", Address: native}, {Access: "container", Address: "localhost:" + p}}
-		if r.Network == spec.NetworkHost && s.cfg.AdvertiseAddress != "" {
-			inst = append(inst, api.Instance{Access: "public", Address: s.cfg.AdvertiseAddress + ":" + p})
+		if public != "" && s.cfg.AdvertiseAddress != "" {
+			inst = append(inst, api.Instance{Access: "public", Address: s.cfg.AdvertiseAddress + ":" + public})
 		}
 		out = append(out, api.PortMapping{
 			Workload: w.Name, Endpoint: r.Endpoint, API: apis[r.Endpoint], Port: r.Port,
-			Network: r.Network, Instances: inst,
+			Published: hostPort[r.Endpoint], Network: r.Network, Instances: inst,
 		})
 	}
 	return out
@@ -208,7 +328,11 @@ func (s *Supervisor) reservedMappings(w *spec.Workload) []api.PortMapping {
 			res = append(res, r)
 		}
 	}
-	return s.mappings(w, res)
+	var pub []netalloc.Reservation
+	if w.Network != spec.NetworkHost {
+		pub = s.reservationsOf(w.Name, spec.NetworkHost)
+	}
+	return s.mappings(w, res, pub)
 }
 
 // release frees a workload's ports in network ("" for every network)
@@ -228,9 +352,16 @@ func (s *Supervisor) dropNetwork(name string) {
 	s.dropNetworkLocked(name)
 }
 
-// dropNetworkLocked deletes an isolated network no workload uses.
+// dropNetworkLocked deletes an isolated network no workload uses, and
+// rewrites the rules of one still in use: what it serves may have changed.
 func (s *Supervisor) dropNetworkLocked(name string) {
-	if name == spec.NetworkHost || len(s.networkUsers(name)) > 0 || s.ports.InUse(name) {
+	if name == spec.NetworkHost {
+		return
+	}
+	if len(s.networkUsers(name)) > 0 || s.ports.InUse(name) {
+		if err := s.writeRules(name); err != nil {
+			s.log.Warn("cannot rewrite a network's rules", zap.String("network", name), zap.Error(err))
+		}
 		return
 	}
 	if err := s.nets.Delete(name); err != nil {
@@ -273,7 +404,9 @@ func (s *Supervisor) sweepNetworks(specs map[string]specRecord) {
 		}
 	}
 	for _, r := range s.ports.List() {
-		if rec, ok := specs[r.Workload]; !kept[r.Workload] || ok && rec.Spec.Network != r.Network {
+		rec, ok := specs[r.Workload]
+		publishes := ok && r.Network == spec.NetworkHost && len(publishRequests(rec.Spec)) > 0
+		if !kept[r.Workload] || ok && rec.Spec.Network != r.Network && !publishes {
 			_ = s.ports.Release(r.Workload, r.Network)
 		}
 	}

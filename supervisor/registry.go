@@ -36,8 +36,14 @@ func (s *Supervisor) instances(w *spec.Workload, ports []api.PortMapping, st api
 	healthy := w.Health == nil || (s.healthOf(w.Name))
 	out := make([]registryclient.Instance, 0, len(ports))
 	for _, p := range ports {
-		address := s.cfg.AdvertiseAddress
+		address, port := s.cfg.AdvertiseAddress, p.Port
 		switch {
+		case p.Published != 0:
+			// Published: the host's address and port, whoever looks.
+			port = p.Published
+			if address == "" {
+				address = "127.0.0.1"
+			}
 		case p.Network != spec.NetworkHost:
 			// The address the host reaches it on: its network's own, or
 			// loopback for an island.
@@ -65,7 +71,7 @@ func (s *Supervisor) instances(w *spec.Workload, ports []api.PortMapping, st api
 			ID:       "flyd-" + s.hostname + "-" + w.Name + "-" + p.Endpoint,
 			Name:     name,
 			Address:  address,
-			Port:     p.Port,
+			Port:     port,
 			Protocol: "tcp",
 			Tags:     it,
 			Metadata: md,

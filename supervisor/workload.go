@@ -304,7 +304,9 @@ func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start boo
 	}
 	old := w.spec.Network
 	w.setSpec(sp, ports)
-	if old != sp.Network {
+	// The host's table now holds what the new spec publishes, if it left
+	// the host; the old network's reservations go.
+	if old != sp.Network && old != spec.NetworkHost {
 		w.s.release(w.name, old)
 	}
 	w.failures.reset()
