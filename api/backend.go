@@ -42,6 +42,9 @@ type Backend interface {
 	// workload uses.
 	Networks(ctx context.Context) ([]Network, error)
 	DeleteNetwork(ctx context.Context, name string) error
+	// PutNetwork records a network's document (its settings) and applies
+	// it to the network when it exists.
+	PutNetwork(ctx context.Context, n *spec.Network) (*Network, error)
 	// Events streams events until ctx is done. The channel is closed when
 	// the stream ends, including when a reader too slow to keep up is dropped.
 	Events(ctx context.Context) (<-chan Event, error)

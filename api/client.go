@@ -257,6 +257,14 @@ func (c *Client) Networks(ctx context.Context) ([]Network, error) {
 	return ns, c.do(ctx, http.MethodGet, "/v1/networks", nil, nil, &ns)
 }
 
+func (c *Client) PutNetwork(ctx context.Context, n *spec.Network) (*Network, error) {
+	var nw Network
+	if err := c.do(ctx, http.MethodPut, "/v1/networks/"+url.PathEscape(n.Name), nil, n, &nw); err != nil {
+		return nil, err
+	}
+	return &nw, nil
+}
+
 func (c *Client) DeleteNetwork(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
 }

@@ -128,6 +128,18 @@ func (s *Server) routes() {
 		ns, err := s.backend.Networks(r.Context())
 		respond(w, emptyIfNil(ns), err)
 	})
+	m.HandleFunc("PUT /v1/networks/{name}", func(w http.ResponseWriter, r *http.Request) {
+		n, err := spec.DecodeNetworkJSON(r.Body)
+		if err == nil && n.Name != r.PathValue("name") {
+			err = &spec.FieldError{Field: "name", Msg: fmt.Sprintf("%q does not match the path's %q", n.Name, r.PathValue("name"))}
+		}
+		if err != nil {
+			writeError(w, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err))
+			return
+		}
+		nw, err := s.backend.PutNetwork(r.Context(), n)
+		respond(w, nw, err)
+	})
 	m.HandleFunc("DELETE /v1/networks/{name}", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.backend.DeleteNetwork(r.Context(), r.PathValue("name")); err != nil {
 			writeError(w, err)

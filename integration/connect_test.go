@@ -125,6 +125,35 @@ network: %s
 		t.Errorf("table %s: exists %v, %d rules, %v", table, ok, n, err)
 	}
 
+	// egress: false keeps ci-x in, while the host still reaches it.
+	if o := d.mustCLI(t, "apply", "-f", d.writeSpec(t, "ci-x-net.yaml", "kind: network\nname: ci-x\negress: false\n")); o != "network ci-x egress=false\n" {
+		t.Errorf("applying a network document printed %q", o)
+	}
+	if o, _, code := runCLI(t, d.socket, "exec", "--network", "ci-x", "--", d.prog, "get", outAddr); code == 0 {
+		t.Errorf("ci-x reached the outside with egress off: %s", o)
+	}
+	// A server of the host's, on every address: ci-y reaches it through
+	// its gateway, ci-x does not.
+	hl, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hl.Close()
+	go func() {
+		_ = http.Serve(hl, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "the host") }))
+	}()
+	hostPort := strconv.Itoa(hl.Addr().(*net.TCPAddr).Port)
+	if o, errOut, code := runCLI(t, d.socket, "exec", "--network", "ci-y", "--", d.prog, "get", byName["ci-y"].Gateway+":"+hostPort); code != 0 || o != "the host\n" {
+		t.Errorf("ci-y to the host: exit %d, %q %s", code, o, errOut)
+	}
+	if o, _, code := runCLI(t, d.socket, "exec", "--network", "ci-x", "--", d.prog, "get", byName["ci-x"].Gateway+":"+hostPort); code == 0 {
+		t.Errorf("ci-x reached the host with egress off: %s", o)
+	}
+	waitServing(t, byName["ci-x"].Address+":"+strconv.Itoa(port), d.get(t, "web-ci-x").PID)
+	if _, errOut, code := runCLI(t, d.socket, "apply", "-f", d.writeSpec(t, "bad-net.yaml", "kind: network\nname: ci-x\negres: false\n")); code != 1 || !strings.Contains(errOut, "egres: unknown field") {
+		t.Errorf("a network document with an unknown key: exit %d, %s", code, errOut)
+	}
+
 	// A crashed daemon's successor keeps every link as it was, and the
 	// way out with it.
 	d.kill(t)
@@ -138,6 +167,13 @@ network: %s
 	}
 	if o, errOut, code := runCLI(t, d.socket, "exec", "--network", "ci-y", "--", d.prog, "get", outAddr); code != 0 {
 		t.Errorf("ci-y's way out after a daemon restart: exit %d: %s %s", code, o, errOut)
+	}
+	if o, _, code := runCLI(t, d.socket, "exec", "--network", "ci-x", "--", d.prog, "get", outAddr); code == 0 {
+		t.Errorf("ci-x's egress came back on with the daemon's restart: %s", o)
+	}
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "ci-x-net.yaml", "kind: network\nname: ci-x\negress: true\n"))
+	if o, errOut, code := runCLI(t, d.socket, "exec", "--network", "ci-x", "--", d.prog, "get", outAddr); code != 0 {
+		t.Errorf("ci-x with egress on again: exit %d: %s %s", code, o, errOut)
 	}
 	d.mustCLI(t, "rm", "--all")
 	eventually(t, "links and rules gone", func() error {

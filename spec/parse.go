@@ -28,6 +28,9 @@ func Parse(data []byte) ([]*Workload, error) {
 			docs = root.items
 		}
 		for _, doc := range docs {
+			if isNetworkDoc(doc) {
+				return nil, atLine(doc.line, errors.New("a network document (kind: network) is applied with `flyd apply` or PUT /v1/networks/NAME, not here"))
+			}
 			w, err := build(doc)
 			if err != nil {
 				return nil, err

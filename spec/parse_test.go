@@ -182,3 +182,27 @@ func TestInvalidUTF8NeverEchoed(t *testing.T) {
 		t.Fatalf("error %v: want secret_env.DB_PASSWORD named, without its value", err)
 	}
 }
+
+// TestParseAllNetworks: network documents beside workloads, as strict as
+// workloads; Parse, which takes workloads only, says where they go.
+func TestParseAllNetworks(t *testing.T) {
+	d, err := ParseAll([]byte("kind: network\nname: ci-1\negress: false\n---\n" + minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Networks) != 1 || d.Networks[0].Name != "ci-1" || d.Networks[0].AllowsEgress() || len(d.Workloads) != 1 {
+		t.Fatalf("documents %+v", d)
+	}
+	for src, want := range map[string]string{
+		"kind: network\nname: ci-1\negres: false\n":  "line 3: egres: unknown field",
+		"kind: network\nname: host\n":                "line 2: name: must be a network name",
+		"kind: network\nname: ci-1\negress: maybe\n": "egress",
+	} {
+		if _, err := ParseAll([]byte(src)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", src, err, want)
+		}
+	}
+	if _, err := Parse([]byte("kind: network\nname: ci-1\n")); err == nil || !strings.Contains(err.Error(), "flyd apply") {
+		t.Errorf("Parse of a network document: %v", err)
+	}
+}

@@ -243,7 +243,8 @@ func (s *Supervisor) writeRules(network string) error {
 
 // rulesOf is a network as the firewall sees it.
 func (s *Supervisor) rulesOf(network string, l *sandbox.Link) firewall.Net {
-	n := firewall.Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: true, NS: filepath.Join(s.nets.Dir(), network)}
+	n := firewall.Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: s.netDoc(network).AllowsEgress(),
+		NS: filepath.Join(s.nets.Dir(), network)}
 	all := s.ports.List()
 	inner := map[[2]string]int{}
 	for _, r := range all {
@@ -437,7 +438,8 @@ func (s *Supervisor) Networks(ctx context.Context) ([]api.Network, error) {
 		sort.Strings(users)
 		an := api.Network{Name: n, Path: nw.Path, Workloads: users}
 		if l := s.linkOf(n); l != nil {
-			an.Link, an.Address, an.Gateway, an.Egress = l.Name, l.Inner.String(), l.Host.String(), s.cfg.Firewall != nil
+			an.Link, an.Address, an.Gateway = l.Name, l.Inner.String(), l.Host.String()
+			an.Egress = s.cfg.Firewall != nil && s.netDoc(n).AllowsEgress()
 		}
 		out = append(out, an)
 	}
@@ -458,5 +460,6 @@ func (s *Supervisor) DeleteNetwork(ctx context.Context, name string) error {
 		return err
 	}
 	s.forgetLink(name)
+	s.forgetNetDoc(name)
 	return nil
 }

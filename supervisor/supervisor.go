@@ -87,9 +87,12 @@ type Supervisor struct {
 	nets  *sandbox.Networks
 	ports *netalloc.Manager
 	netMu sync.Mutex
-	// links are the isolated networks' links, by network name.
-	linkMu sync.Mutex
-	links  map[string]*sandbox.Link
+	// links are the isolated networks' links, by network name, and
+	// netDocs their documents.
+	linkMu  sync.Mutex
+	links   map[string]*sandbox.Link
+	docMu   sync.Mutex
+	netDocs map[string]*spec.Network
 
 	mu           sync.Mutex
 	workloads    map[string]*workload
@@ -135,6 +138,7 @@ func New(cfg Config) (*Supervisor, error) {
 		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
 		workloads:    map[string]*workload{},
 		links:        map[string]*sandbox.Link{},
+		netDocs:      map[string]*spec.Network{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,
@@ -233,6 +237,7 @@ func (s *Supervisor) restore() {
 	}
 	s.logQuarantine()
 	s.sweepCarriers(keep)
+	s.loadNetDocs()
 	s.sweepNetworks(specs)
 	s.syncLinks()
 	s.sweepCgroups(s.kept(specs))

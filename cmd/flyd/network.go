@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -68,13 +69,13 @@ func cmdNetworks(ctx context.Context, c *cli, args []string) error {
 		return printJSON(c.stdout, ns)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NETWORK\tWORKLOADS\tPATH")
+	fmt.Fprintln(tw, "NETWORK\tADDRESS\tEGRESS\tWORKLOADS\tPATH")
 	for _, n := range ns {
 		users := strings.Join(n.Workloads, ",")
 		if users == "" {
 			users = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, users, n.Path)
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\n", n.Name, cmp.Or(n.Address, "-"), n.Egress, users, n.Path)
 	}
 	return tw.Flush()
 }

@@ -48,12 +48,26 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 		return usagef("-f is required")
 	}
 	var specs []*spec.Workload
+	var nets []*spec.Network
 	for _, f := range files {
-		ws, err := readSpecs(f)
+		d, err := readSpecs(f)
 		if err != nil {
 			return err
 		}
-		specs = append(specs, ws...)
+		specs, nets = append(specs, d.Workloads...), append(nets, d.Networks...)
+	}
+	// Networks first: their settings hold from their workloads' first run.
+	for _, n := range nets {
+		nw, err := c.client.PutNetwork(ctx, n)
+		if err != nil {
+			return fmt.Errorf("network %s: %w", n.Name, err)
+		}
+		if !c.json {
+			fmt.Fprintf(c.stdout, "network %s egress=%t\n", nw.Name, nw.Egress)
+		}
+	}
+	if len(specs) == 0 {
+		return nil
 	}
 	names := make([]string, len(specs))
 	for i, w := range specs {
@@ -66,32 +80,32 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 	return c.report("apply", rs, err)
 }
 
-// readSpecs reads a spec file, every *.yaml, *.yml and *.json file of a
-// directory, or stdin.
-func readSpecs(path string) ([]*spec.Workload, error) {
+// readSpecs reads the workloads and network documents of a spec file, of
+// every *.yaml, *.yml and *.json file of a directory, or of stdin.
+func readSpecs(path string) (*spec.Documents, error) {
 	if path == "-" {
 		b, err := io.ReadAll(os.Stdin)
 		if err != nil {
 			return nil, err
 		}
-		ws, err := spec.Parse(b)
+		d, err := spec.ParseAll(b)
 		if err != nil {
 			return nil, fmt.Errorf("stdin: %w", err)
 		}
-		return ws, nil
+		return d, nil
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.IsDir() {
-		return spec.ParseFile(path)
+		return parseFile(path)
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
 		return nil, err
 	}
-	var out []*spec.Workload
+	out := &spec.Documents{}
 	for _, e := range entries {
 		switch filepath.Ext(e.Name()) {
 		case ".yaml", ".yml", ".json":
@@ -101,13 +115,25 @@ func readSpecs(path string) ([]*spec.Workload, error) {
 		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		ws, err := spec.ParseFile(filepath.Join(path, e.Name()))
+		d, err := parseFile(filepath.Join(path, e.Name()))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ws...)
+		out.Workloads, out.Networks = append(out.Workloads, d.Workloads...), append(out.Networks, d.Networks...)
 	}
 	return out, nil
+}
+
+func parseFile(path string) (*spec.Documents, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d, err := spec.ParseAll(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -1,0 +1,105 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/atomicfile"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// netDocsFile holds the network documents under the state dir: they are
+// desired state, as workloads are, and outlive reboots.
+const netDocsFile = "networks.json"
+
+// loadNetDocs reads the network documents an earlier daemon recorded.
+func (s *Supervisor) loadNetDocs() {
+	var docs map[string]*spec.Network
+	if _, err := readJSON(filepath.Join(s.cfg.StateDir, netDocsFile), &docs); err != nil {
+		s.log.Error("cannot read the network documents; networks get the defaults", zap.Error(err))
+	}
+	s.docMu.Lock()
+	defer s.docMu.Unlock()
+	for name, d := range docs {
+		if d != nil && d.Name == name && d.Validate() == nil {
+			s.netDocs[name] = d
+		}
+	}
+}
+
+// netDoc is a network's document, nil when it has none.
+func (s *Supervisor) netDoc(name string) *spec.Network {
+	s.docMu.Lock()
+	defer s.docMu.Unlock()
+	return s.netDocs[name]
+}
+
+// saveNetDocs writes the documents with next in place of the old set;
+// the caller holds docMu.
+func (s *Supervisor) saveNetDocs(next map[string]*spec.Network) error {
+	b, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(s.cfg.StateDir, netDocsFile), b, 0o600); err != nil {
+		return fmt.Errorf("cannot record the network documents: %w", err)
+	}
+	s.netDocs = next
+	return nil
+}
+
+// PutNetwork records a network's document and applies it to the network
+// if it exists: a changed egress rewrites its rules at once.
+func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	s.docMu.Lock()
+	next := make(map[string]*spec.Network, len(s.netDocs)+1)
+	for k, v := range s.netDocs {
+		next[k] = v
+	}
+	c := *n
+	next[n.Name] = &c
+	err := s.saveNetDocs(next)
+	s.docMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeRules(n.Name); err != nil {
+		return nil, err
+	}
+	ns, err := s.Networks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range ns {
+		if v.Name == n.Name {
+			return &v, nil
+		}
+	}
+	return &api.Network{Name: n.Name, Egress: n.AllowsEgress(), Workloads: []string{}}, nil
+}
+
+// forgetNetDoc drops a deleted network's document.
+func (s *Supervisor) forgetNetDoc(name string) {
+	s.docMu.Lock()
+	defer s.docMu.Unlock()
+	if _, ok := s.netDocs[name]; !ok {
+		return
+	}
+	next := make(map[string]*spec.Network, len(s.netDocs))
+	for k, v := range s.netDocs {
+		if k != name {
+			next[k] = v
+		}
+	}
+	if err := s.saveNetDocs(next); err != nil {
+		s.log.Warn("cannot forget a network's document", zap.String("network", name), zap.Error(err))
+	}
+}
