@@ -117,11 +117,7 @@ func ParseAll(data []byte) (*Documents, error) {
 // DecodeNetworkJSON reads one network document as a JSON object, as
 // strictly as DecodeJSON reads a workload.
 func DecodeNetworkJSON(r io.Reader) (*Network, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	root, err := readJSON(data)
+	root, err := readOneJSON(r)
 	if err != nil {
 		return nil, err
 	}

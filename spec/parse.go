@@ -16,36 +16,17 @@ import (
 // source line when it is known, and wrap a *FieldError when they concern a
 // field.
 func Parse(data []byte) ([]*Workload, error) {
-	roots, err := readDocuments(data)
+	d, err := ParseAll(data)
 	if err != nil {
 		return nil, err
 	}
-	var ws []*Workload
-	defined := make(map[string]bool)
-	for _, root := range roots {
-		docs := []*node{root}
-		if root.kind == listNode {
-			docs = root.items
-		}
-		for _, doc := range docs {
-			if isNetworkDoc(doc) {
-				return nil, atLine(doc.line, errors.New("a network document (kind: network) is applied with `flyd apply` or PUT /v1/networks/NAME, not here"))
-			}
-			w, err := build(doc)
-			if err != nil {
-				return nil, err
-			}
-			if defined[w.Name] {
-				return nil, atLine(doc.lineOf("name"), fieldErrorf("name", "workload %q is defined more than once", w.Name))
-			}
-			defined[w.Name] = true
-			ws = append(ws, w)
-		}
+	if len(d.Networks) > 0 {
+		return nil, fmt.Errorf("network document %q: a network document (kind: network) is applied with `flyd apply` or PUT /v1/networks/NAME, not here", d.Networks[0].Name)
 	}
-	if len(ws) == 0 {
+	if len(d.Workloads) == 0 {
 		return nil, errors.New("no workload found")
 	}
-	return ws, nil
+	return d.Workloads, nil
 }
 
 // readDocuments reads input that looks like JSON as JSON. When that fails
@@ -83,15 +64,20 @@ func ParseFile(path string) ([]*Workload, error) {
 // strictness, defaults and validation as Parse. It reads r to the end;
 // callers facing the network should bound r (http.MaxBytesReader).
 func DecodeJSON(r io.Reader) (*Workload, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	root, err := readJSON(data)
+	root, err := readOneJSON(r)
 	if err != nil {
 		return nil, err
 	}
 	return build(root)
+}
+
+// readOneJSON reads r to the end as one JSON value.
+func readOneJSON(r io.Reader) (*node, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return readJSON(data)
 }
 
 // build decodes, defaults and validates one workload, and points validation
