@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -86,8 +87,11 @@ func (g *gate) Accept() (net.Conn, error) {
 }
 
 // refuse answers c with err as an HTTP error and closes it, without
-// holding up the accept loop. The request is drained first: closing a
-// Unix socket with unread data resets it, and the answer would be lost.
+// holding up the accept loop. The request's head is read first, so that
+// the answer is one to it (an HTTP client takes bytes that come before
+// its request for a broken connection), and what follows is drained
+// before the close: closing a Unix socket with unread data resets it, and
+// the answer would be lost.
 func (g *gate) refuse(c net.Conn, err error) {
 	select {
 	case g.refusing <- struct{}{}:
@@ -98,12 +102,20 @@ func (g *gate) refuse(c net.Conn, err error) {
 	go func() {
 		defer func() { <-g.refusing }()
 		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		r := bufio.NewReader(io.LimitReader(c, 64<<10))
+		for {
+			line, rerr := r.ReadString('\n')
+			if rerr != nil || line == "\r\n" || line == "\n" {
+				break
+			}
+		}
 		e := toError(err)
 		body, _ := json.Marshal(ErrorBody{Error: e})
 		_ = c.SetDeadline(time.Now().Add(100 * time.Millisecond))
 		fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 			e.Status, http.StatusText(e.Status), len(body), body)
-		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+		_, _ = io.Copy(io.Discard, r)
 	}()
 }
 
