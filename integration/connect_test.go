@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/registryclient"
 )
 
 // outside is a host the test makes: a network namespace with a veth to the
@@ -115,6 +117,35 @@ network: %s
 		}
 		waitServing(t, native, w.PID)
 	}
+	// The registry is given the same addresses: each, dialled from the
+	// host, reaches its endpoint and no other.
+	eventually(t, "both endpoints registered at their networks' addresses", func() error {
+		o, errOut, code := runCLI(t, d.socket, "registry", "ls", "--json")
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errOut)
+		}
+		var ins []registryclient.Instance
+		if err := json.Unmarshal([]byte(o), &ins); err != nil {
+			return err
+		}
+		found := 0
+		for _, in := range ins {
+			n := in.Metadata["flyd.network"]
+			if in.Address != byName[n].Address || in.Port != port {
+				return fmt.Errorf("%s registered at %s:%d, want %s:%d", in.ID, in.Address, in.Port, byName[n].Address, port)
+			}
+			w := d.get(t, "web-"+n)
+			b, err := httpGet(net.JoinHostPort(in.Address, strconv.Itoa(in.Port)), "/")
+			if err != nil || !strings.Contains(b, fmt.Sprintf("pid=%d\n", w.PID)) {
+				return fmt.Errorf("%s's address reached %q (%v), not pid %d", in.ID, b, err, w.PID)
+			}
+			found++
+		}
+		if found != 2 {
+			return fmt.Errorf("%d instances registered", found)
+		}
+		return nil
+	})
 	// Networks do not reach each other.
 	if o, _, code := runCLI(t, d.socket, "exec", "--network", "ci-x", "--", d.prog, "get", byName["ci-y"].Address+":"+strconv.Itoa(port)); code == 0 {
 		t.Errorf("ci-x reached ci-y: %s", o)

@@ -1,0 +1,40 @@
+package sandbox
+
+import (
+	"testing"
+
+	"github.com/flyd-dev/flyd/internal/testenv"
+)
+
+// BenchmarkNetworkLifecycle is one isolated network made and deleted: an
+// island with only loopback, and one linked to the host (veth pair,
+// addresses, default route), deleted with its link.
+func BenchmarkNetworkLifecycle(b *testing.B) {
+	testenv.RequireRoot(b, "namespaces and links are made on the host")
+	for _, connect := range []bool{false, true} {
+		name := "island"
+		if connect {
+			name = "connected"
+		}
+		b.Run(name, func(b *testing.B) {
+			n, err := NewNetworks(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				nw, err := n.Ensure("bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if connect {
+					if _, err := n.Connect(nw, testPool); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := n.Delete("bench"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
