@@ -80,10 +80,8 @@ type Sweeper interface {
 type Process interface {
 	// State is what must be persisted to adopt this run later.
 	State() State
-	// Done is closed once the run has ended, everything it left behind has
-	// been killed, and its main process is reaped (for an adopted run, by
-	// whoever its parent is now): the next run meets nothing of this one,
-	// not even its pid.
+	// Done is closed once the run has ended and everything it left behind
+	// has been killed.
 	Done() <-chan struct{}
 	// Exit is valid once Done is closed.
 	Exit() Exit
@@ -95,6 +93,16 @@ type Process interface {
 	// Release stops watching the run and leaves it running, for a daemon that
 	// exits and lets the next one adopt it.
 	Release()
+}
+
+// Reaped is a Process whose main process may keep its pid for a while
+// after Done: an adopted run is not the daemon's child, and its zombie
+// lives until its parent (init) reaps it. A master that checks a pid file
+// (postgres's postmaster.pid) takes that zombie for a live predecessor, so
+// the next run of the workload waits for Reaped, which is closed once the
+// pid is free (or a bound has passed).
+type Reaped interface {
+	Reaped() <-chan struct{}
 }
 
 // State identifies a run across daemon restarts. A pid alone is never

@@ -52,6 +52,11 @@ func (w *workload) start() {
 }
 
 func (w *workload) launch() (driver.Process, error) {
+	if w.lastRun != nil {
+		// The run before this one must have let go of its pid.
+		<-w.lastRun
+		w.lastRun = nil
+	}
 	w.newRun.Store(true) // a new run may write at once: watch its log closely
 	pl, err := makePlan(w.spec, w.ports)
 	if err != nil {
@@ -102,6 +107,9 @@ func (w *workload) saveRun() {
 func (w *workload) finish() driver.Exit {
 	w.stopHealth()
 	exit := w.proc.Exit()
+	if r, ok := w.proc.(driver.Reaped); ok {
+		w.lastRun = r.Reaped()
+	}
 	w.proc = nil
 	_ = w.s.store.removeRun(w.name)
 	w.update(func(v *api.Workload) {

@@ -44,6 +44,9 @@ type workload struct {
 	ports   []api.PortMapping
 	desired bool
 	proc    driver.Process
+	// lastRun, from the run that ended last, is closed once its pid is
+	// free (driver.Reaped); the next run waits for it.
+	lastRun <-chan struct{}
 	// timer, when set, runs due on the loop: a restart after backoff, or
 	// another attempt at adopting an earlier daemon's run.
 	timer *time.Timer

@@ -134,8 +134,13 @@ func TestReleaseLeavesTheProcessAndRecoverAdoptsIt(t *testing.T) {
 	if e := wait(t, q); !e.Unknown {
 		t.Fatalf("adopted exit = %+v, want unknown", e)
 	}
+	select {
+	case <-q.(driver.Reaped).Reaped():
+	case <-time.After(reapWait + time.Second):
+		t.Fatal("the adopted run's pid was never said free")
+	}
 	if err := syscall.Kill(st.PID, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("the adopted run was done while its pid was still taken (kill 0: %v)", err)
+		t.Errorf("the adopted run was said reaped while its pid was still taken (kill 0: %v)", err)
 	}
 	<-reaped
 }

@@ -32,6 +32,7 @@ type process struct {
 	oomBefore int
 	fd        *os.File
 	done      chan struct{}
+	reaped    chan struct{}
 	exit      driver.Exit
 
 	releaseOnce sync.Once
@@ -51,6 +52,7 @@ func watch(st driver.State, pidfd int, cmd *exec.Cmd, cg *sandbox.Cgroup, oomBef
 		oomBefore: oomBefore,
 		fd:        os.NewFile(uintptr(pidfd), "pidfd"),
 		done:      make(chan struct{}),
+		reaped:    make(chan struct{}),
 		released:  make(chan struct{}),
 		watching:  make(chan struct{}),
 	}
@@ -72,10 +74,6 @@ func (p *process) wait() {
 	// it left behind before reaping it.
 	_ = p.killAll()
 	p.exit = driver.Exit{At: time.Now(), Unknown: true}
-	if p.cmd == nil && rc != nil {
-		// Done means the pid is free too.
-		_ = rc.Control(func(fd uintptr) { waitReaped(int(fd), reapWait) })
-	}
 	if p.cmd != nil {
 		_ = p.cmd.Wait()
 		reaper.Forget(p.st.PID)
@@ -95,11 +93,21 @@ func (p *process) wait() {
 			p.exit.Reason = "killed by the memory limit (resources.memory_max)"
 		}
 	}
-	p.fd.Close()
 	// The run's values die with it.
 	_ = carriers.Remove(p.st.CarrierDir)
 	close(p.done)
+	if p.cmd == nil && rc != nil {
+		// Not our child: its parent reaps it when it gets to it.
+		_ = rc.Control(func(fd uintptr) { waitReaped(int(fd), reapWait) })
+	}
+	p.fd.Close()
+	close(p.reaped)
 }
+
+// Reaped is closed once the run's main process is reaped and its pid free:
+// with Done for a child of the daemon, when its parent gets to it for an
+// adopted run.
+func (p *process) Reaped() <-chan struct{} { return p.reaped }
 
 // reapWait bounds the wait for an adopted run's main process to be reaped.
 const reapWait = 10 * time.Second
