@@ -90,6 +90,16 @@ type Network struct {
 	Gateway string `json:"gateway,omitempty"`
 	// Egress says its traffic may leave through the host.
 	Egress bool `json:"egress"`
+	// Published are its ports reached at a port of the host.
+	Published []Published `json:"published,omitempty"`
+}
+
+// Published is one published port of a network.
+type Published struct {
+	HostPort int    `json:"host_port"`
+	Port     int    `json:"port"`
+	Workload string `json:"workload"`
+	Endpoint string `json:"endpoint"`
 }
 
 // Status describes the daemon.

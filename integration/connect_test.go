@@ -277,6 +277,10 @@ network: %s
 	gw := map[string]string{}
 	for _, n := range nets {
 		gw[n.Name] = n.Gateway
+		want := api.Published{HostPort: hp[n.Name], Port: inner, Workload: "pub-" + n.Name, Endpoint: "http"}
+		if len(n.Published) != 1 || n.Published[0] != want {
+			t.Errorf("%s publishes %+v, want %+v", n.Name, n.Published, want)
+		}
 	}
 	o, errOut, code := runCLI(t, d.socket, "exec", "--network", "ci-p2", "--", d.prog, "get", gw["ci-p2"]+":"+strconv.Itoa(hp["ci-p1"]))
 	if code != 0 || !strings.Contains(o, fmt.Sprintf("pid=%d\n", pids["ci-p1"])) {

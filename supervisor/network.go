@@ -241,25 +241,38 @@ func (s *Supervisor) writeRules(network string) error {
 	return nil
 }
 
-// rulesOf is a network as the firewall sees it.
-func (s *Supervisor) rulesOf(network string, l *sandbox.Link) firewall.Net {
-	n := firewall.Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: s.netDoc(network).AllowsEgress(),
-		NS: filepath.Join(s.nets.Dir(), network)}
+// publishedIn lists a network's published ports, by host port.
+func (s *Supervisor) publishedIn(network string) []api.Published {
 	all := s.ports.List()
 	inner := map[[2]string]int{}
 	for _, r := range all {
 		if r.Network == network {
 			inner[[2]string{r.Workload, r.Endpoint}] = r.Port
+		}
+	}
+	var out []api.Published
+	for _, r := range all {
+		if p, ok := inner[[2]string{r.Workload, r.Endpoint}]; ok && r.Network == spec.NetworkHost {
+			out = append(out, api.Published{HostPort: r.Port, Port: p, Workload: r.Workload, Endpoint: r.Endpoint})
+		}
+	}
+	slices.SortFunc(out, func(a, b api.Published) int { return a.HostPort - b.HostPort })
+	return out
+}
+
+// rulesOf is a network as the firewall sees it.
+func (s *Supervisor) rulesOf(network string, l *sandbox.Link) firewall.Net {
+	n := firewall.Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: s.netDoc(network).AllowsEgress(),
+		NS: filepath.Join(s.nets.Dir(), network)}
+	for _, r := range s.ports.List() {
+		if r.Network == network {
 			n.Served = append(n.Served, r.Port)
 		}
 	}
-	for _, r := range all {
-		if p, ok := inner[[2]string{r.Workload, r.Endpoint}]; ok && r.Network == spec.NetworkHost {
-			n.Published = append(n.Published, firewall.Forward{HostPort: r.Port, Port: p})
-		}
-	}
 	slices.Sort(n.Served)
-	slices.SortFunc(n.Published, func(a, b firewall.Forward) int { return a.HostPort - b.HostPort })
+	for _, p := range s.publishedIn(network) {
+		n.Published = append(n.Published, firewall.Forward{HostPort: p.HostPort, Port: p.Port})
+	}
 	return n
 }
 
@@ -440,6 +453,7 @@ func (s *Supervisor) Networks(ctx context.Context) ([]api.Network, error) {
 		if l := s.linkOf(n); l != nil {
 			an.Link, an.Address, an.Gateway = l.Name, l.Inner.String(), l.Host.String()
 			an.Egress = s.cfg.Firewall != nil && s.netDoc(n).AllowsEgress()
+			an.Published = s.publishedIn(n)
 		}
 		out = append(out, an)
 	}

@@ -69,13 +69,18 @@ func cmdNetworks(ctx context.Context, c *cli, args []string) error {
 		return printJSON(c.stdout, ns)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NETWORK\tADDRESS\tEGRESS\tWORKLOADS\tPATH")
+	fmt.Fprintln(tw, "NETWORK\tADDRESS\tEGRESS\tPUBLISHED\tWORKLOADS\tPATH")
 	for _, n := range ns {
 		users := strings.Join(n.Workloads, ",")
 		if users == "" {
 			users = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\n", n.Name, cmp.Or(n.Address, "-"), n.Egress, users, n.Path)
+		pub := make([]string, len(n.Published))
+		for i, p := range n.Published {
+			pub[i] = fmt.Sprintf("%d->%s:%d", p.HostPort, p.Workload, p.Port)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\n", n.Name, cmp.Or(n.Address, "-"), n.Egress,
+			cmp.Or(strings.Join(pub, ","), "-"), users, n.Path)
 	}
 	return tw.Flush()
 }
