@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -329,5 +330,34 @@ network: ci-p3
 	}
 	if _, err := httpGet("127.0.0.1:"+strconv.Itoa(hp["ci-p1"]), "/"); err == nil {
 		t.Error("the published port still answers after rm")
+	}
+}
+
+// TestPublishNeedsALink: a daemon whose networks are islands refuses to
+// publish, saying why, and keeps nothing of the refused workload.
+func TestPublishNeedsALink(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, withArgs("--network-pool", "off"))
+	_, errOut, code := runCLI(t, d.socket, "apply", "-f", d.writeSpec(t, "p.yaml", `
+name: p
+command: ["@PROG@", "serve", "${ADDR_HTTP}"]
+endpoints: [{name: http, port: ephemeral, publish: ephemeral}]
+network: island
+`))
+	if code != 1 || !strings.Contains(errOut, "runtime_unavailable") || !strings.Contains(errOut, "--network-pool off") {
+		t.Errorf("publish without a link: exit %d, %s", code, errOut)
+	}
+	var nets []api.Network
+	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &nets)
+	var ps []api.PortMapping
+	decodeJSON(t, d.mustCLI(t, "ports", "--json"), &ps)
+	if len(nets) != 0 || len(ps) != 0 {
+		t.Errorf("the refused workload left networks %+v, ports %+v", nets, ps)
+	}
+	tables, _ := filepath.Glob(filepath.Join(d.runDir, "ports", "*"))
+	for _, f := range tables {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), `"workload":"p"`) {
+			t.Errorf("the refused workload still holds a port in %s: %s", f, b)
+		}
 	}
 }

@@ -152,6 +152,11 @@ func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]api.PortMa
 		return nil, err
 	}
 	var pub []netalloc.Reservation
+	if reqs := publishRequests(w); len(reqs) > 0 && (nw.Link == nil || s.cfg.Firewall == nil) {
+		s.restoreReservations(ctx, w, nw, prior)
+		return nil, fmt.Errorf("%w: endpoint %s: publishing needs the network linked to the host (--network-pool) and nf_tables, and this daemon has %s",
+			errdefs.ErrRuntimeUnavailable, reqs[0].Endpoint, s.noPublishReason(nw))
+	}
 	if w.Network != spec.NetworkHost {
 		// Published ports are the workload's reservations in the host's
 		// table, held by the same rules as a host endpoint's.
@@ -172,6 +177,14 @@ func hashedPort(id spec.Identity, ep spec.Endpoint) int {
 		Workspace: id.Workspace, Module: id.Module, Service: id.Service,
 		Endpoint: ep.Name, API: ep.API,
 	})
+}
+
+// noPublishReason says what this daemon lacks to publish a port.
+func (s *Supervisor) noPublishReason(nw *sandbox.Network) string {
+	if nw.Link == nil {
+		return "no network pool (--network-pool off)"
+	}
+	return "no nftables (see the daemon's log at start)"
 }
 
 // publishRequests are a spec's published endpoints as host port requests.
