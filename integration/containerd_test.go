@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver/containerd/ctrtest"
@@ -133,4 +137,66 @@ command: ["sh", "-c", "echo up; exec sleep 1000"]
 	if err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Fatalf("containers left after rm (%v): %s", err, out)
 	}
+}
+
+// TestContainerdConnected: a container of an isolated network gets the
+// network's link like any workload: it reaches a host outside through the
+// host, and its server, bound to 127.0.0.1 inside, is reached from the
+// host at its published port.
+func TestContainerdConnected(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	for _, bin := range []string{"containerd", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			testenv.Skip(t, bin+" is not installed (Debian packages containerd, runc)")
+		}
+	}
+	dir := t.TempDir()
+	ctrd, err := ctrtest.StartDaemon(filepath.Join(dir, "containerd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctrd.Stop)
+	archive := filepath.Join(dir, "bbox.tar")
+	if err := ctrtest.BusyboxArchive(archive, "docker.io/library/bbox:latest"); err != nil {
+		t.Fatal(err)
+	}
+	out := makeOutside(t, 202)
+	outAddr := out.serve(t, 18082)
+	hostPort := freePort(t)
+	d := startDaemon(t, withArgs("--containerd-socket", ctrd.Socket))
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "c.yaml", fmt.Sprintf(`
+name: box-out
+kind: containerd
+containerd: {image: "docker.io/library/bbox:latest", archive: %[1]s}
+command: ["sh", "-c", "wget -q -O - http://%[2]s/ && echo reached; exec sleep 1000"]
+network: boxnet2
+---
+name: box-web
+kind: containerd
+containerd: {image: "docker.io/library/bbox:latest", archive: %[1]s}
+command: ["httpd", "-f", "-v", "-p", "127.0.0.1:${PORT_HTTP}"]
+endpoints: [{name: http, port: ephemeral, publish: %[3]d}]
+network: boxnet2
+`, archive, outAddr, hostPort)))
+	d.waitLog(t, "box-out", "reached")
+	if !strings.Contains(d.logs(t, "box-out"), "hello from testprog") {
+		t.Errorf("the container's way out: %s", d.logs(t, "box-out"))
+	}
+	d.waitState(t, "box-web", api.StateRunning)
+	eventually(t, "the container's server at its published port", func() error {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(hostPort), time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		fmt.Fprint(c, "GET / HTTP/1.0\r\n\r\n")
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.") {
+			return fmt.Errorf("answer %q: %v", line, err)
+		}
+		return nil
+	})
+	d.mustCLI(t, "rm", "--all")
 }
