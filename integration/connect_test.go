@@ -361,3 +361,29 @@ network: island
 		}
 	}
 }
+
+// TestPublishedDualStackAndPoolOverlap: a server bound to [::] inside its
+// network is reached at its published port too; a daemon refuses a pool
+// that overlaps one of the host's routes, naming it.
+func TestPublishedDualStackAndPoolOverlap(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	hostPort := freePort(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "v6.yaml", fmt.Sprintf(`
+name: any
+command: ["@PROG@", "serve", "[::]:${PORT_HTTP}"]
+endpoints: [{name: http, api: http, port: ephemeral, publish: %d}]
+network: ci-v6
+`, hostPort)))
+	w := d.waitState(t, "any", api.StateRunning)
+	waitServing(t, "127.0.0.1:"+strconv.Itoa(hostPort), w.PID)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	_, errOut, code := runCmd(t, cliCmd(ctx, d.dir+"/none.sock", "daemon", "--socket", d.dir+"/other.sock",
+		"--state-dir", d.dir+"/other-state", "--run-dir", d.dir+"/other-run", "--registry", "off",
+		"--network-pool", "127.0.0.0/16"))
+	if code != 1 || !strings.Contains(errOut, "network pool 127.0.0.0/16 overlaps the host's route") {
+		t.Errorf("a pool over loopback: exit %d, %s", code, errOut)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -178,6 +179,8 @@ func TestNetworksSweptAtStart(t *testing.T) {
 	before := d.waitState(t, "keeper", api.StateRunning)
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "g.yaml", "name: goner\ncommand: [\"@PROG@\", \"print\", \"1\"]\nnetwork: stray\n"))
 	d.waitState(t, "goner", api.StateRunning)
+	var linked []api.Network
+	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &linked)
 	d.kill(t)
 	// The spec of goner is lost while no daemon runs.
 	j, _, err := journal.Open(filepath.Join(d.dir, "state", "workloads.journal"))
@@ -197,6 +200,16 @@ func TestNetworksSweptAtStart(t *testing.T) {
 	decodeJSON(t, d2.mustCLI(t, "networks", "--json"), &nets)
 	if len(nets) != 1 || nets[0].Name != "kept" {
 		t.Fatalf("networks after restart: %+v", nets)
+	}
+	// The gone network's link went with it; the kept one's stayed as it was.
+	for _, n := range linked {
+		err := exec.Command("ip", "link", "show", n.Link).Run()
+		switch {
+		case n.Name == "stray" && err == nil:
+			t.Errorf("the link %s of the swept network stray is still there", n.Link)
+		case n.Name == "kept" && (err != nil || n.Link != nets[0].Link || n.Address != nets[0].Address):
+			t.Errorf("kept's link: before %+v, after %+v (%v)", n, nets[0], err)
+		}
 	}
 }
 
