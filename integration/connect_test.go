@@ -272,6 +272,27 @@ network: %s
 		}
 		waitServing(t, "127.0.0.1:"+strconv.Itoa(hp[n]), w.PID)
 	}
+	// The registry is given the published address.
+	eventually(t, "the published endpoints registered", func() error {
+		o, errOut, code := runCLI(t, d.socket, "registry", "ls", "--json")
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errOut)
+		}
+		var ins []registryclient.Instance
+		if err := json.Unmarshal([]byte(o), &ins); err != nil {
+			return err
+		}
+		if len(ins) != 2 {
+			return fmt.Errorf("%d instances", len(ins))
+		}
+		for _, in := range ins {
+			n := in.Metadata["flyd.network"]
+			if in.Address != "127.0.0.1" || in.Port != hp[n] {
+				return fmt.Errorf("%s registered at %s:%d, want 127.0.0.1:%d", in.ID, in.Address, in.Port, hp[n])
+			}
+		}
+		return nil
+	})
 	// Hairpin: ci-p2 reaches ci-p1's server at the host's address.
 	var nets []api.Network
 	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &nets)
@@ -330,6 +351,12 @@ network: ci-p3
 	}
 	if _, err := httpGet("127.0.0.1:"+strconv.Itoa(hp["ci-p1"]), "/"); err == nil {
 		t.Error("the published port still answers after rm")
+	}
+	tables, _ := filepath.Glob(filepath.Join(d.runDir, "ports", "*"))
+	for _, f := range tables {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), `"workload":"pub-`) {
+			t.Errorf("a removed workload still holds a port in %s: %s", f, b)
+		}
 	}
 }
 
