@@ -6,7 +6,7 @@ import (
 )
 
 func BenchmarkHashedPort(b *testing.B) {
-	in := HashInput{"demo", "api", "server", "http", "http"}
+	in := HashInput{"demo", "api", "server", "http", "http", ModeHost}
 	for b.Loop() {
 		HashedPort(in)
 	}

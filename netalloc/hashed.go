@@ -5,14 +5,31 @@ import (
 	"encoding/binary"
 )
 
-// HashInput identifies a port: the workload identity plus the endpoint.
+// HashInput identifies a port: the workload identity plus the endpoint,
+// and the port mode.
 type HashInput struct {
 	Workspace string
 	Module    string
 	Service   string
 	Endpoint  string
 	API       string
+	// Mode is ModeHost or ModeContainer: codefly hashes a port published
+	// from a container apart from the port of the same service run on the
+	// host, so that both can run at once on one host without colliding.
+	Mode PortMode
 }
+
+// PortMode is the host-port contention axis of codefly's hash.
+type PortMode string
+
+const (
+	// ModeHost is every runtime that binds the host's port itself (native,
+	// nix): the hash of the identity alone, as before modes existed.
+	ModeHost PortMode = ""
+	// ModeContainer is a containerd workload's: "container" is appended to
+	// what is hashed.
+	ModeContainer PortMode = "container"
+)
 
 const (
 	// Ports below 1024 need privileges and the range just above them is
@@ -31,6 +48,9 @@ const (
 // and clients, so the golden tests pin it.
 func HashedPort(in HashInput) int {
 	key := in.Workspace + "-" + in.Module + "-" + in.Service + "-" + in.Endpoint
+	if in.Mode != ModeHost {
+		key += "-" + string(in.Mode)
+	}
 	sum := sha256.Sum256([]byte(key))
 	n := binary.BigEndian.Uint64(sum[:8])
 	return clampBase(hashFloor+int(n%hashSpan)) + APIDigit(in.API)

@@ -10,15 +10,23 @@ import (
 )
 
 func TestHashedPortGolden(t *testing.T) {
-	// Values produced by codefly itself; they must never change.
+	// Values produced by codefly itself; they must never change. The
+	// container mode's follow ToNamedPort in codefly-dev/core v0.3.8,
+	// network/port.go: the mode, when not empty, is one more "-"-joined
+	// segment of what is hashed (PortModeFor gives "container" to a
+	// container, "" to every host-bound runtime).
 	tests := []struct {
 		in   HashInput
 		want int
 	}{
-		{HashInput{"demo", "store", "postgres", "tcp", "tcp"}, 56960},
-		{HashInput{"demo", "api", "server", "grpc", "grpc"}, 54953},
-		{HashInput{"demo", "api", "server", "http", "http"}, 18591},
-		{HashInput{"acme", "web", "frontend", "rest", "rest"}, 2032},
+		{HashInput{"demo", "store", "postgres", "tcp", "tcp", ModeHost}, 56960},
+		{HashInput{"demo", "api", "server", "grpc", "grpc", ModeHost}, 54953},
+		{HashInput{"demo", "api", "server", "http", "http", ModeHost}, 18591},
+		{HashInput{"acme", "web", "frontend", "rest", "rest", ModeHost}, 2032},
+		{HashInput{"demo", "store", "postgres", "tcp", "tcp", ModeContainer}, 47570},
+		{HashInput{"demo", "api", "server", "grpc", "grpc", ModeContainer}, 17943},
+		{HashInput{"demo", "api", "server", "http", "http", ModeContainer}, 41661},
+		{HashInput{"acme", "web", "frontend", "rest", "rest", ModeContainer}, 24832},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.in), func(t *testing.T) {
@@ -37,7 +45,11 @@ func TestHashedPortGolden(t *testing.T) {
 // byte order or arithmetic cannot hide in both.
 func referencePort(t *testing.T, in HashInput) int {
 	t.Helper()
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s-%s-%s-%s", in.Workspace, in.Module, in.Service, in.Endpoint)))
+	key := fmt.Sprintf("%s-%s-%s-%s", in.Workspace, in.Module, in.Service, in.Endpoint)
+	if in.Mode != "" {
+		key = fmt.Sprintf("%s-%s", key, in.Mode)
+	}
+	sum := sha256.Sum256([]byte(key))
 	hexSum := hex.EncodeToString(sum[:])
 	n, err := strconv.ParseUint(hexSum[:16], 16, 64)
 	if err != nil {
@@ -59,13 +71,14 @@ func referencePort(t *testing.T, in HashInput) int {
 
 func TestHashedPortMatchesReference(t *testing.T) {
 	tests := []HashInput{
-		{"ws", "mod", "svc", "ep", "tcp"},
-		{"prod", "billing", "invoices", "grpc", "grpc"},
-		{"prod", "billing", "invoices", "rest", "rest"},
-		{"", "", "", "", ""},
-		{"w-s", "m", "s", "e", "http"},
-		{"ünïcode", "модуль", "服务", "端点", "websocket"},
-		{"demo", "store", "postgres", "tcp", "grpc"},
+		{"ws", "mod", "svc", "ep", "tcp", ModeHost},
+		{"prod", "billing", "invoices", "grpc", "grpc", ModeHost},
+		{"prod", "billing", "invoices", "rest", "rest", ModeContainer},
+		{"", "", "", "", "", ModeHost},
+		{"", "", "", "", "", ModeContainer},
+		{"w-s", "m", "s", "e", "http", ModeHost},
+		{"ünïcode", "модуль", "服务", "端点", "websocket", ModeContainer},
+		{"demo", "store", "postgres", "tcp", "grpc", ModeHost},
 	}
 	for _, in := range tests {
 		t.Run(fmt.Sprint(in), func(t *testing.T) {
@@ -110,7 +123,7 @@ func TestHashedPortClampsLowBase(t *testing.T) {
 	// About 6 in 64502 inputs qualify; the cap only guards against a
 	// broken search looping forever.
 	for i := 0; i < 2_000_000; i++ {
-		in := HashInput{"clamp", "mod", "svc", "ep" + strconv.Itoa(i), ""}
+		in := HashInput{"clamp", "mod", "svc", "ep" + strconv.Itoa(i), "", ModeHost}
 		sum := sha256.Sum256([]byte(in.Workspace + "-" + in.Module + "-" + in.Service + "-" + in.Endpoint))
 		n, _ := strconv.ParseUint(hex.EncodeToString(sum[:8]), 16, 64)
 		if 1024+n%64502 >= 1030 {
@@ -131,7 +144,7 @@ func TestHashedPortClampsLowBase(t *testing.T) {
 func TestHashedPortRange(t *testing.T) {
 	for i := 0; i < 20000; i++ {
 		for _, api := range []string{"tcp", "http", "rest", "grpc", "other"} {
-			in := HashInput{"ws", "m" + strconv.Itoa(i%7), "s" + strconv.Itoa(i), "e", api}
+			in := HashInput{"ws", "m" + strconv.Itoa(i%7), "s" + strconv.Itoa(i), "e", api, ModeHost}
 			if p := HashedPort(in); p < 1030 || p > 65535 {
 				t.Fatalf("HashedPort(%+v) = %d, outside [1030, 65535]", in, p)
 			}

@@ -117,7 +117,6 @@ func namespace(nw *sandbox.Network) netalloc.Namespace {
 
 // requests turns a spec's endpoints into port requests.
 func requests(w *spec.Workload) []netalloc.Request {
-	id := identity(w)
 	reqs := make([]netalloc.Request, len(w.Endpoints))
 	for i, ep := range w.Endpoints {
 		r := netalloc.Request{Endpoint: ep.Name}
@@ -128,7 +127,7 @@ func requests(w *spec.Workload) []netalloc.Request {
 			r.Mode = netalloc.ModeEphemeral
 		default:
 			r.Mode = netalloc.ModeHashed
-			r.Port = hashedPort(id, ep)
+			r.Port = hashedPort(w, ep)
 		}
 		reqs[i] = r
 	}
@@ -171,11 +170,18 @@ func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]api.PortMa
 	return s.mappings(w, res, pub), nil
 }
 
-// hashedPort is the codefly hash of an endpoint of identity id.
-func hashedPort(id spec.Identity, ep spec.Endpoint) int {
+// hashedPort is the codefly hash of an endpoint of w: in codefly's
+// container mode for a containerd workload, so that the same service run
+// on the host and in a container at once never collide on a host port.
+func hashedPort(w *spec.Workload, ep spec.Endpoint) int {
+	id := identity(w)
+	mode := netalloc.ModeHost
+	if w.Kind == spec.KindContainerd {
+		mode = netalloc.ModeContainer
+	}
 	return netalloc.HashedPort(netalloc.HashInput{
 		Workspace: id.Workspace, Module: id.Module, Service: id.Service,
-		Endpoint: ep.Name, API: ep.API,
+		Endpoint: ep.Name, API: ep.API, Mode: mode,
 	})
 }
 
@@ -204,7 +210,7 @@ func publishRequests(w *spec.Workload) []netalloc.Request {
 				// The hashed port of the endpoint's identity, which its
 				// request computed: the stable port tools connect to.
 				r.Mode = netalloc.ModeHashed
-				r.Port = hashedPort(identity(w), ep)
+				r.Port = hashedPort(w, ep)
 			}
 			out = append(out, r)
 		}

@@ -164,6 +164,8 @@ func TestPortHashOffline(t *testing.T) {
 		{[]string{"port", "hash", "--workspace", "demo", "--module", "store", "--service", "postgres", "--endpoint", "tcp"}, "56960\n"},
 		{[]string{"port", "hash", "--workspace", "demo", "--module", "api", "--service", "server", "--endpoint", "grpc", "--api", "grpc"}, "54953\n"},
 		{[]string{"port", "hash", "--workspace", "acme", "--module", "web", "--service", "frontend", "--endpoint", "rest", "--api", "rest"}, "2032\n"},
+		{[]string{"port", "hash", "--workspace", "demo", "--module", "store", "--service", "postgres", "--endpoint", "tcp", "--mode", "host"}, "56960\n"},
+		{[]string{"port", "hash", "--workspace", "demo", "--module", "store", "--service", "postgres", "--endpoint", "tcp", "--mode", "container"}, "47570\n"},
 	} {
 		var out, errb bytes.Buffer
 		// No daemon is reachable on this socket: the command must not need one.

@@ -20,7 +20,7 @@ func init() {
 	register("ports", command{"list every endpoint's port and addresses", "", cmdPorts})
 	register("networks", command{"list isolated networks, or delete one", "[rm NAME]", cmdNetworks})
 	register("exec", command{"run a command inside an isolated network", "--network NET -- CMD [ARGS...]", cmdExec})
-	register("port", command{"compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A]", cmdPort})
+	register("port", command{"compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A] [--mode host|container]", cmdPort})
 }
 
 func cmdPorts(ctx context.Context, c *cli, args []string) error {
@@ -131,6 +131,7 @@ func cmdPort(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&in.Service, "service", "", "service")
 	fs.StringVar(&in.Endpoint, "endpoint", "", "endpoint name")
 	fs.StringVar(&in.API, "api", "tcp", "tcp, http, rest, grpc or other")
+	mode := fs.String("mode", "host", "host (native and nix workloads) or container (containerd workloads)")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -140,6 +141,13 @@ func cmdPort(ctx context.Context, c *cli, args []string) error {
 	}
 	if in.Workspace == "" || in.Module == "" || in.Service == "" || in.Endpoint == "" {
 		return usagef("--workspace, --module, --service and --endpoint are needed")
+	}
+	switch *mode {
+	case "host":
+	case "container":
+		in.Mode = netalloc.ModeContainer
+	default:
+		return usagef("--mode is host or container, not %q", *mode)
 	}
 	port := netalloc.HashedPort(in)
 	if c.json {
