@@ -290,7 +290,9 @@ func (w *workload) signal(sig syscall.Signal) error {
 // replace applies a new spec. An equal spec changes nothing but may start
 // a workload that is not running: apply means "make it so".
 func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start bool) error {
-	if spec.Equal(w.spec, sp) {
+	// An equal spec whose ports moved (a hashing rule that changed) is a
+	// change: the run must take its new ports.
+	if spec.Equal(w.spec, sp) && samePorts(w.ports, ports) {
 		if start && w.proc == nil && w.timer == nil {
 			return w.userStart()
 		}
@@ -346,4 +348,18 @@ func (w *workload) remove() error {
 	}
 	w.publish(api.Event{Type: api.EventRemoved})
 	return nil
+}
+
+// samePorts reports whether two mappings give every endpoint the same
+// port and published port.
+func samePorts(a, b []api.PortMapping) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Endpoint != b[i].Endpoint || a[i].Port != b[i].Port || a[i].Published != b[i].Published {
+			return false
+		}
+	}
+	return true
 }
