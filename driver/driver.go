@@ -69,6 +69,13 @@ type Prober interface {
 	Available(ctx context.Context) error
 }
 
+// Forgetter is a driver that keeps something for a workload beyond its
+// runs (a Nix environment's GC root): Forget releases it once the
+// workload is removed.
+type Forgetter interface {
+	Forget(ctx context.Context, workload string) error
+}
+
 // Sweeper is a driver that keeps state of its own per workload (a
 // container, a temporary directory): Sweep removes what belongs to no
 // workload in keep. A starting daemon calls it once runs are adopted.

@@ -340,6 +340,11 @@ func (w *workload) remove() error {
 	}
 	w.gone = true
 	w.s.forget(w)
+	if f, ok := w.s.drivers[w.spec.Kind].(driver.Forgetter); ok {
+		if err := f.Forget(w.s.ctx, w.name); err != nil {
+			w.log.Warn("the runtime could not release what it kept for the workload", zap.Error(err))
+		}
+	}
 	w.s.deleteCgroup(w.name)
 	w.s.release(w.name, "")
 	w.s.dropNetwork(w.spec.Network)

@@ -3,7 +3,8 @@
 //
 // The environment is prepared (evaluated and built by nix) once per distinct
 // input and cached under CacheDir together with a GC root that keeps its
-// closure alive; the program is then started by the native driver, so that
+// closure alive for as long as a workload uses it (roots.go); the program
+// is then started by the native driver, so that
 // carriers, exec checks, users, cgroups, networks and adoption behave exactly
 // as for native workloads, and the workload's pid is the program itself.
 //
@@ -66,6 +67,11 @@ type Driver struct {
 	version string // `nix --version`, once known
 	keyLock map[string]*sync.Mutex
 	setup   bool // stub registry written
+
+	// gcMu orders the collection of unused environments against starts:
+	// held counts the environments being prepared for a start.
+	gcMu sync.Mutex
+	held map[string]int
 }
 
 // Kind reports spec.KindNix.
@@ -111,6 +117,11 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, err
 	if err != nil {
 		return nil, err
 	}
+	err = d.use(t.Workload, env.Key)
+	d.unhold(env.Key)
+	if err != nil {
+		return nil, err
+	}
 	tmp, err := d.freshTmp(t)
 	if err != nil {
 		return nil, err
@@ -143,7 +154,7 @@ func (d *Driver) Recover(ctx context.Context, s driver.State) (driver.Process, e
 }
 
 // prepare returns the cached environment for the task, building it on a miss.
-func (d *Driver) prepare(ctx context.Context, t *driver.Task) (*prepared, error) {
+func (d *Driver) prepare(ctx context.Context, t *driver.Task) (_ *prepared, err error) {
 	bin, err := d.binary()
 	if err != nil {
 		return nil, err
@@ -183,9 +194,17 @@ func (d *Driver) prepare(ctx context.Context, t *driver.Task) (*prepared, error)
 		return nil, err
 	}
 	key := hashOf(ident, version, fp)
+	// Held until Start records its user: a collection meanwhile must not
+	// take what is being built, or about to be used.
+	d.hold(key)
 	if p, err := readCache(d.cachePath(key)); err == nil && p.Key == key {
 		return p, nil
 	}
+	defer func() {
+		if err != nil {
+			d.unhold(key)
+		}
+	}()
 	if t.Preparing != nil {
 		t.Preparing("building the Nix environment of " + flake)
 	}
@@ -248,25 +267,7 @@ func (d *Driver) prepare(ctx context.Context, t *driver.Task) (*prepared, error)
 	if err := writeCache(d.cachePath(key), p); err != nil {
 		return nil, err
 	}
-	d.retire(ident, key)
 	return p, nil
-}
-
-// retire records key as ident's current environment and drops the cache
-// entry and GC roots of the one it replaces.
-func (d *Driver) retire(ident, key string) {
-	idFile := filepath.Join(d.CacheDir, "ids", ident)
-	if old, err := os.ReadFile(idFile); err == nil {
-		if o := strings.TrimSpace(string(old)); o != "" && o != key && !strings.ContainsAny(o, "/.") {
-			_ = os.Remove(d.cachePath(o))
-			links, _ := filepath.Glob(filepath.Join(d.CacheDir, "roots", o+"*"))
-			for _, l := range links {
-				_ = os.Remove(l)
-			}
-		}
-	}
-	_ = os.MkdirAll(filepath.Dir(idFile), 0o755)
-	_ = writeFileAtomic(idFile, []byte(key+"\n"))
 }
 
 func (d *Driver) cachePath(key string) string {
@@ -704,10 +705,20 @@ func (p *process) Release() {
 	p.Process.Release()
 }
 
-// Sweep removes the temporary directories of workloads that no longer
-// exist (removed while no daemon ran); a kept workload's directory is
-// renewed at its next start anyway.
+// Sweep removes the temporary directories and the environment uses of
+// workloads that no longer exist (removed while no daemon ran), then the
+// environments and GC roots no workload uses; a kept workload's directory
+// is renewed at its next start anyway.
 func (d *Driver) Sweep(ctx context.Context, keep map[string]bool) error {
+	users, _ := os.ReadDir(filepath.Join(d.CacheDir, "users"))
+	for _, u := range users {
+		if !keep[u.Name()] {
+			_ = os.Remove(filepath.Join(d.CacheDir, "users", u.Name()))
+		}
+	}
+	if err := d.collect(); err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(filepath.Join(d.CacheDir, "tmp"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

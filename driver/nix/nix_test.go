@@ -365,3 +365,52 @@ func TestSweepRemovesTmpOfUnknownWorkloads(t *testing.T) {
 		t.Fatalf("an unknown workload's directory survived: %v", err)
 	}
 }
+
+// TestRootsFollowTheirWorkloads: an environment's GC root stays while a
+// workload uses it and goes with the last one; a workload of another
+// flake keeps its own; a sweep after a crash forgets who is gone.
+func TestRootsFollowTheirWorkloads(t *testing.T) {
+	f := setup(t)
+	other := t.TempDir()
+	writeFlake(t, other, "from-the-other-flake")
+	start := func(name string, n *spec.Nix) {
+		t.Helper()
+		tk := f.task(t, n, "hello")
+		tk.Workload, tk.Spec.Name = name, name
+		runToEnd(t, f.d, tk)
+	}
+	start("a", f.shell())
+	start("b", f.shell())
+	start("c", &spec.Nix{Flake: "path:" + other, Shell: "default"})
+	roots := func() int {
+		rs, _ := filepath.Glob(filepath.Join(f.d.CacheDir, "roots", "*"))
+		return len(rs)
+	}
+	envs := func() int {
+		es, _ := filepath.Glob(filepath.Join(f.d.CacheDir, "envs", "*.json"))
+		return len(es)
+	}
+	perEnv := roots() / 2
+	if envs() != 2 || perEnv == 0 || roots() != 2*perEnv {
+		t.Fatalf("%d environments, %d roots; want 2 environments with their roots", envs(), roots())
+	}
+	if err := f.d.Forget(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if envs() != 2 || roots() != 2*perEnv {
+		t.Fatalf("after removing a: %d environments, %d roots; b still uses the first", envs(), roots())
+	}
+	if err := f.d.Forget(context.Background(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	if envs() != 1 || roots() != perEnv {
+		t.Fatalf("after removing b: %d environments, %d roots; want only c's", envs(), roots())
+	}
+	// c was removed while no daemon ran: the start-up sweep collects it.
+	if err := f.d.Sweep(context.Background(), map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	if envs() != 0 || roots() != 0 {
+		t.Fatalf("after the sweep: %d environments, %d roots", envs(), roots())
+	}
+}
