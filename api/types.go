@@ -9,7 +9,6 @@ package api
 import (
 	"time"
 
-	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -36,6 +35,23 @@ const (
 var States = []State{StatePending, StatePreparing, StateStarting, StateRunning,
 	StateStopping, StateStopped, StateExited, StateBackoff, StateFailed, StateUnknown}
 
+// Exit is how a run ended, as the daemon says it.
+type Exit struct {
+	Code   int       `json:"code"`
+	Signal string    `json:"signal,omitempty"`
+	At     time.Time `json:"at"`
+	// Unknown is set for a run adopted from an earlier daemon, whose status
+	// could not be collected.
+	Unknown bool `json:"unknown,omitempty"`
+	// Reason says why, when the runtime knows more than the status (the
+	// memory limit's OOM kill).
+	Reason string `json:"reason,omitempty"`
+	// Description says all of it in words: what `flyd ps` shows.
+	Description string `json:"description"`
+}
+
+func (e *Exit) String() string { return e.Description }
+
 // Workload is one workload as the API shows it. Spec is redacted: secret
 // values never leave the daemon.
 type Workload struct {
@@ -50,7 +66,7 @@ type Workload struct {
 	ContainerID string         `json:"container_id,omitempty"`
 	StartedAt   *time.Time     `json:"started_at,omitempty"`
 	Restarts    int            `json:"restarts"`
-	LastExit    *driver.Exit   `json:"last_exit,omitempty"`
+	LastExit    *Exit          `json:"last_exit,omitempty"`
 	LastError   string         `json:"last_error,omitempty"`
 	NextStart   *time.Time     `json:"next_start,omitempty"`
 	Healthy     *bool          `json:"healthy,omitempty"`
@@ -157,12 +173,12 @@ type Quarantined struct {
 
 // Event is one change the daemon reports on /v1/events.
 type Event struct {
-	Time     time.Time    `json:"time"`
-	Type     string       `json:"type"`
-	Workload string       `json:"workload,omitempty"`
-	State    State        `json:"state,omitempty"`
-	Message  string       `json:"message,omitempty"`
-	Exit     *driver.Exit `json:"exit,omitempty"`
+	Time     time.Time `json:"time"`
+	Type     string    `json:"type"`
+	Workload string    `json:"workload,omitempty"`
+	State    State     `json:"state,omitempty"`
+	Message  string    `json:"message,omitempty"`
+	Exit     *Exit     `json:"exit,omitempty"`
 }
 
 // Event types.

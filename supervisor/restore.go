@@ -77,8 +77,8 @@ func (w *workload) adopted(p driver.Process) {
 // lost records that an earlier daemon's run ended while no daemon watched.
 func (w *workload) lost() {
 	_ = w.s.store.removeRun(w.name)
-	exit := driver.Exit{Unknown: true, At: time.Now()}
-	w.update(func(v *api.Workload) { v.LastExit = &exit })
+	exit := wireExit(driver.Exit{Unknown: true, At: time.Now()})
+	w.update(func(v *api.Workload) { v.LastExit = exit })
 	w.log.Info("run ended while no daemon watched")
 }
 

@@ -112,12 +112,18 @@ func (w *workload) finish() driver.Exit {
 	}
 	w.proc = nil
 	_ = w.s.store.removeRun(w.name)
+	shown := wireExit(exit)
 	w.update(func(v *api.Workload) {
 		v.PID, v.ContainerID = 0, ""
-		v.LastExit = &exit
+		v.LastExit = shown
 	})
-	w.publish(api.Event{Type: api.EventExit, Message: exit.String(), Exit: &exit})
+	w.publish(api.Event{Type: api.EventExit, Message: exit.String(), Exit: wireExit(exit)})
 	return exit
+}
+
+// wireExit is an exit as the API shows it.
+func wireExit(e driver.Exit) *api.Exit {
+	return &api.Exit{Code: e.Code, Signal: e.Signal, At: e.At, Unknown: e.Unknown, Reason: e.Reason, Description: e.String()}
 }
 
 // onExit handles a run that ended on its own.
