@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
 )
@@ -55,7 +56,7 @@ func (p execProbe) Check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("exec %s: %w", name, err)
 	}
-	path, err := lookPath(name, p.env)
+	path, err := execenv.LookPath(name, p.env)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/health"
-	"github.com/flyd-dev/flyd/internal/account"
+	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -104,7 +104,7 @@ func probeCredential(sp *spec.Workload) (*syscall.Credential, error) {
 	case sp.Kind == spec.KindContainerd:
 		return &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}, nil
 	}
-	a, err := account.Lookup(sp.User)
+	a, err := execenv.Lookup(sp.User)
 	if err != nil {
 		return nil, fmt.Errorf("health check user %q: %w", sp.User, err)
 	}

@@ -7,12 +7,9 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
 )
-
-// defaultPath is the PATH a workload gets unless its spec sets one; the
-// daemon's own environment never leaks into a workload.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // plan is what one run of a workload is given, computed at apply time so
 // that whatever would fail at exec is refused synchronously.
@@ -58,7 +55,7 @@ var placeholder = regexp.MustCompile(`\$\{(PORT|ADDR)_([A-Z0-9_]+)\}`)
 // whose ports are assigned.
 func makePlan(w *spec.Workload, ports []api.PortMapping) (*plan, error) {
 	own := map[string]string{
-		"PATH":                     defaultPath,
+		"PATH":                     execenv.DefaultPath,
 		"FLYD_WORKLOAD":            w.Name,
 		"FLYD_NETWORK":             w.Network,
 		"CODEFLY__RUNTIME_CONTEXT": runtimeContext(w.Kind),

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/flyd-dev/flyd/api"
-	"github.com/flyd-dev/flyd/internal/account"
+	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -27,7 +27,7 @@ func peerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) 
 		if name == "" {
 			continue
 		}
-		a, err := account.Lookup(name)
+		a, err := execenv.Lookup(name)
 		if err != nil {
 			return nil, fmt.Errorf("--peer-users: %q: %w", name, err)
 		}
@@ -49,7 +49,7 @@ func peerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) 
 		if w.User == "" {
 			return api.Forbidden("user", "is required of a caller other than root: one of %s", them)
 		}
-		a, err := account.Lookup(w.User)
+		a, err := execenv.Lookup(w.User)
 		if err != nil || !allowed[a.UID] {
 			return api.Forbidden("user", "%q is not a user a caller other than root may run as here (one of %s)", w.User, them)
 		}

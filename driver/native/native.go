@@ -16,7 +16,7 @@ import (
 
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
-	"github.com/flyd-dev/flyd/internal/account"
+	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
@@ -44,15 +44,15 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 	attr := &syscall.SysProcAttr{Setsid: true}
 	uid, gid := os.Getuid(), os.Getgid()
 	if t.Spec.User != "" {
-		acct, err := account.Lookup(t.Spec.User)
+		acct, err := execenv.Lookup(t.Spec.User)
 		if err != nil {
 			return nil, fmt.Errorf("%w: user %q: %v", driver.ErrExec, t.Spec.User, err)
 		}
 		attr.Credential = acct.Credential()
 		uid, gid = int(acct.UID), int(acct.GID)
-		env = fillEnv(acct, env)
+		env = execenv.FillEnv(acct, env)
 	}
-	path, err := lookPath(t.Args[0], env)
+	path, err := execenv.LookPath(t.Args[0], env)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", driver.ErrExec, err)
 	}

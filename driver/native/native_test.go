@@ -14,7 +14,7 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
-	"github.com/flyd-dev/flyd/internal/account"
+	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -171,18 +171,18 @@ func TestLeaderExitKillsItsGroup(t *testing.T) {
 }
 
 func TestUserCredentials(t *testing.T) {
-	a, err := account.Lookup("nobody")
+	a, err := execenv.Lookup("nobody")
 	if err != nil {
 		t.Skipf("no user nobody: %v", err)
 	}
 	if a.UID != 65534 {
 		t.Fatalf("nobody has uid %d", a.UID)
 	}
-	byID, err := account.Lookup("65534")
+	byID, err := execenv.Lookup("65534")
 	if err != nil || byID.Name != a.Name {
 		t.Fatalf("lookup by uid: %+v, %v", byID, err)
 	}
-	env := fillEnv(a, []string{"HOME=/custom"})
+	env := execenv.FillEnv(a, []string{"HOME=/custom"})
 	if strings.Join(env, " ") != "HOME=/custom USER=nobody LOGNAME=nobody" {
 		t.Fatalf("fillEnv = %q", env)
 	}

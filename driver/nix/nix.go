@@ -35,11 +35,9 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,6 +45,7 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -420,7 +419,7 @@ func tail(s string, n int) string {
 
 func (d *Driver) nixEnv() []string {
 	env := []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"PATH=" + execenv.DefaultPath,
 		"HOME=" + filepath.Join(d.CacheDir, "home"),
 		"NIX_CONFIG=" + strings.Join([]string{
 			"experimental-features = nix-command flakes",
@@ -513,17 +512,12 @@ func (d *Driver) freshTmp(t *driver.Task) (string, error) {
 		return "", err
 	}
 	if t.Spec.User != "" {
-		u, err := user.Lookup(t.Spec.User)
-		if err != nil {
-			u, err = user.LookupId(t.Spec.User)
-		}
+		a, err := execenv.Lookup(t.Spec.User)
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return "", fmt.Errorf("%w: user %q: %v", driver.ErrExec, t.Spec.User, err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
+		if err := os.Chown(dir, int(a.UID), int(a.GID)); err != nil {
 			_ = os.RemoveAll(dir)
 			return "", err
 		}

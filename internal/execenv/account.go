@@ -1,8 +1,10 @@
-// Package account resolves the user a workload runs as into the
-// credentials its processes get: the workload itself and everything flyd
-// runs on its behalf (an exec health check), so that none of them runs
-// with more than the user has. It is not for the daemon's own identity.
-package account
+// Package execenv is what every program flyd starts for a workload shares,
+// whichever runtime or probe starts it: the default PATH, how a bare
+// program name is found in the workload's own PATH, and the user it runs
+// as, resolved into credentials, so that a workload and its health check
+// never find different binaries or run with different rights. It is not
+// for the daemon's own environment or identity.
+package execenv
 
 import (
 	"errors"
