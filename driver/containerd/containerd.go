@@ -289,7 +289,6 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 	id := containerID(t.Workload)
 	env := append([]string(nil), t.Env...)
 	env = append(env, carriers.Pointers(ConfigurationDir, t.Files)...)
-	env = append(env, "CODEFLY__RUNTIME_CONTEXT=container")
 	opts := []oci.SpecOpts{oci.WithImageConfig(img)}
 	if len(t.Args) > 0 {
 		opts = append(opts, oci.WithProcessArgs(t.Args...))

@@ -178,7 +178,7 @@ func TestRunLogEnvSignalKill(t *testing.T) {
 	ctx := context.Background()
 	// A container's pid 1 ignores signals it has no handler for: trap TERM.
 	tk := task(t, "hello", "sh", "-c", "trap 'echo got-term; exit 143' TERM; echo hi; env; sleep 100 & wait")
-	tk.Env = []string{"FOO=bar", "PATH=/bin:/usr/bin:/task"}
+	tk.Env = []string{"FOO=bar", "PATH=/bin:/usr/bin:/task", "CODEFLY__RUNTIME_CONTEXT=container"}
 	var prep []string
 	tk.Preparing = func(s string) { prep = append(prep, s) }
 	p, err := d.Start(ctx, tk)

@@ -539,8 +539,8 @@ func dropped(k, v string) bool {
 }
 
 // merge builds the run's environment: the devShell's variables under the
-// task's own (the workload's and flyd's win), the devShell's PATH before the
-// task's, TMPDIR and CODEFLY__RUNTIME_CONTEXT=nix.
+// task's own (the workload's and flyd's, CODEFLY__RUNTIME_CONTEXT among
+// them, win), the devShell's PATH before the task's, and TMPDIR.
 func merge(vars map[string]string, task []string, tmp string) []string {
 	m := map[string]string{}
 	var order []string
@@ -572,7 +572,6 @@ func merge(vars map[string]string, task []string, tmp string) []string {
 		}
 		set(k, v)
 	}
-	set("CODEFLY__RUNTIME_CONTEXT", "nix")
 	out := make([]string, 0, len(order))
 	for _, k := range order {
 		out = append(out, k+"="+m[k])

@@ -79,7 +79,7 @@ func (f *fixture) task(tb testing.TB, n *spec.Nix, args ...string) *driver.Task 
 		Workload: "w",
 		Spec:     &spec.Workload{Name: "w", Kind: spec.KindNix, Command: args, Nix: n},
 		Args:     args,
-		Env:      []string{"PATH=/usr/bin:/bin", "OWN=from-task"},
+		Env:      []string{"PATH=/usr/bin:/bin", "OWN=from-task", "CODEFLY__RUNTIME_CONTEXT=nix"},
 		Log:      log,
 	}
 }
@@ -266,7 +266,7 @@ func TestRecover(t *testing.T) {
 
 func TestMerge(t *testing.T) {
 	env := merge(map[string]string{"PATH": "/nix/a/bin", "A": "shell", "B": "shell"},
-		[]string{"PATH=/usr/bin", "B=task", "CODEFLY__RUNTIME_CONTEXT=native"}, "/tmp/x")
+		[]string{"PATH=/usr/bin", "B=task", "CODEFLY__RUNTIME_CONTEXT=nix"}, "/tmp/x")
 	got := strings.Join(env, " ")
 	for _, want := range []string{"PATH=/nix/a/bin:/usr/bin", "A=shell", "B=task", "TMPDIR=/tmp/x", "CODEFLY__RUNTIME_CONTEXT=nix"} {
 		if !strings.Contains(got, want) {
