@@ -33,14 +33,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
@@ -158,112 +155,6 @@ func (d *Driver) Close() error {
 	return err
 }
 
-// image returns the unpacked image for the task, importing the archive
-// when needed, and the snapshotter it is unpacked for.
-func (d *Driver) image(ctx context.Context, c *containerd.Client, t *driver.Task) (containerd.Image, string, error) {
-	cs := t.Spec.Containerd
-	if cs.Archive != "" {
-		if err := d.importArchive(ctx, c, cs.Archive, t.Preparing); err != nil {
-			return nil, "", err
-		}
-	}
-	img, err := c.GetImage(ctx, cs.Image)
-	if cerrdefs.IsNotFound(err) && cs.Archive == "" {
-		img, err = d.pull(ctx, c, cs.Image, t.Preparing)
-	}
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return nil, "", fmt.Errorf("%w: image %q is not in containerd namespace %q and archive %s does not contain it",
-				driver.ErrExec, cs.Image, d.ns(), cs.Archive)
-		}
-		return nil, "", err
-	}
-	sn, err := d.unpack(ctx, img)
-	if err != nil {
-		return nil, "", err
-	}
-	return img, sn, nil
-}
-
-// pullTimeout bounds a pull: a registry that does not answer must not
-// keep a workload preparing forever.
-const pullTimeout = 2 * time.Minute
-
-// pull fetches an image the store does not have from its registry.
-func (d *Driver) pull(ctx context.Context, c *containerd.Client, ref string, preparing func(string)) (containerd.Image, error) {
-	if preparing != nil {
-		preparing("pulling " + ref)
-	}
-	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
-	defer cancel()
-	img, err := c.Pull(ctx, ref)
-	if err != nil {
-		return nil, fmt.Errorf("%w: image %q is not in containerd namespace %q, and pulling it failed: %v",
-			driver.ErrExec, ref, d.ns(), err)
-	}
-	return img, nil
-}
-
-func (d *Driver) importArchive(ctx context.Context, c *containerd.Client, archive string, preparing func(string)) error {
-	fi, err := os.Stat(archive)
-	if err != nil {
-		return fmt.Errorf("%w: image archive: %v", driver.ErrExec, err)
-	}
-	id := fmt.Sprintf("%s\x00%d\x00%d", archive, fi.Size(), fi.ModTime().UnixNano())
-	d.importMu.Lock()
-	defer d.importMu.Unlock()
-	if d.imported[id] {
-		return nil
-	}
-	if preparing != nil {
-		preparing("importing " + archive)
-	}
-	f, err := os.Open(archive)
-	if err != nil {
-		return fmt.Errorf("%w: image archive: %v", driver.ErrExec, err)
-	}
-	defer f.Close()
-	imgs, err := c.Import(ctx, f)
-	if err != nil {
-		return fmt.Errorf("%w: import image archive %s: %v", driver.ErrExec, archive, err)
-	}
-	if len(imgs) == 0 {
-		return fmt.Errorf("%w: image archive %s holds no named image", driver.ErrExec, archive)
-	}
-	if d.imported == nil {
-		d.imported = map[string]bool{}
-	}
-	d.imported[id] = true
-	return nil
-}
-
-// unpack unpacks img for overlayfs, or native when overlayfs fails; the
-// choice is remembered.
-func (d *Driver) unpack(ctx context.Context, img containerd.Image) (string, error) {
-	d.mu.Lock()
-	chosen := d.snapshotter
-	d.mu.Unlock()
-	cands := []string{"overlayfs", "native"}
-	if chosen != "" {
-		cands = []string{chosen}
-	}
-	var errs []error
-	for _, sn := range cands {
-		ok, err := img.IsUnpacked(ctx, sn)
-		if err == nil && !ok {
-			err = img.Unpack(ctx, sn)
-		}
-		if err == nil {
-			d.mu.Lock()
-			d.snapshotter = sn
-			d.mu.Unlock()
-			return sn, nil
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", sn, err))
-	}
-	return "", fmt.Errorf("unpack image %s: %w", img.Name(), errors.Join(errs...))
-}
-
 func containerID(workload string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -373,100 +264,6 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 		st.Cgroup = t.Cgroup.CgroupsPath()
 	}
 	return d.watch(ctr, task, exitCh, wctx, wcancel, st), nil
-}
-
-// resourceOpts turns spec resources into OCI linux.resources.
-func resourceOpts(r *spec.Resources) ([]oci.SpecOpts, error) {
-	var out []oci.SpecOpts
-	if r == nil {
-		return nil, nil
-	}
-	if r.MemoryMax > 0 {
-		out = append(out, oci.WithMemoryLimit(uint64(r.MemoryMax)))
-	}
-	if r.CPUMax != "" {
-		cores, err := strconv.ParseFloat(r.CPUMax, 64)
-		if err != nil || cores <= 0 {
-			return nil, fmt.Errorf("resources.cpu_max %q is not a positive number of cores", r.CPUMax)
-		}
-		const period = 100000
-		out = append(out, oci.WithCPUCFS(int64(cores*period), period))
-	}
-	if r.CPUWeight > 0 {
-		// cgroup v1 shares: weight 100 ~ 1024 shares.
-		out = append(out, oci.WithCPUShares(uint64(r.CPUWeight)*1024/100))
-	}
-	if r.PidsMax > 0 {
-		out = append(out, oci.WithPidsLimit(int64(r.PidsMax)))
-	}
-	return out, nil
-}
-
-// writeCarriers writes the files into the container's snapshot, owned by
-// the container's user: /codefly/configuration 0500, files 0400.
-func (d *Driver) writeCarriers(ctx context.Context, c *containerd.Client, ctr containerd.Container, files []carriers.File) error {
-	s, err := ctr.Spec(ctx)
-	if err != nil {
-		return fmt.Errorf("carriers: %w", err)
-	}
-	uid, gid := int(s.Process.User.UID), int(s.Process.User.GID)
-	info, err := ctr.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("carriers: %w", err)
-	}
-	mounts, err := c.SnapshotService(info.Snapshotter).Mounts(ctx, info.SnapshotKey)
-	if err != nil {
-		return fmt.Errorf("carriers: snapshot mounts: %w", err)
-	}
-	err = mount.WithTempMount(ctx, mounts, func(root string) error {
-		r, err := os.OpenRoot(root)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		rel := strings.TrimPrefix(ConfigurationDir, "/")
-		if err := r.MkdirAll(path.Dir(rel), 0o755); err != nil {
-			return err
-		}
-		if err := r.RemoveAll(rel); err != nil {
-			return err
-		}
-		if err := r.Mkdir(rel, 0o700); err != nil {
-			return err
-		}
-		for _, f := range files {
-			if strings.ContainsAny(f.Key, "/\x00") || f.Key == "" || f.Key == "." || f.Key == ".." {
-				return fmt.Errorf("carrier key %q is not a file name", f.Key)
-			}
-			name := rel + "/" + f.Key
-			fh, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
-			if err != nil {
-				return fmt.Errorf("carrier for %s: %w", f.Key, err)
-			}
-			_, werr := fh.WriteString(f.Value)
-			if werr == nil {
-				werr = fh.Chown(uid, gid)
-			}
-			if werr == nil {
-				werr = fh.Chmod(0o400)
-			}
-			if cerr := fh.Close(); werr == nil {
-				werr = cerr
-			}
-			if werr != nil {
-				// The key is not secret; the value never appears.
-				return fmt.Errorf("carrier for %s: %w", f.Key, werr)
-			}
-		}
-		if err := r.Lchown(rel, uid, gid); err != nil {
-			return err
-		}
-		return r.Chmod(rel, 0o500)
-	})
-	if err != nil {
-		return fmt.Errorf("carriers: %w", err)
-	}
-	return nil
 }
 
 // remove kills and deletes task, container and snapshot, ignoring what is
