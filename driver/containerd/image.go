@@ -2,7 +2,6 @@ package containerd
 
 import (
 	"context"
-	_ "crypto/sha256" // go-digest needs a registered sha256
 	"errors"
 	"fmt"
 	"os"

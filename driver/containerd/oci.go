@@ -1,7 +1,6 @@
 package containerd
 
 import (
-	_ "crypto/sha256" // go-digest needs a registered sha256
 	"fmt"
 	"strconv"
 
