@@ -20,6 +20,7 @@ import (
 
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/driver/drivertest"
 	"github.com/flyd-dev/flyd/driver/containerd/ctrtest"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/testenv"
@@ -536,4 +537,17 @@ func removeCgroups(parent string) {
 		}
 		_ = os.Remove(d)
 	}
+}
+
+// TestContract runs the driver contract against a real containerd: the
+// scripts run in the busybox image.
+func TestContract(t *testing.T) {
+	d := setup(t)
+	drivertest.Run(t, drivertest.Harness{
+		Driver: d,
+		Task: func(t *testing.T, name, script string) *driver.Task {
+			return task(t, name, "sh", "-c", script)
+		},
+		AdoptedExitKnown: true,
+	})
 }

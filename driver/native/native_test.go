@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/driver/drivertest"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
@@ -186,4 +187,12 @@ func TestUserCredentials(t *testing.T) {
 	if strings.Join(env, " ") != "HOME=/custom USER=nobody LOGNAME=nobody" {
 		t.Fatalf("fillEnv = %q", env)
 	}
+}
+
+// TestContract runs the driver contract against the native runtime.
+func TestContract(t *testing.T) {
+	drivertest.Run(t, drivertest.Harness{
+		Driver: Driver{},
+		Task:   func(t *testing.T, name, script string) *driver.Task { return task(t, "sh", "-c", script) },
+	})
 }

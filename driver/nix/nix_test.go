@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/driver/drivertest"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/driver/nix/nixtest"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -413,4 +414,18 @@ func TestRootsFollowTheirWorkloads(t *testing.T) {
 	if envs() != 0 || roots() != 0 {
 		t.Fatalf("after the sweep: %d environments, %d roots", envs(), roots())
 	}
+}
+
+// TestContract runs the driver contract against the nix runtime: the
+// scripts run in the flake's devShell.
+func TestContract(t *testing.T) {
+	f := setup(t)
+	drivertest.Run(t, drivertest.Harness{
+		Driver: f.d,
+		Task: func(t *testing.T, name, script string) *driver.Task {
+			tk := f.task(t, f.shell(), "sh", "-c", script)
+			tk.Workload, tk.Spec.Name = name, name
+			return tk
+		},
+	})
 }
