@@ -20,8 +20,8 @@ import (
 
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
-	"github.com/flyd-dev/flyd/driver/drivertest"
 	"github.com/flyd-dev/flyd/driver/containerd/ctrtest"
+	"github.com/flyd-dev/flyd/driver/drivertest"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/sandbox"
