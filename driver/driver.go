@@ -37,6 +37,9 @@ type Task struct {
 	// Cgroup is the workload's cgroup, limits applied, that the run is born
 	// in; nil where the host gives flyd no cgroups.
 	Cgroup *sandbox.Cgroup
+	// Limits are the spec's resources, parsed once: what Cgroup holds, and
+	// what a runtime that makes its own cgroup must apply.
+	Limits sandbox.Limits
 	// Preparing, when the runtime must first build something (a Nix
 	// environment, an image), says what; the workload is then `preparing`.
 	// It is called on Start's goroutine. May be nil.

@@ -43,6 +43,14 @@ func (l Limits) validate() error {
 	return nil
 }
 
+// CPUShares is CPUWeight on cgroup v1's scale: v2's weight (default 100)
+// onto v1's shares (default 1024), never under v1's floor of 2. Runtimes
+// that speak v1's units (OCI's cpu.shares) use it too.
+func (l Limits) CPUShares() uint64 { return uint64(max(2, l.CPUWeight*1024/100)) }
+
+// CFSPeriod is the period CPUMax is a quota of, in microseconds.
+const CFSPeriod = cfsPeriod
+
 // settings are the file writes that give a cgroup exactly these limits on
 // the given cgroup version, in the order they must be written.
 func (l Limits) settings(version int) ([]setting, error) {
@@ -62,8 +70,7 @@ func (l Limits) settings(version int) ([]setting, error) {
 			cpuQuota = strconv.FormatInt(quota, 10)
 		}
 		if l.CPUWeight > 0 {
-			// v2's weight scale (default 100) onto v1's shares (default 1024).
-			shares = strconv.Itoa(max(2, l.CPUWeight*1024/100))
+			shares = strconv.FormatUint(l.CPUShares(), 10)
 		}
 		return []setting{
 			{"memory", "memory.limit_in_bytes", mem, l.MemoryMax > 0},

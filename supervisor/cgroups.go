@@ -13,17 +13,13 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// cgroup creates (or reuses) the workload's cgroup with the spec's limits;
+// cgroup creates (or reuses) the workload's cgroup with its limits;
 // nil when the host gives flyd no cgroups.
-func (s *Supervisor) cgroup(w *spec.Workload) (*sandbox.Cgroup, error) {
+func (s *Supervisor) cgroup(name string, l sandbox.Limits) (*sandbox.Cgroup, error) {
 	if s.cfg.Cgroups == nil {
 		return nil, nil
 	}
-	l, err := limits(w.Resources)
-	if err != nil {
-		return nil, err
-	}
-	cg, err := s.cfg.Cgroups.Create(w.Name, l)
+	cg, err := s.cfg.Cgroups.Create(name, l)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +29,7 @@ func (s *Supervisor) cgroup(w *spec.Workload) (*sandbox.Cgroup, error) {
 	// A new run starts only when the last one is over: whatever is still
 	// in the cgroup outlived its run (a daemon was down when it ended).
 	if left, _ := cg.Procs(); len(left) > 0 {
-		s.log.Warn("killing processes a finished run left", zap.String("workload", w.Name), zap.Ints("pids", left))
+		s.log.Warn("killing processes a finished run left", zap.String("workload", name), zap.Ints("pids", left))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := cg.Kill(ctx); err != nil {

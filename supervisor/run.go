@@ -66,7 +66,11 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	cg, err := w.s.cgroup(w.spec)
+	lim, err := limits(w.spec.Resources)
+	if err != nil {
+		return nil, err
+	}
+	cg, err := w.s.cgroup(w.spec.Name, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +81,7 @@ func (w *workload) launch() (driver.Process, error) {
 	defer log.Close() // the child holds its own descriptor
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
 		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
-		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg,
+		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg, Limits: lim,
 		Preparing: func(what string) { w.setState(api.StatePreparing, what) },
 	})
 }

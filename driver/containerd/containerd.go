@@ -198,12 +198,9 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 	}
 	if t.Cgroup != nil {
 		opts = append(opts, oci.WithCgroup(t.Cgroup.CgroupsPath()))
+	} else {
+		opts = append(opts, resourceOpts(t.Limits)...)
 	}
-	ro, err := resourceOpts(t.Spec.Resources)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", driver.ErrExec, err)
-	}
-	opts = append(opts, ro...)
 
 	ctr, err := c.NewContainer(ctx, id,
 		containerd.WithContainerLabels(map[string]string{LabelWorkload: t.Workload}),

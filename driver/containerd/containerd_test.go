@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -550,4 +551,47 @@ func TestContract(t *testing.T) {
 		},
 		AdoptedExitKnown: true,
 	})
+}
+
+// TestLimitsWithoutFlydsCgroup: a container that runs in a cgroup of its
+// own (the host gives flyd none) gets the task's limits through OCI, as
+// its cgroup on the host shows.
+func TestLimitsWithoutFlydsCgroup(t *testing.T) {
+	d := setup(t)
+	tk := task(t, "limited", "sh", "-c", "echo ready; exec sleep 30")
+	tk.Limits = sandbox.Limits{MemoryMax: 64 << 20, PidsMax: 50}
+	p, err := d.Start(context.Background(), tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill(); <-p.Done() }()
+	waitLog(t, tk, "ready")
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.State().PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{"memory": {"memory.limit_in_bytes", strconv.Itoa(64 << 20)}, "pids": {"pids.max", "50"}}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if parts[0] == "0" && parts[1] == "" && len(want) == 2 {
+			// cgroup v2: one hierarchy, other file names.
+			for _, f := range [][2]string{{"memory.max", strconv.Itoa(64 << 20)}, {"pids.max", "50"}} {
+				got, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", parts[2], f[0]))
+				if err == nil && strings.TrimSpace(string(got)) != f[1] {
+					t.Errorf("%s of the container's cgroup %s: %q, want %s", f[0], parts[2], got, f[1])
+				}
+			}
+		}
+		for _, ctrl := range strings.Split(parts[1], ",") {
+			w, ok := want[ctrl]
+			if !ok {
+				continue
+			}
+			got, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, parts[2], w[0]))
+			if err != nil || strings.TrimSpace(string(got)) != w[1] {
+				t.Errorf("%s of the container's cgroup %s: %q (%v), want %s", w[0], parts[2], got, err, w[1])
+			}
+			delete(want, ctrl)
+		}
+	}
 }

@@ -1,37 +1,30 @@
 package containerd
 
 import (
-	"fmt"
-	"strconv"
+	"math"
 
 	"github.com/containerd/containerd/v2/pkg/oci"
 
-	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/sandbox"
 )
 
-// resourceOpts turns spec resources into OCI linux.resources.
-func resourceOpts(r *spec.Resources) ([]oci.SpecOpts, error) {
+// resourceOpts are the limits as OCI linux.resources, for a container
+// that does not run in a cgroup of flyd's (which has them already): the
+// limits parsed once by the supervisor, the same conversions as the
+// cgroups'.
+func resourceOpts(l sandbox.Limits) []oci.SpecOpts {
 	var out []oci.SpecOpts
-	if r == nil {
-		return nil, nil
+	if l.MemoryMax > 0 {
+		out = append(out, oci.WithMemoryLimit(uint64(l.MemoryMax)))
 	}
-	if r.MemoryMax > 0 {
-		out = append(out, oci.WithMemoryLimit(uint64(r.MemoryMax)))
+	if l.CPUMax > 0 {
+		out = append(out, oci.WithCPUCFS(int64(math.Round(l.CPUMax*sandbox.CFSPeriod)), sandbox.CFSPeriod))
 	}
-	if r.CPUMax != "" {
-		cores, err := strconv.ParseFloat(r.CPUMax, 64)
-		if err != nil || cores <= 0 {
-			return nil, fmt.Errorf("resources.cpu_max %q is not a positive number of cores", r.CPUMax)
-		}
-		const period = 100000
-		out = append(out, oci.WithCPUCFS(int64(cores*period), period))
+	if l.CPUWeight > 0 {
+		out = append(out, oci.WithCPUShares(l.CPUShares()))
 	}
-	if r.CPUWeight > 0 {
-		// cgroup v1 shares: weight 100 ~ 1024 shares.
-		out = append(out, oci.WithCPUShares(uint64(r.CPUWeight)*1024/100))
+	if l.PidsMax > 0 {
+		out = append(out, oci.WithPidsLimit(int64(l.PidsMax)))
 	}
-	if r.PidsMax > 0 {
-		out = append(out, oci.WithPidsLimit(int64(r.PidsMax)))
-	}
-	return out, nil
+	return out
 }
