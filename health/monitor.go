@@ -41,8 +41,13 @@ func (c Config) withDefaults() Config {
 // failure is news). After that, every change is reported.
 //
 // The first check runs at once, since dependants wait for the first
-// success; each next one runs Interval after the previous one ended, so a
-// slow check delays the schedule instead of causing a burst.
+// success, and until one passes the next come quickly (from 50 ms,
+// doubling up to Interval), so a program that starts listening a moment
+// later is seen healthy a moment later, not a whole Interval later; those
+// quick checks count as one failure per Interval, so they judge no sooner
+// than the schedule would. Once one has passed, each next check runs
+// Interval after the previous one ended, so a slow check delays the
+// schedule instead of causing a burst.
 type Monitor struct {
 	probe    Probe
 	cfg      Config
@@ -96,6 +101,8 @@ func (m *Monitor) run(ctx context.Context) {
 	graceEnds := time.Now().Add(m.cfg.StartPeriod)
 	passed := false // a check has passed: the start period no longer applies
 	fails := 0
+	var counted time.Time // when a failure before the first pass last counted
+	quick := firstRetry
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -114,15 +121,27 @@ func (m *Monitor) run(ctx context.Context) {
 			passed, fails = true, 0
 			m.report(true, nil)
 		case !passed && began.Before(graceEnds):
+		case !passed && !counted.IsZero() && began.Sub(counted) < m.cfg.Interval:
+			// A quick retry: the failure of this Interval is counted.
 		default:
+			if !passed {
+				counted = began
+			}
 			fails++
 			if fails >= m.cfg.Failures {
 				m.report(false, err)
 			}
 		}
-		timer.Reset(m.cfg.Interval)
+		next := m.cfg.Interval
+		if !passed {
+			next, quick = min(quick, m.cfg.Interval), 2*quick
+		}
+		timer.Reset(next)
 	}
 }
+
+// firstRetry is the wait before the second check, when the first failed.
+const firstRetry = 50 * time.Millisecond
 
 // check runs the probe once under the timeout. An answer that came after
 // the timeout is a failure even if the probe ignored its context and said

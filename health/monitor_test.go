@@ -271,3 +271,32 @@ func TestMonitorRealProbe(t *testing.T) {
 		ln.Close()
 	}
 }
+
+// TestQuickUntilFirstPass: a program that starts listening a moment after
+// its first check is seen healthy a moment later, not an Interval later,
+// and the quick checks before that count as one failure per Interval.
+func TestQuickUntilFirstPass(t *testing.T) {
+	up := time.Now().Add(300 * time.Millisecond)
+	var verdicts []bool
+	var mu sync.Mutex
+	m := Start(probeFunc(func(context.Context) error {
+		if time.Now().Before(up) {
+			return errDown
+		}
+		return nil
+	}), Config{Interval: time.Hour, Timeout: time.Second, Failures: 2}, func(healthy bool, err error) {
+		mu.Lock()
+		verdicts = append(verdicts, healthy)
+		mu.Unlock()
+	})
+	defer m.Stop()
+	waitFor(t, func() bool { h, known := m.Healthy(); return known && h })
+	if late := time.Since(up); late > time.Second {
+		t.Errorf("healthy %s after the program was up, with a one-hour interval", late)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(verdicts) != 1 || !verdicts[0] {
+		t.Errorf("verdicts %v: the quick failures before the first pass judged it unhealthy", verdicts)
+	}
+}
