@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/flyd-dev/flyd/api"
@@ -65,4 +66,50 @@ func (d *daemon) waitEvent(t *testing.T, ok func(api.Event) bool) api.Event {
 	}
 	t.Fatal(fmt.Errorf("no such event within %s", waitFor))
 	return api.Event{}
+}
+
+// TestAfterConditions: a workload can wait for a one-shot to complete;
+// one whose prerequisite fails, or completes with an error, fails too,
+// saying why, instead of waiting for ever.
+func TestAfterConditions(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	// Some of these fail at once, so the apply exits 1: what each became
+	// is checked below.
+	runCLI(t, d.socket, "apply", "-f", d.writeSpec(t, "init.yaml", `
+name: init
+command: ["@PROG@", "exit", "0"]
+restart: {policy: never}
+---
+name: db
+command: ["@PROG@", "signals"]
+after: ["init:completed"]
+---
+name: badinit
+command: ["@PROG@", "exit", "3"]
+restart: {policy: never}
+---
+name: db2
+command: ["@PROG@", "signals"]
+after: ["badinit:completed"]
+---
+name: broken
+command: [/nonexistent/prog]
+---
+name: web
+command: ["@PROG@", "signals"]
+after: ["broken:started"]
+`))
+	if w := d.waitState(t, "db", api.StateRunning); w.PID == 0 {
+		t.Errorf("db: %+v", w)
+	}
+	if w := d.waitState(t, "db2", api.StateFailed); !strings.Contains(w.LastError, "badinit, which it waits for to complete, ended with exit code 3") {
+		t.Errorf("db2 failed because %q", w.LastError)
+	}
+	if w := d.waitState(t, "web", api.StateFailed); !strings.Contains(w.LastError, "broken, which it waits for, failed") {
+		t.Errorf("web failed because %q", w.LastError)
+	}
+	if _, errOut, code := runCLI(t, d.socket, "apply", "-f", d.writeSpec(t, "bad.yaml", "name: x\ncommand: [\"@PROG@\", signals]\nafter: [\"init:finished\"]\n")); code != 1 || !strings.Contains(errOut, `the condition "finished"`) {
+		t.Errorf("an unknown condition: exit %d, %s", code, errOut)
+	}
 }

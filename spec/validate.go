@@ -142,11 +142,14 @@ func validateEnv(p *problems, field string, env map[string]string) {
 
 func (w *Workload) validateAfter(p *problems) {
 	seen := make(map[string]bool, len(w.After))
-	for i, name := range w.After {
+	for i, entry := range w.After {
 		field := indexPath("after", i)
+		name, cond := ParseAfter(entry)
 		switch {
 		case !validName(name):
-			p.add(field, "must be %s", nameRule)
+			p.add(field, "must be %s, with :%s, :%s or :%s after it", nameRule, AfterStarted, AfterHealthy, AfterCompleted)
+		case cond != AfterHealthy && cond != AfterStarted && cond != AfterCompleted:
+			p.add(field, "the condition %q is none of %s, %s or %s", cond, AfterStarted, AfterHealthy, AfterCompleted)
 		case name == w.Name:
 			p.add(field, "a workload cannot wait for itself")
 		case seen[name]:

@@ -14,7 +14,7 @@ import (
 // checkAfter refuses an `after` that names no workload, or that would
 // close a cycle with the workloads there are.
 func (s *Supervisor) checkAfter(sp *spec.Workload) error {
-	for i, dep := range sp.After {
+	for i, dep := range spec.AfterNames(sp.After) {
 		if _, err := s.lookup(dep); err != nil {
 			return &spec.FieldError{Field: fmt.Sprintf("after[%d]", i), Msg: fmt.Sprintf("%q names no workload (apply it first)", dep)}
 		}
@@ -32,11 +32,13 @@ func (s *Supervisor) checkAfter(sp *spec.Workload) error {
 	return err
 }
 
-// unready lists the workloads of after that are not running, or not
-// healthy when they have a health check.
-func (s *Supervisor) unready(after []string) []string {
-	var waiting []string
-	for _, dep := range after {
+// unready lists the workloads of after that are not ready yet by their
+// entry's condition (spec.ParseAfter), and says why the workload can never
+// start when a prerequisite will not become ready: it failed, or a
+// one-shot it waits for to complete exited with an error.
+func (s *Supervisor) unready(after []string) (waiting []string, never string) {
+	for _, entry := range after {
+		dep, cond := spec.ParseAfter(entry)
 		w, err := s.lookup(dep)
 		if err != nil {
 			waiting = append(waiting, dep)
@@ -44,11 +46,20 @@ func (s *Supervisor) unready(after []string) []string {
 		}
 		v := w.snapshot(true)
 		healthy := v.Spec == nil || v.Spec.Health == nil || (v.Healthy != nil && *v.Healthy)
-		if v.State != api.StateRunning || !healthy {
+		completed := v.State == api.StateExited && v.LastExit != nil && !v.LastExit.Unknown && v.LastExit.Code == 0 && v.LastExit.Signal == ""
+		switch {
+		case v.State == api.StateFailed:
+			return nil, fmt.Sprintf("%s, which it waits for, failed: %s", dep, v.LastError)
+		case cond == spec.AfterCompleted && v.State == api.StateExited && !completed:
+			return nil, fmt.Sprintf("%s, which it waits for to complete, ended with %s", dep, v.LastExit)
+		case cond == spec.AfterCompleted && completed:
+		case cond == spec.AfterCompleted:
+			waiting = append(waiting, dep)
+		case v.State != api.StateRunning, cond == spec.AfterHealthy && !healthy:
 			waiting = append(waiting, dep)
 		}
 	}
-	return waiting
+	return waiting, ""
 }
 
 // kickDependents asks every workload waiting for name to try again. The
@@ -108,5 +119,5 @@ func (s *Supervisor) Owned(ctx context.Context) (map[string]string, error) {
 func (w *workload) waitsFor(name string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.view.State == api.StatePending && w.view.Spec != nil && slices.Contains(w.view.Spec.After, name)
+	return w.view.State == api.StatePending && w.view.Spec != nil && slices.Contains(spec.AfterNames(w.view.Spec.After), name)
 }

@@ -24,8 +24,13 @@ func (w *workload) start() {
 		return // never a second run beside one that may be alive
 	}
 	w.cancelTimer()
-	if waiting := w.s.unready(w.spec.After); len(waiting) > 0 {
-		// Started again when what it waits for is ready (kickDependents).
+	waiting, never := w.s.unready(w.spec.After)
+	if never != "" {
+		w.rest(api.StateFailed, never)
+		return
+	}
+	if len(waiting) > 0 {
+		// Started again when what it waits for changes (kickDependents).
 		w.setState(api.StatePending, "waiting for "+strings.Join(waiting, ", "))
 		return
 	}

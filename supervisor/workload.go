@@ -167,7 +167,9 @@ func (w *workload) setState(st api.State, msg string) {
 		}
 	})
 	w.publishInstances(st)
-	if st == api.StateRunning {
+	switch st {
+	case api.StateRunning, api.StateExited, api.StateFailed:
+		// What waits for it may start now, or learn it never will.
 		w.s.kickDependents(w.name)
 	}
 	w.log.Info("state", zap.String("state", string(st)), zap.String("reason", msg))
