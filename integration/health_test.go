@@ -113,3 +113,29 @@ after: ["broken:started"]
 		t.Errorf("an unknown condition: exit %d, %s", code, errOut)
 	}
 }
+
+// TestApplyWait: `apply --wait` returns 0 once a workload passes its
+// health check, and 1 naming a workload that dies at once.
+func TestApplyWait(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	if out, errOut, code := runCLI(t, d.socket, "apply", "--wait", "-f", d.writeSpec(t, "up.yaml", `
+name: up
+command: ["@PROG@", "serve", "${ADDR_HTTP}"]
+endpoints: [{name: http, api: http, port: ephemeral}]
+health: {http: {endpoint: http, path: /}, interval: 5s}
+`)); code != 0 {
+		t.Errorf("apply --wait of a healthy workload: exit %d, %s %s", code, out, errOut)
+	}
+	if w := d.get(t, "up"); w.Healthy == nil || !*w.Healthy {
+		t.Errorf("apply --wait returned before up was healthy: %+v", w)
+	}
+	_, errOut, code := runCLI(t, d.socket, "apply", "--wait", "--timeout", "30s", "-f", d.writeSpec(t, "dies.yaml", `
+name: dies
+command: ["@PROG@", "exit", "3"]
+restart: {policy: on-failure, max_restarts: 1, backoff: {initial: 50ms}}
+`))
+	if code != 1 || !strings.Contains(errOut, "not up: dies (failed: gave up after 1 restarts") {
+		t.Errorf("apply --wait of a workload that dies at once: exit %d, %s", code, errOut)
+	}
+}

@@ -8,13 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/spec"
 )
 
 func init() {
-	register("apply", command{"create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--start=false] [--force]", cmdApply})
+	register("apply", command{"create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--start=false] [--force] [--wait [--timeout 1m]]", cmdApply})
 	register("ps", command{"list workloads", "", cmdPs})
 	register("inspect", command{"show a workload as JSON", "NAME", cmdInspect})
 	register("start", command{"start workloads", "NAME...|--all", lifecycleCmd(api.ActionStart)})
@@ -37,6 +38,7 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 	fs.Var(&files, "f", "spec file, directory of spec files, or - for stdin (repeatable)")
 	start := fs.Bool("start", true, "start the workloads")
 	force := fs.Bool("force", false, "change workloads that belong to a file of the workloads directory")
+	wait, timeout := waitFlags(fs)
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -77,7 +79,10 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 	stop := c.showProgress(ctx, names)
 	rs, err := c.client.ApplyBatch(ctx, specs, api.ApplyOptions{Start: *start, Force: *force})
 	stop()
-	return c.report("apply", rs, err)
+	if err := c.report("apply", rs, err); err != nil || !*wait {
+		return err
+	}
+	return c.waitUp(ctx, names, *timeout)
 }
 
 // readSpecs reads the workloads and network documents of a spec file, of
@@ -250,9 +255,11 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli, []string) error
 	return func(ctx context.Context, c *cli, args []string) error {
 		fs := c.flags()
 		all := fs.Bool("all", false, "every workload")
-		force := new(bool)
+		force, wait, timeout := new(bool), new(bool), new(time.Duration)
 		if action == api.ActionStop {
 			force = fs.Bool("force", false, "kill at once, without the grace period, overtaking a stop in progress")
+		} else {
+			wait, timeout = waitFlags(fs)
 		}
 		pos, err := c.parse(fs, args)
 		if err != nil {
@@ -263,7 +270,14 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli, []string) error
 			return err
 		}
 		rs, err := c.client.Batch(ctx, action, bt)
-		return c.report(string(action), rs, err)
+		if err := c.report(string(action), rs, err); err != nil || !*wait {
+			return err
+		}
+		names := make([]string, len(rs))
+		for i, r := range rs {
+			names[i] = r.Name
+		}
+		return c.waitUp(ctx, names, *timeout)
 	}
 }
 
