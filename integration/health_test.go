@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -137,5 +138,55 @@ restart: {policy: on-failure, max_restarts: 1, backoff: {initial: 50ms}}
 `))
 	if code != 1 || !strings.Contains(errOut, "not up: dies (failed: gave up after 1 restarts") {
 		t.Errorf("apply --wait of a workload that dies at once: exit %d, %s", code, errOut)
+	}
+}
+
+// TestUses: a consumer finds its producers' addresses under codefly's own
+// names, the one that reaches each from where it runs (the host, its own
+// network, across networks through a published port), and connects; it
+// waits for them as for `after`.
+func TestUses(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	hp := freePort(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "uses.yaml", fmt.Sprintf(`
+name: pg
+identity: {workspace: demo, module: store, service: pg-main}
+command: ["@PROG@", "serve", "0.0.0.0:${PORT_HTTP}"]
+endpoints: [{name: http, api: http, port: ephemeral}]
+health: {http: {endpoint: http, path: /}}
+---
+name: cache
+identity: {workspace: demo, module: store, service: cache}
+command: ["@PROG@", "serve", "${ADDR_TCP}"]
+endpoints: [{name: tcp, port: hashed, publish: %d}]
+network: ci-u
+---
+name: host-app
+identity: {workspace: demo, module: web, service: front}
+command: ["sh", "-c", "env | grep ^CODEFLY__ | sort; @PROG@ get $CODEFLY__ENDPOINT__STORE__PG_MAIN__HTTP__HTTP && @PROG@ get $CODEFLY__ENDPOINT__STORE__CACHE__TCP__TCP && echo both-reached; exec @PROG@ signals"]
+uses: [pg, cache/tcp]
+---
+name: net-app
+command: ["sh", "-c", "@PROG@ get $CODEFLY__ENDPOINT__STORE__CACHE__TCP__TCP && echo same-network; @PROG@ get $CODEFLY__ENDPOINT__STORE__PG_MAIN__HTTP__HTTP && echo host-reached; exec @PROG@ signals"]
+uses: [cache, pg]
+network: ci-u
+`, hp)))
+	logs := d.waitLog(t, "host-app", "both-reached")
+	pg := d.get(t, "pg")
+	for _, want := range []string{
+		"CODEFLY__ENDPOINT__STORE__PG_MAIN__HTTP__HTTP=localhost:" + strconv.Itoa(pg.Ports[0].Port),
+		"CODEFLY__ENDPOINT__STORE__CACHE__TCP__TCP=localhost:" + strconv.Itoa(hp),
+		"CODEFLY__WORKSPACE=demo", "CODEFLY__MODULE=web", "CODEFLY__SERVICE=front",
+	} {
+		if !strings.Contains(logs, want+"\n") {
+			t.Errorf("host-app's environment lacks %s:\n%s", want, logs)
+		}
+	}
+	d.waitLog(t, "net-app", "same-network")
+	// pg listens on the host's addresses: ci-u reaches it through its gateway.
+	d.waitLog(t, "net-app", "host-reached")
+	if _, errOut, code := runCLI(t, d.socket, "apply", "-f", d.writeSpec(t, "bad.yaml", "name: x\ncommand: [\"@PROG@\", signals]\nuses: [pg/nope]\n")); code != 1 || !strings.Contains(errOut, `uses[0]: workload pg has no endpoint "nope"`) {
+		t.Errorf("a use of an unknown endpoint: exit %d, %s", code, errOut)
 	}
 }

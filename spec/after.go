@@ -1,6 +1,9 @@
 package spec
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // What an `after` entry waits for: "NAME" or "NAME:CONDITION".
 const (
@@ -29,6 +32,30 @@ func AfterNames(after []string) []string {
 	out := make([]string, len(after))
 	for i, e := range after {
 		out[i], _ = ParseAfter(e)
+	}
+	return out
+}
+
+// ParseUse splits a `uses` entry into the workload and the endpoint ("" for
+// all of its endpoints).
+func ParseUse(entry string) (workload, endpoint string) {
+	workload, endpoint, _ = strings.Cut(entry, "/")
+	return workload, endpoint
+}
+
+// Prerequisites is the workload's `after` list with every used workload
+// not already in it, waited for healthy: what must be ready before a run.
+func (w *Workload) Prerequisites() []string {
+	out := slices.Clone(w.After)
+	listed := map[string]bool{}
+	for _, n := range AfterNames(w.After) {
+		listed[n] = true
+	}
+	for _, u := range w.Uses {
+		if n, _ := ParseUse(u); !listed[n] {
+			listed[n] = true
+			out = append(out, n)
+		}
 	}
 	return out
 }

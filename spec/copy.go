@@ -21,6 +21,7 @@ func (w *Workload) Clone() *Workload {
 	c.SecretEnv = maps.Clone(w.SecretEnv)
 	c.Endpoints = slices.Clone(w.Endpoints)
 	c.After = slices.Clone(w.After)
+	c.Uses = slices.Clone(w.Uses)
 	c.Resources = clonePtr(w.Resources)
 	c.Nix = clonePtr(w.Nix)
 	c.Containerd = clonePtr(w.Containerd)

@@ -50,6 +50,7 @@ func (w *Workload) SetDefaults() {
 	}
 	w.Command = nilIfEmpty(w.Command)
 	w.After = nilIfEmpty(w.After)
+	w.Uses = nilIfEmpty(w.Uses)
 	w.Endpoints = nilIfEmpty(w.Endpoints)
 	w.Env = nilIfEmptyMap(w.Env)
 	w.SecretEnv = nilIfEmptyMap(w.SecretEnv)

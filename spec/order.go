@@ -47,7 +47,7 @@ func Order(ws []*Workload) ([][]*Workload, error) {
 		}
 		visiting[w.Name] = true
 		l := 0
-		for _, dep := range AfterNames(w.After) {
+		for _, dep := range AfterNames(w.Prerequisites()) {
 			d, ok := byName[dep]
 			if !ok {
 				continue

@@ -46,6 +46,7 @@ func (w *Workload) Validate() error {
 		w.Resources.validate(&p)
 	}
 	w.validateAfter(&p)
+	w.validateUses(&p)
 	if w.Registry != nil {
 		w.Registry.validate(&p)
 	}
@@ -156,6 +157,23 @@ func (w *Workload) validateAfter(p *problems) {
 			p.add(field, "%q is listed twice", name)
 		}
 		seen[name] = true
+	}
+}
+
+func (w *Workload) validateUses(p *problems) {
+	seen := make(map[string]bool, len(w.Uses))
+	for i, entry := range w.Uses {
+		field := indexPath("uses", i)
+		name, ep := ParseUse(entry)
+		switch {
+		case !validName(name) || (strings.Contains(entry, "/") && !validName(ep)):
+			p.add(field, "must be a workload name, or NAME/ENDPOINT, each %s", nameRule)
+		case name == w.Name:
+			p.add(field, "a workload cannot use itself")
+		case seen[entry]:
+			p.add(field, "%q is listed twice", entry)
+		}
+		seen[entry] = true
 	}
 }
 

@@ -16,24 +16,29 @@ const NetworkHost = "host"
 // defaults applied and validated; code that builds one by hand should call
 // SetDefaults and Validate before using it.
 type Workload struct {
-	Name       string            `json:"name"`
-	Kind       Kind              `json:"kind,omitempty"`
-	Identity   *Identity         `json:"identity,omitempty"`
-	Command    []string          `json:"command,omitempty"`
-	Workdir    string            `json:"workdir,omitempty"`
-	User       string            `json:"user,omitempty"`
-	Env        map[string]string `json:"env,omitempty"`
-	SecretEnv  map[string]string `json:"secret_env,omitempty"`
-	Endpoints  []Endpoint        `json:"endpoints,omitempty"`
-	Network    string            `json:"network,omitempty"`
-	Restart    Restart           `json:"restart"`
-	Stop       Stop              `json:"stop"`
-	Health     *Health           `json:"health,omitempty"`
-	Resources  *Resources        `json:"resources,omitempty"`
-	After      []string          `json:"after,omitempty"`
-	Registry   *Registry         `json:"registry,omitempty"`
-	Nix        *Nix              `json:"nix,omitempty"`
-	Containerd *Containerd       `json:"containerd,omitempty"`
+	Name      string            `json:"name"`
+	Kind      Kind              `json:"kind,omitempty"`
+	Identity  *Identity         `json:"identity,omitempty"`
+	Command   []string          `json:"command,omitempty"`
+	Workdir   string            `json:"workdir,omitempty"`
+	User      string            `json:"user,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	SecretEnv map[string]string `json:"secret_env,omitempty"`
+	Endpoints []Endpoint        `json:"endpoints,omitempty"`
+	Network   string            `json:"network,omitempty"`
+	Restart   Restart           `json:"restart"`
+	Stop      Stop              `json:"stop"`
+	Health    *Health           `json:"health,omitempty"`
+	Resources *Resources        `json:"resources,omitempty"`
+	After     []string          `json:"after,omitempty"`
+	// Uses are the workloads whose endpoints this one calls: "NAME" for
+	// all of them, "NAME/ENDPOINT" for one. Each used endpoint's address
+	// arrives as codefly's CODEFLY__ENDPOINT__… variable, and a used
+	// workload is waited for as `after: [NAME]` would.
+	Uses       []string    `json:"uses,omitempty"`
+	Registry   *Registry   `json:"registry,omitempty"`
+	Nix        *Nix        `json:"nix,omitempty"`
+	Containerd *Containerd `json:"containerd,omitempty"`
 }
 
 // Identity places the workload in the workspace/module/service hierarchy; it

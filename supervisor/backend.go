@@ -100,7 +100,11 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 	}
 	// Checked before any port is taken: a spec the kernel would refuse
 	// must not hold a port. Port placeholders are as long as real ports.
-	if pl, err := makePlan(sp, placeholderPorts(sp)); err != nil {
+	used, err := s.usedEndpoints(sp, true)
+	if err != nil {
+		return nil, err
+	}
+	if pl, err := makePlan(sp, placeholderPorts(sp), used); err != nil {
 		return nil, err
 	} else if err := pl.check(s.carrierDir(sp.Name)); err != nil {
 		return nil, err

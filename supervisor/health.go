@@ -78,7 +78,11 @@ func (w *workload) probe() (health.Probe, error) {
 		}
 		return health.HTTP(nw, "http://127.0.0.1:"+p+h.HTTP.Path, h.HTTP.Expect), nil
 	}
-	pl, err := makePlan(w.spec, w.ports)
+	used, err := w.s.usedEndpoints(w.spec, false)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := makePlan(w.spec, w.ports, used)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func (s *Supervisor) checkAfter(sp *spec.Workload) error {
 			return &spec.FieldError{Field: fmt.Sprintf("after[%d]", i), Msg: fmt.Sprintf("%q names no workload (apply it first)", dep)}
 		}
 	}
-	if len(sp.After) == 0 {
+	if len(sp.Prerequisites()) == 0 {
 		return nil
 	}
 	all := []*spec.Workload{sp}
@@ -119,5 +119,5 @@ func (s *Supervisor) Owned(ctx context.Context) (map[string]string, error) {
 func (w *workload) waitsFor(name string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.view.State == api.StatePending && w.view.Spec != nil && slices.Contains(spec.AfterNames(w.view.Spec.After), name)
+	return w.view.State == api.StatePending && w.view.Spec != nil && slices.Contains(spec.AfterNames(w.view.Spec.Prerequisites()), name)
 }

@@ -24,7 +24,7 @@ func (w *workload) start() {
 		return // never a second run beside one that may be alive
 	}
 	w.cancelTimer()
-	waiting, never := w.s.unready(w.spec.After)
+	waiting, never := w.s.unready(w.spec.Prerequisites())
 	if never != "" {
 		w.rest(api.StateFailed, never)
 		return
@@ -63,7 +63,11 @@ func (w *workload) launch() (driver.Process, error) {
 		w.lastRun = nil
 	}
 	w.newRun.Store(true) // a new run may write at once: watch its log closely
-	pl, err := makePlan(w.spec, w.ports)
+	used, err := w.s.usedEndpoints(w.spec, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+	}
+	pl, err := makePlan(w.spec, w.ports, used)
 	if err != nil {
 		return nil, err
 	}

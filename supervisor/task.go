@@ -52,13 +52,21 @@ func placeholderPorts(w *spec.Workload) []api.PortMapping {
 var placeholder = regexp.MustCompile(`\$\{(PORT|ADDR)_([A-Z0-9_]+)\}`)
 
 // makePlan expands the command and builds the environment for a spec
-// whose ports are assigned.
-func makePlan(w *spec.Workload, ports []api.PortMapping) (*plan, error) {
+// whose ports are assigned; used are its used endpoints' variables
+// (usedEndpoints).
+func makePlan(w *spec.Workload, ports []api.PortMapping, used map[string]string) (*plan, error) {
+	id := identity(w)
 	own := map[string]string{
 		"PATH":                     execenv.DefaultPath,
 		"FLYD_WORKLOAD":            w.Name,
 		"FLYD_NETWORK":             w.Network,
 		"CODEFLY__RUNTIME_CONTEXT": runtimeContext(w.Kind),
+		"CODEFLY__WORKSPACE":       id.Workspace,
+		"CODEFLY__MODULE":          id.Module,
+		"CODEFLY__SERVICE":         id.Service,
+	}
+	for k, v := range used {
+		own[k] = v
 	}
 	subst := map[string]string{}
 	for _, p := range ports {

@@ -1,0 +1,93 @@
+package supervisor
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// EndpointVar is the variable codefly's SDKs read a used endpoint's
+// address from: CODEFLY__ENDPOINT__<MODULE>__<SERVICE>__<ENDPOINT>__<API>,
+// "-" turned to "_" and upper-cased, as codefly-dev/core builds it
+// (resources/environment_variables_manager.go, EndpointAsEnvironmentVariableKey).
+func EndpointVar(module, service, endpoint, api string) string {
+	key := module + "__" + service + "__" + endpoint + "__" + api
+	return "CODEFLY__ENDPOINT__" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+}
+
+// usedEndpoints resolves a consumer's `uses` into the variables that carry
+// each used endpoint's address, the one that reaches it from where the
+// consumer runs. With placeholder set, used endpoints get an address as
+// long as any real one, for the measurements at apply; a producer that is
+// missing, or an endpoint it does not have, is an error naming the entry.
+func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[string]string, error) {
+	out := map[string]string{}
+	for i, entry := range c.Uses {
+		name, only := spec.ParseUse(entry)
+		field := fmt.Sprintf("uses[%d]", i)
+		w, err := s.lookup(name)
+		if err != nil {
+			return nil, &spec.FieldError{Field: field, Msg: fmt.Sprintf("%q names no workload (apply it first)", name)}
+		}
+		v := w.snapshot(true)
+		id := identity(v.Spec)
+		found := false
+		for _, p := range v.Ports {
+			if only != "" && p.Endpoint != only {
+				continue
+			}
+			found = true
+			addr := "255.255.255.255:65535"
+			if !placeholder {
+				if addr, err = s.reach(c, v.Spec, p); err != nil {
+					return nil, &spec.FieldError{Field: field, Msg: err.Error()}
+				}
+			}
+			out[EndpointVar(id.Module, id.Service, p.Endpoint, p.API)] = addr
+		}
+		if only != "" && !found {
+			return nil, &spec.FieldError{Field: field, Msg: fmt.Sprintf("workload %s has no endpoint %q", name, only)}
+		}
+	}
+	return out, nil
+}
+
+// reach is the address of producer's endpoint p from where the consumer
+// runs: its own network's (container) address when they share one, the
+// host's when the consumer is on the host (native), and across networks
+// the consumer's gateway to the host at the endpoint's host port
+// (published, or a host network's endpoint listening on the host's
+// addresses). Two isolated networks are walled apart: an endpoint of one
+// that is not published cannot be reached from another.
+func (s *Supervisor) reach(consumer, producer *spec.Workload, p api.PortMapping) (string, error) {
+	instance := func(access string) string {
+		for _, in := range p.Instances {
+			if in.Access == access {
+				return in.Address
+			}
+		}
+		return ""
+	}
+	switch {
+	case consumer.Network == producer.Network:
+		return instance("container"), nil
+	case consumer.Network == spec.NetworkHost:
+		return instance("native"), nil
+	}
+	hostPort := p.Published
+	if producer.Network == spec.NetworkHost {
+		hostPort = p.Port
+	}
+	l := s.linkOf(consumer.Network)
+	switch {
+	case hostPort == 0:
+		return "", fmt.Errorf("endpoint %s of %s, in network %s, is not published, and network %s cannot reach it", p.Endpoint, producer.Name, producer.Network, consumer.Network)
+	case l == nil:
+		return "", fmt.Errorf("network %s has no link to the host (--network-pool off), so %s's endpoint %s is out of its reach", consumer.Network, producer.Name, p.Endpoint)
+	}
+	return net.JoinHostPort(l.Host.String(), strconv.Itoa(hostPort)), nil
+}
