@@ -190,3 +190,41 @@ network: ci-u
 		t.Errorf("a use of an unknown endpoint: exit %d, %s", code, errOut)
 	}
 }
+
+// TestEndpointReferences: ${endpoint:MODULE/SERVICE/ENDPOINT} in a command
+// and in env is the producer's address from where the consumer runs, by
+// the seed's rule (the exact name, else the one endpoint serving the API);
+// a reference to nobody, an ambiguous one and a wrong qualifier are
+// refused at apply naming the key.
+func TestEndpointReferences(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "refs.yaml", `
+name: api
+identity: {workspace: demo, module: web, service: api}
+command: ["@PROG@", "serve", "0.0.0.0:${PORT_MAIN}"]
+endpoints: [{name: main, api: http, port: ephemeral}, {name: admin, api: grpc, port: ephemeral}, {name: debug, api: grpc, port: ephemeral}]
+health: {http: {endpoint: main, path: /}}
+---
+name: client
+command: ["sh", "-c", "echo url=$API_URL; @PROG@ get ${endpoint:web/api/main|authority} && echo reached; exec @PROG@ signals"]
+env: {API_URL: "${endpoint:web/api/http}", ADMIN: "${endpoint:web/api/admin::grpc}"}
+after: [api]
+`))
+	logs := d.waitLog(t, "client", "reached")
+	port := d.get(t, "api").Ports[0].Port
+	if !strings.Contains(logs, fmt.Sprintf("url=http://localhost:%d\n", port)) {
+		t.Errorf("API_URL, the one endpoint serving http, as a URL: %s", logs)
+	}
+	for _, tt := range []struct{ env, want string }{
+		{"${endpoint:web/nobody/main}", "env.X: no workload is web/nobody"},
+		{"${endpoint:web/api/grpc}", "env.X: web/api has 2 endpoints serving grpc (admin, debug)"},
+		{"${endpoint:web/api/main::grpc}", "env.X: endpoint main of web/api serves http, not grpc"},
+		{"${endpoint:web/api}", "env.X: an endpoint reference must be"},
+	} {
+		_, errOut, code := runCLI(t, d.socket, "apply", "-f", d.writeSpec(t, "bad.yaml", "name: bad\ncommand: [\"@PROG@\", signals]\nenv: {X: \""+tt.env+"\"}\n"))
+		if code != 1 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, %s; want %q", tt.env, code, errOut, tt.want)
+		}
+	}
+}

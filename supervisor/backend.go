@@ -104,7 +104,11 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 	if err != nil {
 		return nil, err
 	}
-	if pl, err := makePlan(sp, placeholderPorts(sp), used); err != nil {
+	resolved, err := s.withReferences(sp, true)
+	if err != nil {
+		return nil, err
+	}
+	if pl, err := makePlan(resolved, placeholderPorts(sp), used); err != nil {
 		return nil, err
 	} else if err := pl.check(s.carrierDir(sp.Name)); err != nil {
 		return nil, err

@@ -82,7 +82,11 @@ func (w *workload) probe() (health.Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := makePlan(w.spec, w.ports, used)
+	resolved, err := w.s.withReferences(w.spec, false)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := makePlan(resolved, w.ports, used)
 	if err != nil {
 		return nil, err
 	}

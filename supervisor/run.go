@@ -67,7 +67,11 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 	}
-	pl, err := makePlan(w.spec, w.ports, used)
+	resolved, err := w.s.withReferences(w.spec, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+	}
+	pl, err := makePlan(resolved, w.ports, used)
 	if err != nil {
 		return nil, err
 	}
