@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,5 +228,59 @@ after: [api]
 		if code != 1 || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%s: exit %d, %s; want %q", tt.env, code, errOut, tt.want)
 		}
+	}
+}
+
+// TestNotifyReadiness: a workload that says READY=1 on the NOTIFY_SOCKET
+// flyd gives it is healthy with no probe, its STATUS shown as its reason;
+// dependents start then; a daemon restart keeps it healthy.
+func TestNotifyReadiness(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "n.yaml", `
+name: pg
+command: ["@PROG@", "notify", "300ms"]
+user: nobody
+health: {notify: true}
+---
+name: app
+command: ["@PROG@", "signals"]
+after: [pg]
+`))
+	if w := d.get(t, "app"); w.State != api.StatePending {
+		t.Errorf("app is %s before pg said it was ready", w.State)
+	}
+	w := d.waitWorkload(t, "pg", "healthy by READY=1", func(w *api.Workload) bool { return w.Healthy != nil && *w.Healthy })
+	if w.Reason != "serving" {
+		t.Errorf("pg's reason %q, want its STATUS", w.Reason)
+	}
+	d.waitState(t, "app", api.StateRunning)
+	d.terminate(t)
+	d2 := startDaemon(t, inDir(d.dir))
+	d2.waitWorkload(t, "pg", "healthy after a daemon restart", func(w *api.Workload) bool {
+		return w.State == api.StateRunning && w.Healthy != nil && *w.Healthy
+	})
+	// A stranger's READY=1 is not the workload's.
+	d2.mustCLI(t, "apply", "-f", d2.writeSpec(t, "m.yaml", "name: mute\ncommand: [\"@PROG@\", signals]\nhealth: {notify: true}\n"))
+	d2.waitState(t, "mute", api.StateRunning)
+	c, err := net.Dial("unixgram", filepath.Join(d2.runDir, "notify", "mute.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("READY=1")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	eventually(t, "the stranger's message refused", func() error {
+		if !strings.Contains(d2.log(), "not the workload's, ignored") {
+			return fmt.Errorf("no log line yet")
+		}
+		return nil
+	})
+	if w := d2.get(t, "mute"); w.Healthy != nil && *w.Healthy {
+		t.Error("a stranger's READY=1 made mute healthy")
+	}
+	if _, errOut, code := runCLI(t, d2.socket, "apply", "-f", d2.writeSpec(t, "c.yaml", "name: c\nkind: containerd\ncontainerd: {image: x}\nhealth: {notify: true}\n")); code != 1 || !strings.Contains(errOut, "health.notify") {
+		t.Errorf("notify for a container: exit %d, %s", code, errOut)
 	}
 }

@@ -6,6 +6,9 @@ type Health struct {
 	TCP  string     `json:"tcp,omitempty"` // endpoint name: healthy when it accepts a connection
 	HTTP *HTTPCheck `json:"http,omitempty"`
 	Exec []string   `json:"exec,omitempty"` // healthy when the command exits 0
+	// Notify: the program says when it is ready, as to systemd's
+	// Type=notify: READY=1 on the NOTIFY_SOCKET flyd gives it.
+	Notify bool `json:"notify,omitempty"`
 
 	Interval    Duration `json:"interval,omitzero"`     // default 2s
 	Timeout     Duration `json:"timeout,omitzero"`      // default 1s

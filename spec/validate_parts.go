@@ -76,13 +76,13 @@ func (s *Stop) validate(p *problems) {
 func (w *Workload) validateHealth(p *problems) {
 	h := w.Health
 	set := 0
-	for _, ok := range []bool{h.TCP != "", h.HTTP != nil, len(h.Exec) > 0} {
+	for _, ok := range []bool{h.TCP != "", h.HTTP != nil, len(h.Exec) > 0, h.Notify} {
 		if ok {
 			set++
 		}
 	}
 	if set != 1 {
-		p.add("health", "set exactly one of tcp, http or exec")
+		p.add("health", "set exactly one of tcp, http, exec or notify")
 	}
 	if h.TCP != "" && !w.hasEndpoint(h.TCP) {
 		p.add("health.tcp", "no endpoint is named %q", h.TCP)
@@ -97,6 +97,9 @@ func (w *Workload) validateHealth(p *problems) {
 		if h.HTTP.Expect < 100 || h.HTTP.Expect > 599 {
 			p.add("health.http.expect", "must be an HTTP status code, got %d", h.HTTP.Expect)
 		}
+	}
+	if h.Notify && w.Kind == KindContainerd {
+		p.add("health.notify", "applies to native and nix workloads: a container cannot reach the daemon's socket")
 	}
 	validateArgv(p, "health.exec", h.Exec)
 	atLeast(p, "health.interval", h.Interval, MinHealthInterval)

@@ -1,13 +1,18 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -20,6 +25,18 @@ import (
 func (w *workload) startHealth() {
 	h := w.spec.Health
 	if h == nil {
+		return
+	}
+	if h.Notify {
+		w.healthGen++
+		// An adopted run said READY=1 to an earlier daemon: it does not
+		// say it twice. Later messages come to a socket bound anew.
+		if err := w.listenNotify(); err != nil {
+			w.log.Warn("no notify socket", zap.Error(err))
+		}
+		if w.ready {
+			w.healthChanged(w.healthGen, true, nil)
+		}
 		return
 	}
 	probe, err := w.probe()
@@ -45,6 +62,11 @@ func (w *workload) stopHealth() {
 		w.monitor.Stop()
 		w.monitor = nil
 	}
+	if w.notify != nil {
+		w.notify.Close()
+		w.notify = nil
+	}
+	w.ready = false
 	w.update(func(v *api.Workload) { v.Healthy = nil })
 }
 
@@ -159,4 +181,84 @@ func (w *workload) restartUnhealthy() {
 	w.update(func(v *api.Workload) { v.Restarts++; n = v.Restarts })
 	w.publish(api.Event{Type: api.EventRestart, Message: fmt.Sprintf("restart #%d: unhealthy", n)})
 	w.start()
+}
+
+// notifyPath is where a notify workload's socket is.
+func (s *Supervisor) notifyPath(name string) string {
+	return filepath.Join(s.cfg.RunDir, "notify", name+".sock")
+}
+
+// listenNotify binds the workload's notify socket, unless it is bound:
+// owned by the workload's user, heard only from the workload's processes.
+func (w *workload) listenNotify() error {
+	if w.notify != nil {
+		return nil
+	}
+	path := w.s.notifyPath(w.name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o711); err != nil {
+		return err
+	}
+	uid := 0
+	if w.spec.User != "" {
+		a, err := execenv.Lookup(w.spec.User)
+		if err != nil {
+			return fmt.Errorf("%w: user %q: %v", driver.ErrExec, w.spec.User, err)
+		}
+		uid = int(a.UID)
+	}
+	// Who speaks must be of the workload: in its cgroup, or without
+	// cgroups in its run's session. A sender that is gone by the time its
+	// message is read (a short-lived helper) is not heard.
+	belongs := func(pid int32) bool {
+		if w.s.cfg.Cgroups != nil {
+			if cg, err := w.s.cfg.Cgroups.Open(w.name); err == nil {
+				return cg.Contains(int(pid))
+			}
+		}
+		return sessionOf(int(pid)) == int(w.runPID.Load())
+	}
+	n, err := health.ListenNotify(path, uid, belongs, func(m health.Message) {
+		go func() { _ = w.call(w.s.ctx, func() error { w.notified(m); return nil }) }()
+	}, func(pid int32) {
+		w.log.Warn("a notify message from a process that is not the workload's, ignored", zap.Int32("pid", pid))
+	})
+	if err != nil {
+		return err
+	}
+	w.notify = n
+	return nil
+}
+
+// notified takes a message of the program's: READY=1 makes it healthy
+// (once), STOPPING=1 unhealthy, STATUS= is shown as its reason.
+func (w *workload) notified(m health.Message) {
+	if w.proc == nil {
+		return
+	}
+	if m.Status != "" {
+		w.update(func(v *api.Workload) { v.Reason = m.Status })
+	}
+	switch {
+	case m.Stopping:
+		w.healthChanged(w.healthGen, false, errors.New("the program says it is stopping"))
+	case m.Ready && !w.ready:
+		w.ready = true
+		w.saveRun()
+		w.healthChanged(w.healthGen, true, nil)
+	}
+}
+
+// sessionOf is a process's session id, 0 when it cannot be read.
+func sessionOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 4 {
+		return 0
+	}
+	sid, _ := strconv.Atoi(f[3])
+	return sid
 }

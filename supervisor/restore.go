@@ -45,6 +45,7 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 	}
 	switch {
 	case run != nil && run.proc != nil:
+		w.ready = run.run.Ready
 		w.adopted(run.proc)
 		w.resume()
 	case run != nil && run.err != nil:
@@ -69,6 +70,7 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 func (w *workload) adopted(p driver.Process) {
 	w.proc = p
 	st := p.State()
+	w.runPID.Store(int64(st.PID))
 	w.update(func(v *api.Workload) {
 		v.PID, v.ContainerID, v.StartedAt = st.PID, st.ContainerID, &st.StartedAt
 	})

@@ -47,6 +47,7 @@ func (w *workload) start() {
 	}
 	w.proc = p
 	st := p.State()
+	w.runPID.Store(int64(st.PID))
 	w.saveRun()
 	w.update(func(v *api.Workload) {
 		v.PID, v.ContainerID, v.LastError = st.PID, st.ContainerID, ""
@@ -70,6 +71,13 @@ func (w *workload) launch() (driver.Process, error) {
 	resolved, err := w.s.withReferences(w.spec, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+	}
+	if h := w.spec.Health; h != nil && h.Notify {
+		// Listening before the program starts: it may say READY=1 at once.
+		if err := w.listenNotify(); err != nil {
+			return nil, err
+		}
+		used["NOTIFY_SOCKET"] = w.s.notifyPath(w.name)
 	}
 	pl, err := makePlan(resolved, w.ports, used)
 	if err != nil {
@@ -115,7 +123,7 @@ func (w *workload) saveRun() {
 	w.mu.Lock()
 	restarts := w.view.Restarts
 	w.mu.Unlock()
-	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts}); err != nil {
+	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts, Ready: w.ready}); err != nil {
 		w.log.Error("cannot persist run state", zap.Error(err))
 	}
 }

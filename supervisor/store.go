@@ -39,6 +39,8 @@ type specRecord struct {
 type runRecord struct {
 	Process  driver.State `json:"process"`
 	Restarts int          `json:"restarts"`
+	// Ready is a notify workload's READY=1, which it says once.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // store keeps the desired state of every workload in a journal under the

@@ -61,6 +61,11 @@ type workload struct {
 	// those of a monitor already stopped.
 	monitor   *health.Monitor
 	healthGen int
+	// notify is a notify workload's socket, ready its READY=1, and
+	// runPID the run's pid, for the socket's check of who speaks.
+	notify *health.Notify
+	ready  bool
+	runPID atomic.Int64
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
 	createErr error

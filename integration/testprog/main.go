@@ -19,6 +19,8 @@
 //	                       hold them for HOLD, exit
 //	listen SOCKET          listen on a Unix socket, print "listening", then "received N bytes"
 //	                       for each connection (what a client sent before closing or 1 s)
+//	notify DELAY           after DELAY, send "READY=1" and "STATUS=serving" to $NOTIFY_SOCKET,
+//	                       print "notified", sleep
 //	pidlock FILE           as postgres does with postmaster.pid: refuse to start (exit 1)
 //	                       while the pid in FILE is alive, else write its own pid
 //	                       there, start a child in its process group, sleep
@@ -100,6 +102,23 @@ func main() {
 	case "listen":
 		need(args, 1)
 		listen(args[0])
+	case "notify":
+		need(args, 1)
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			fail(err.Error())
+		}
+		time.Sleep(d)
+		c, err := net.Dial("unixgram", os.Getenv("NOTIFY_SOCKET"))
+		if err != nil {
+			fail(err.Error())
+		}
+		if _, err := c.Write([]byte("READY=1\nSTATUS=serving")); err != nil {
+			fail(err.Error())
+		}
+		c.Close()
+		fmt.Println("notified")
+		sleep()
 	case "pidlock":
 		need(args, 1)
 		pidlock(args[0])
