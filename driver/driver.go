@@ -97,6 +97,10 @@ type Process interface {
 	Exit() Exit
 	// Signal delivers sig to every process of the run.
 	Signal(sig syscall.Signal) error
+	// SignalMain delivers sig to the run's main process alone: a master
+	// that shuts its workers down itself (postgres) must be the only one
+	// to hear the stop signal.
+	SignalMain(sig syscall.Signal) error
 	// Kill kills every process of the run, including those that left its
 	// process group or session.
 	Kill() error

@@ -72,6 +72,7 @@ func (s *Stop) setDefaults() {
 		s.Signal = signalName(sig)
 	}
 	setDefault(&s.Timeout.Duration, defaultStopTimeout)
+	setDefault(&s.Mode, StopGroup)
 }
 
 func (h *Health) setDefaults() {

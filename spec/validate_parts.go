@@ -68,6 +68,9 @@ func (s *Stop) validate(p *problems) {
 	if _, err := ParseSignal(s.Signal); err != nil {
 		p.add("stop.signal", "%v", err)
 	}
+	if s.Mode != StopGroup && s.Mode != StopMain {
+		p.add("stop.mode", "must be %s or %s", StopGroup, StopMain)
+	}
 	if s.Timeout.Duration < 0 || s.Timeout.Duration > MaxStopTimeout {
 		p.add("stop.timeout", "must be between 0 and %s, got %s", MaxStopTimeout, s.Timeout.Duration)
 	}

@@ -65,7 +65,18 @@ type Endpoint struct {
 type Stop struct {
 	Signal  string   `json:"signal,omitempty"` // default SIGTERM
 	Timeout Duration `json:"timeout,omitzero"` // default 10s; then SIGKILL
+	// Mode says who gets the stop signal: "group" (the default), every
+	// process of the workload; "main", its main process alone, which
+	// stops the others itself (postgres: its backends take SIGINT for
+	// "cancel the query"). The final SIGKILL reaches every process.
+	Mode string `json:"mode,omitempty"`
 }
+
+// Stop modes.
+const (
+	StopGroup = "group"
+	StopMain  = "main"
+)
 
 // Resources are cgroup limits; a zero value means "no limit".
 type Resources struct {

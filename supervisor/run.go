@@ -242,7 +242,11 @@ func (w *workload) stopWithin(grace time.Duration) error {
 		if err != nil {
 			sig = syscall.SIGTERM
 		}
-		if err := w.proc.Signal(sig); err != nil {
+		signal := w.proc.Signal
+		if w.spec.Stop.Mode == spec.StopMain {
+			signal = w.proc.SignalMain
+		}
+		if err := signal(sig); err != nil {
 			w.log.Warn("stop signal failed", zap.Error(err))
 		}
 		t := time.NewTimer(grace)

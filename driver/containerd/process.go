@@ -107,7 +107,12 @@ func (p *process) Done() <-chan struct{} { return p.done }
 func (p *process) Exit() driver.Exit     { return p.exit }
 
 // Signal delivers sig to every process of the container.
-func (p *process) Signal(sig syscall.Signal) error {
+func (p *process) Signal(sig syscall.Signal) error { return p.kill(sig, containerd.WithKillAll) }
+
+// SignalMain delivers sig to the container's init process alone.
+func (p *process) SignalMain(sig syscall.Signal) error { return p.kill(sig) }
+
+func (p *process) kill(sig syscall.Signal, opts ...containerd.KillOpts) error {
 	select {
 	case <-p.done:
 		return nil
@@ -115,7 +120,7 @@ func (p *process) Signal(sig syscall.Signal) error {
 	}
 	ctx, cancel := context.WithTimeout(p.wctxOrBackground(), 10*time.Second)
 	defer cancel()
-	err := p.task.Kill(ctx, sig, containerd.WithKillAll)
+	err := p.task.Kill(ctx, sig, opts...)
 	if err != nil && (cerrdefs.IsNotFound(err) || isFinished(err)) {
 		return nil
 	}

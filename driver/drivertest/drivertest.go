@@ -1,6 +1,7 @@
 // Package drivertest is the contract every runtime's driver must keep,
 // as a suite each driver's tests run against the real runtime: exit
-// statuses come back, signals reach the program, a kill ends a program
+// statuses come back, signals reach the program (all of it, or its main
+// process alone), a kill ends a program
 // that ignores the stop signal, a released run is left alive and adopted
 // again, a run that ended is not adopted, and a sweep keeps what it is
 // told to. A new runtime passes it before the supervisor meets it. It is
@@ -72,6 +73,29 @@ func Run(t *testing.T, h Harness) {
 		if err := p.Signal(syscall.SIGUSR1); err != nil {
 			t.Errorf("a signal to an ended run: %v, want nothing", err)
 		}
+	})
+
+	t.Run("signal to the main process alone", func(t *testing.T) {
+		tk, p := start(t, "master", "trap 'echo main-got' USR1; (trap 'echo child-got' USR1; echo child-ready; while :; do sleep 0.05; done) & "+
+			"echo ready; while :; do sleep 0.05; done")
+		waitLog(t, tk, "child-ready")
+		waitLog(t, tk, "ready")
+		if err := p.SignalMain(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, tk, "main-got")
+		time.Sleep(200 * time.Millisecond)
+		if b, _ := os.ReadFile(tk.Log.Name()); strings.Contains(string(b), "child-got") {
+			t.Errorf("the signal for the main process reached its child:\n%s", b)
+		}
+		if err := p.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, tk, "child-got")
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		done(t, p)
 	})
 
 	t.Run("kill ends what ignores the stop signal", func(t *testing.T) {

@@ -167,6 +167,28 @@ func (p *process) Signal(sig syscall.Signal) error {
 	return err
 }
 
+// SignalMain delivers sig to the main process alone, through its pidfd:
+// never to another process that took its pid.
+func (p *process) SignalMain(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	rc, err := p.fd.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.PidfdSendSignal(int(fd), sig, nil, 0) }); err != nil {
+		return err
+	}
+	if errors.Is(serr, unix.ESRCH) {
+		return nil
+	}
+	return serr
+}
+
 func (p *process) Kill() error {
 	select {
 	case <-p.done:
