@@ -26,6 +26,7 @@ const (
 	ActionRestart Action = "restart"
 	ActionRemove  Action = "remove"
 	ActionSignal  Action = "signal"
+	ActionReload  Action = "reload"
 )
 
 // Batch names the workloads an action applies to: Names, or All of them.

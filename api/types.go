@@ -189,6 +189,7 @@ const (
 	EventExit    = "exit"
 	EventHealth  = "health"
 	EventRestart = "restart"
+	EventReload  = "reload"
 	EventError   = "error"
 	// EventFile reports a workloads-directory file that is refused, and
 	// when it is good again.

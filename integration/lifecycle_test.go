@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -306,5 +307,43 @@ stop: {timeout: 1h}
 	}
 	if err := reaped(w.PID, d.pid()); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestReload: `flyd reload` sends the spec's reload signal to the main
+// process, or runs its reload command, without a restart, and says so in
+// an event; a workload without a reload is refused.
+func TestReload(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	marker := filepath.Join(d.dir, "reloaded")
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "r.yaml", `
+name: hup
+command: ["@PROG@", "signals"]
+reload: {signal: HUP}
+---
+name: cmd
+command: ["@PROG@", "signals"]
+reload: {exec: ["/bin/sh", "-c", "echo $FLYD_WORKLOAD > `+marker+`"]}
+---
+name: none
+command: ["@PROG@", "signals"]
+`))
+	for _, n := range []string{"hup", "cmd", "none"} {
+		d.waitLog(t, n, "waiting for signals")
+	}
+	pid := d.get(t, "hup").PID
+	if out := d.mustCLI(t, "reload", "hup", "cmd"); out != "hup reloaded\ncmd reloaded\n" {
+		t.Errorf("reload printed %q", out)
+	}
+	d.waitLog(t, "hup", "got SIGHUP")
+	if w := d.get(t, "hup"); w.PID != pid || w.Restarts != 0 {
+		t.Errorf("reload restarted hup: pid %d→%d, restarts %d", pid, w.PID, w.Restarts)
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "cmd\n" {
+		t.Errorf("the reload command: %q, %v", b, err)
+	}
+	if _, errOut, code := runCLI(t, d.socket, "reload", "none"); code != 1 || !strings.Contains(errOut, "has no reload in its spec") {
+		t.Errorf("reload of a workload without one: exit %d, %s", code, errOut)
 	}
 }

@@ -22,6 +22,11 @@ func (w *Workload) Clone() *Workload {
 	c.Endpoints = slices.Clone(w.Endpoints)
 	c.After = slices.Clone(w.After)
 	c.Uses = slices.Clone(w.Uses)
+	if w.Reload != nil {
+		r := *w.Reload
+		r.Exec = slices.Clone(w.Reload.Exec)
+		c.Reload = &r
+	}
 	c.Resources = clonePtr(w.Resources)
 	c.Nix = clonePtr(w.Nix)
 	c.Containerd = clonePtr(w.Containerd)

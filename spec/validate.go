@@ -47,6 +47,19 @@ func (w *Workload) Validate() error {
 	}
 	w.validateAfter(&p)
 	w.validateUses(&p)
+	if r := w.Reload; r != nil {
+		switch {
+		case (r.Signal == "") == (len(r.Exec) == 0):
+			p.add("reload", "set exactly one of signal or exec")
+		case r.Signal != "":
+			if _, err := ParseSignal(r.Signal); err != nil {
+				p.add("reload.signal", "%v", err)
+			}
+		case w.Kind == KindContainerd:
+			p.add("reload.exec", "applies to native and nix workloads: a container's reload is a signal")
+		}
+		validateArgv(&p, "reload.exec", r.Exec)
+	}
 	if w.Registry != nil {
 		w.Registry.validate(&p)
 	}

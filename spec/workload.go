@@ -35,7 +35,9 @@ type Workload struct {
 	// all of them, "NAME/ENDPOINT" for one. Each used endpoint's address
 	// arrives as codefly's CODEFLY__ENDPOINT__… variable, and a used
 	// workload is waited for as `after: [NAME]` would.
-	Uses       []string    `json:"uses,omitempty"`
+	Uses []string `json:"uses,omitempty"`
+	// Reload is what `flyd reload` does; without it, reload is refused.
+	Reload     *Reload     `json:"reload,omitempty"`
 	Registry   *Registry   `json:"registry,omitempty"`
 	Nix        *Nix        `json:"nix,omitempty"`
 	Containerd *Containerd `json:"containerd,omitempty"`
@@ -70,6 +72,14 @@ type Stop struct {
 	// stops the others itself (postgres: its backends take SIGINT for
 	// "cancel the query"). The final SIGKILL reaches every process.
 	Mode string `json:"mode,omitempty"`
+}
+
+// Reload says how a workload takes a changed configuration without a
+// restart: a signal to its main process (nginx: HUP), or a command run as
+// its health checks are (in its network and cgroup, as its user).
+type Reload struct {
+	Signal string   `json:"signal,omitempty"`
+	Exec   []string `json:"exec,omitempty"`
 }
 
 // Stop modes.

@@ -188,6 +188,12 @@ func (s *Supervisor) Restart(ctx context.Context, name string) (*api.Workload, e
 	})
 }
 
+// Reload has a running workload take its configuration again, as its
+// spec's reload says.
+func (s *Supervisor) Reload(ctx context.Context, name string) (*api.Workload, error) {
+	return s.lifecycle(ctx, name, func(w *workload) error { return w.reload() })
+}
+
 // Signal sends sig to every process of the workload. SIGKILL overtakes a
 // stop in progress, and then the run it ended counts as signalled.
 func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal) error {

@@ -89,6 +89,11 @@ func (s *Supervisor) Batch(ctx context.Context, action api.Action, bt api.Batch)
 		op = func(ctx context.Context, name string) (*api.Workload, error) {
 			return nil, s.Remove(ctx, name, api.RemoveOptions{Force: bt.Force})
 		}
+	case api.ActionReload:
+		op = func(ctx context.Context, name string) (*api.Workload, error) {
+			_, err := s.Reload(ctx, name)
+			return nil, err
+		}
 	case api.ActionSignal:
 		sig, err := spec.ParseSignal(bt.Signal)
 		if err != nil {
@@ -98,7 +103,7 @@ func (s *Supervisor) Batch(ctx context.Context, action api.Action, bt api.Batch)
 			return nil, s.Signal(ctx, name, sig)
 		}
 	default:
-		return nil, fmt.Errorf("%w: no batch action %q (start, stop, restart, remove, signal)", errdefs.ErrInvalid, action)
+		return nil, fmt.Errorf("%w: no batch action %q (start, stop, restart, remove, signal, reload)", errdefs.ErrInvalid, action)
 	}
 	if bt.Signal != "" && action != api.ActionSignal {
 		return nil, fmt.Errorf("%w: only a signal batch takes a signal", errdefs.ErrInvalid)

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -100,6 +103,12 @@ func (w *workload) probe() (health.Probe, error) {
 		}
 		return health.HTTP(nw, "http://127.0.0.1:"+p+h.HTTP.Path, h.HTTP.Expect), nil
 	}
+	return w.execIn(nw, h.Exec)
+}
+
+// execIn is argv run for the workload as its exec check is: inside its
+// network and cgroup, as its user, with its environment.
+func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, error) {
 	used, err := w.s.usedEndpoints(w.spec, false)
 	if err != nil {
 		return nil, err
@@ -120,7 +129,46 @@ func (w *workload) probe() (health.Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	return health.Exec(nw, cg, cred, h.Exec, pl.env), nil
+	return health.Exec(nw, cg, cred, argv, pl.env), nil
+}
+
+// reloadTimeout bounds a reload command.
+const reloadTimeout = 30 * time.Second
+
+// reload has the running workload take its configuration again, as its
+// spec's reload says: a signal to its main process, or a command.
+func (w *workload) reload() error {
+	r := w.spec.Reload
+	switch {
+	case r == nil:
+		return fmt.Errorf("%w: workload %s has no reload in its spec (reload: {signal: HUP} or {exec: [...]})", errdefs.ErrConflict, w.name)
+	case w.proc == nil:
+		return fmt.Errorf("%w: workload %s is not running", errdefs.ErrConflict, w.name)
+	}
+	how := "signal " + r.Signal
+	var err error
+	if r.Signal != "" {
+		sig, _ := spec.ParseSignal(r.Signal) // validated
+		err = w.proc.SignalMain(sig)
+	} else {
+		how = "command " + r.Exec[0]
+		var nw *sandbox.Network
+		if nw, err = w.s.network(w.spec.Network); err == nil {
+			var p health.Probe
+			if p, err = w.execIn(nw, r.Exec); err == nil {
+				ctx, cancel := context.WithTimeout(w.s.ctx, reloadTimeout)
+				err = p.Check(ctx)
+				cancel()
+			}
+		}
+	}
+	if err != nil {
+		w.publish(api.Event{Type: api.EventReload, Message: "reload by " + how + " failed: " + err.Error()})
+		return fmt.Errorf("reload of %s by %s: %w", w.name, how, err)
+	}
+	w.log.Info("reloaded", zap.String("by", how))
+	w.publish(api.Event{Type: api.EventReload, Message: "reloaded by " + how})
+	return nil
 }
 
 // probeCredential is who an exec check runs as: the workload's user, so

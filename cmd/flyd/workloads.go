@@ -22,6 +22,7 @@ func init() {
 	register("stop", command{"stop workloads", "NAME...|--all [--force]", lifecycleCmd(api.ActionStop)})
 	register("restart", command{"restart workloads", "NAME...|--all", lifecycleCmd(api.ActionRestart)})
 	register("rm", command{"stop and remove workloads", "NAME...|--all [--force]", cmdRm})
+	register("reload", command{"have workloads take their configuration again, as their spec's reload says", "NAME...|--all", lifecycleCmd(api.ActionReload)})
 	register("signal", command{"send a signal to workloads", "NAME...|--all SIGNAL", cmdSignal})
 	register("status", command{"show the daemon's status", "", cmdStatus})
 }
@@ -240,6 +241,8 @@ func (c *cli) report(verb string, rs []api.Result, err error) error {
 				fmt.Fprintf(c.stdout, "%s %s\n", r.Name, r.State)
 			case verb == "signal":
 				fmt.Fprintf(c.stdout, "%s signalled\n", r.Name)
+			case verb == "reload":
+				fmt.Fprintf(c.stdout, "%s reloaded\n", r.Name)
 			default:
 				fmt.Fprintf(c.stdout, "%s %sd\n", r.Name, verb)
 			}
@@ -256,9 +259,10 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli, []string) error
 		fs := c.flags()
 		all := fs.Bool("all", false, "every workload")
 		force, wait, timeout := new(bool), new(bool), new(time.Duration)
-		if action == api.ActionStop {
+		switch action {
+		case api.ActionStop:
 			force = fs.Bool("force", false, "kill at once, without the grace period, overtaking a stop in progress")
-		} else {
+		case api.ActionStart, api.ActionRestart:
 			wait, timeout = waitFlags(fs)
 		}
 		pos, err := c.parse(fs, args)
