@@ -15,7 +15,7 @@ func TestSetDefaults(t *testing.T) {
 		Network:   NetworkHost,
 		Restart: Restart{Policy: RestartOnFailure, MaxRestarts: 5, Window: dur("1m"),
 			Backoff: Backoff{Initial: dur("250ms"), Max: dur("30s")}},
-		Stop: Stop{Signal: "SIGTERM", Timeout: dur("10s")},
+		Stop: Stop{Signal: "SIGTERM", Timeout: dur("10s"), Mode: StopGroup},
 		Health: &Health{HTTP: &HTTPCheck{Endpoint: "http", Path: "/", Expect: 200},
 			Interval: dur("2s"), Timeout: dur("1s"), Failures: 3},
 		Registry: &Registry{TTL: dur("30s")},

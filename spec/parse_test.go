@@ -23,7 +23,7 @@ func example() *Workload {
 		Network:   "host",
 		Restart: Restart{Policy: RestartOnFailure, MaxRestarts: 5, Window: dur("1m"),
 			Backoff: Backoff{Initial: dur("250ms"), Max: dur("30s")}},
-		Stop: Stop{Signal: "SIGTERM", Timeout: dur("10s")},
+		Stop: Stop{Signal: "SIGTERM", Timeout: dur("10s"), Mode: StopGroup},
 		Health: &Health{HTTP: &HTTPCheck{Endpoint: "http", Path: "/", Expect: 200},
 			Interval: dur("2s"), Timeout: dur("1s"), Failures: 3},
 		Resources: &Resources{MemoryMax: 256 << 20, CPUMax: "0.5", CPUWeight: 100, PidsMax: 512},
