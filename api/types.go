@@ -52,6 +52,16 @@ type Exit struct {
 
 func (e *Exit) String() string { return e.Description }
 
+// LimitHits counts what a workload's limits did: processes the memory
+// limit's OOM killer killed, forks the pids limit refused, since the
+// daemon began watching.
+type LimitHits struct {
+	OOMKills     int        `json:"oom_kills,omitempty"`
+	LastOOMKill  *time.Time `json:"last_oom_kill,omitempty"`
+	PidsRefusals int        `json:"pids_refusals,omitempty"`
+	LastRefusal  *time.Time `json:"last_pids_refusal,omitempty"`
+}
+
 // Workload is one workload as the API shows it. Spec is redacted: secret
 // values never leave the daemon.
 type Workload struct {
@@ -67,6 +77,7 @@ type Workload struct {
 	StartedAt   *time.Time     `json:"started_at,omitempty"`
 	Restarts    int            `json:"restarts"`
 	LastExit    *Exit          `json:"last_exit,omitempty"`
+	LimitHits   *LimitHits     `json:"limit_hits,omitempty"`
 	LastError   string         `json:"last_error,omitempty"`
 	NextStart   *time.Time     `json:"next_start,omitempty"`
 	Healthy     *bool          `json:"healthy,omitempty"`
@@ -190,7 +201,9 @@ const (
 	EventHealth  = "health"
 	EventRestart = "restart"
 	EventReload  = "reload"
-	EventError   = "error"
+	// EventLimit is a process killed, or a fork refused, by a limit.
+	EventLimit = "limit"
+	EventError = "error"
 	// EventFile reports a workloads-directory file that is refused, and
 	// when it is good again.
 	EventFile = "file"

@@ -95,6 +95,7 @@ network: %s
 		t.Fatalf("networks: %+v", nets)
 	}
 	byName := map[string]api.Network{nets[0].Name: nets[0], nets[1].Name: nets[1]}
+	index := linkIndexes(t, nets)
 
 	// Out through the host.
 	eventually(t, "the outside host reached from ci-x", func() error {
@@ -210,7 +211,7 @@ network: %s
 	d.mustCLI(t, "rm", "--all")
 	eventually(t, "links and rules gone", func() error {
 		for _, n := range nets {
-			if err := exec.Command("ip", "link", "show", n.Link).Run(); err == nil {
+			if _, err := net.InterfaceByIndex(index[n.Name]); err == nil {
 				return fmt.Errorf("link %s of %s is still there", n.Link, n.Name)
 			}
 		}

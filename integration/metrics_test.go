@@ -18,16 +18,7 @@ func TestMetrics(t *testing.T) {
 	d := startDaemon(t)
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "m.yaml", "name: m\ncommand: [\"@PROG@\", \"print\", \"1\"]\nendpoints: [{name: http, port: ephemeral}]\n"))
 	d.waitState(t, "m", api.StateRunning)
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
-	}}}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get("http://flyd/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b := []byte(d.metrics(t))
 	text := string(b)
 	for _, want := range []string{
 		`flyd_workloads{state="running"} 1`,
@@ -44,4 +35,20 @@ func TestMetrics(t *testing.T) {
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", text)
 	}
+}
+
+// metrics is the daemon's /metrics text.
+func (d *daemon) metrics(t *testing.T) string {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
+	}}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://flyd/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

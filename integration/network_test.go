@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -181,6 +180,7 @@ func TestNetworksSweptAtStart(t *testing.T) {
 	d.waitState(t, "goner", api.StateRunning)
 	var linked []api.Network
 	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &linked)
+	index := linkIndexes(t, linked)
 	d.kill(t)
 	// The spec of goner is lost while no daemon runs.
 	j, _, err := journal.Open(filepath.Join(d.dir, "state", "workloads.journal"))
@@ -203,9 +203,10 @@ func TestNetworksSweptAtStart(t *testing.T) {
 	}
 	// The gone network's link went with it; the kept one's stayed as it was.
 	for _, n := range linked {
-		err := exec.Command("ip", "link", "show", n.Link).Run()
+		_, gone := net.InterfaceByIndex(index[n.Name])
+		_, err := net.InterfaceByName(n.Link)
 		switch {
-		case n.Name == "stray" && err == nil:
+		case n.Name == "stray" && gone == nil:
 			t.Errorf("the link %s of the swept network stray is still there", n.Link)
 		case n.Name == "kept" && (err != nil || n.Link != nets[0].Link || n.Address != nets[0].Address):
 			t.Errorf("kept's link: before %+v, after %+v (%v)", n, nets[0], err)
@@ -255,4 +256,21 @@ network: %s
 			t.Errorf("flyd exec %q ran in ci-2", tt.args)
 		}
 	}
+}
+
+// linkIndexes finds the interface index of each network's host link.
+// Links are named by their place in the pool, which the daemons of other
+// tests share: a name freed may be taken at once, the index is the link's
+// own.
+func linkIndexes(t *testing.T, nets []api.Network) map[string]int {
+	t.Helper()
+	index := map[string]int{}
+	for _, n := range nets {
+		ifc, err := net.InterfaceByName(n.Link)
+		if err != nil {
+			t.Fatalf("the link of network %s: %v", n.Name, err)
+		}
+		index[n.Name] = ifc.Index
+	}
+	return index
 }

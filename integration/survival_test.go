@@ -182,3 +182,40 @@ restart: {policy: on-failure, max_restarts: 5, backoff: {initial: 100ms, max: 1s
 		}
 	}
 }
+
+// TestLimitHitsSeen: a child killed by the memory limit while the main
+// process runs on, and forks refused by the pids limit, are events,
+// counts in the workload's state and metrics; the workload stays running.
+func TestLimitHitsSeen(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "l.yaml", `
+name: leaky
+command: ["sh", "-c", "@PROG@ hog > /dev/null; echo the-hog-died; exec @PROG@ signals"]
+resources: {memory_max: 64Mi}
+---
+name: forky
+command: ["sh", "-c", "@PROG@ forkbomb > /dev/null & exec @PROG@ signals"]
+resources: {pids_max: 16}
+`))
+	d.waitLog(t, "leaky", "the-hog-died")
+	w := d.waitWorkload(t, "leaky", "its OOM kill counted", func(w *api.Workload) bool {
+		return w.LimitHits != nil && w.LimitHits.OOMKills > 0
+	})
+	if w.State != api.StateRunning || w.LimitHits.LastOOMKill == nil {
+		t.Errorf("leaky after its child's OOM kill: %s, %+v", w.State, w.LimitHits)
+	}
+	f := d.waitWorkload(t, "forky", "its refused forks counted", func(w *api.Workload) bool {
+		return w.LimitHits != nil && w.LimitHits.PidsRefusals > 0
+	})
+	if f.State != api.StateRunning {
+		t.Errorf("forky is %s", f.State)
+	}
+	m := d.metrics(t)
+	for _, want := range []string{`flyd_workload_oom_kills_total{workload="leaky"}`, `flyd_workload_pids_refusals_total{workload="forky"}`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	_ = d.mustCLI(t, "stop", "forky", "leaky")
+}

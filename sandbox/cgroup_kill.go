@@ -202,22 +202,35 @@ func (g *Cgroup) waitEmpty(ctx context.Context, d time.Duration) bool {
 // and on v1 for a cgroup without a memory limit, which is not made in the
 // memory hierarchy.
 func (g *Cgroup) OOMKills() (int, error) {
-	if !slices.Contains(g.cg.ctrls, "memory") || g.dirFor("memory") == "" {
+	return g.counter("memory", "memory.events", "memory.oom_control", "oom_kill", "OOM kills", "Linux 4.13")
+}
+
+// PidsRefusals counts the forks the pids limit refused in the cgroup. It
+// is 0 where there is no pids controller for the cgroup, so no limit.
+func (g *Cgroup) PidsRefusals() (int, error) {
+	return g.counter("pids", "pids.events", "pids.events", "max", "pids refusals", "Linux 4.3")
+}
+
+// counter reads the count key of a controller's keyed file (file on v2,
+// v1file in the controller's hierarchy on v1); since is the first kernel
+// that counts it.
+func (g *Cgroup) counter(ctrl, file, v1file, key, what, since string) (int, error) {
+	if !slices.Contains(g.cg.ctrls, ctrl) || g.dirFor(ctrl) == "" {
 		return 0, nil
 	}
-	file := filepath.Join(g.Path, "memory.events")
+	path := filepath.Join(g.Path, file)
 	if g.cg.l.version == 1 {
-		file = filepath.Join(g.dirFor("memory"), "memory.oom_control")
+		path = filepath.Join(g.dirFor(ctrl), v1file)
 	}
-	n, ok, err := readKeyed(file, "oom_kill")
+	n, ok, err := readKeyed(path, key)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("cgroup %q does not exist: %w", g.Name, errdefs.ErrNotFound)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read OOM kills of cgroup %q: %w", g.Name, err)
+		return 0, fmt.Errorf("read %s of cgroup %q: %w", what, g.Name, err)
 	}
 	if !ok {
-		return 0, fmt.Errorf("read OOM kills of cgroup %q: this kernel does not count them (Linux 4.13 does): %w", g.Name, errdefs.ErrNotImplemented)
+		return 0, fmt.Errorf("read %s of cgroup %q: this kernel does not count them (%s does): %w", what, g.Name, since, errdefs.ErrNotImplemented)
 	}
 	return int(n), nil
 }

@@ -123,8 +123,12 @@ func TestUnenforceableLimitRefused(t *testing.T) {
 			if _, err := c.Create("web", Limits{}); err != nil {
 				t.Fatalf("Create without limits: %v", err)
 			}
-			if n, err := mustOpen(t, c, "web").OOMKills(); n != 0 || err != nil {
+			g := mustOpen(t, c, "web")
+			if n, err := g.OOMKills(); n != 0 || err != nil {
 				t.Fatalf("OOMKills() = %d, %v; want 0 without a memory controller", n, err)
+			}
+			if n, err := g.PidsRefusals(); n != 0 || err != nil {
+				t.Fatalf("PidsRefusals() = %d, %v; want 0 without a pids controller", n, err)
 			}
 		})
 	}
@@ -232,6 +236,10 @@ print "$ok $again $other\n"; sleep 300;`
 				t.Errorf("more than %d processes: %d forked, %d in the cgroup, at most %d seen", limit, ok, len(procs), most)
 			case again == 0 || other != 0:
 				t.Errorf("%d forks failed with EAGAIN and %d otherwise; want EAGAIN only", again, other)
+			}
+			// The sampler's reads fork nothing in the cgroup: every refusal is perl's.
+			if n, err := g.PidsRefusals(); n != again || err != nil {
+				t.Errorf("PidsRefusals() = %d, %v; perl saw %d", n, err, again)
 			}
 			if err := g.Kill(context.Background()); err != nil {
 				t.Fatal(err)

@@ -27,9 +27,11 @@ type logCheck struct {
 	size  int64
 }
 
-func (s *Supervisor) rotateLogs() {
+// everyWorkload calls check for every workload, every so often, until the
+// supervisor closes: a loop of the supervisor's own (s.wg counts it).
+func (s *Supervisor) everyWorkload(every time.Duration, check func(*workload, time.Time)) {
 	defer s.wg.Done()
-	t := time.NewTicker(minLogCheck)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -37,7 +39,7 @@ func (s *Supervisor) rotateLogs() {
 			return
 		case now := <-t.C:
 			for _, w := range s.unsorted() {
-				s.checkLog(w, now)
+				check(w, now)
 			}
 		}
 	}

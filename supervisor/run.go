@@ -95,6 +95,7 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.limitsSeen.baseline(cg)
 	log, err := logfile.Open(w.s.logPath(w.name))
 	if err != nil {
 		return nil, fmt.Errorf("log file: %w", err)

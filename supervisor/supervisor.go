@@ -152,8 +152,9 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	s.restore()
-	s.wg.Add(1)
-	go s.rotateLogs()
+	s.wg.Add(2)
+	go s.everyWorkload(minLogCheck, s.checkLog)
+	go s.everyWorkload(limitCheck, s.checkLimits)
 	return s, nil
 }
 

@@ -73,6 +73,8 @@ type workload struct {
 	// rotation loop; newRun tells it a run started.
 	logs   logCheck
 	newRun atomic.Bool
+	// limitsSeen is where the limit watcher's counting stands.
+	limitsSeen seenHits
 
 	mu   sync.Mutex
 	view api.Workload
