@@ -284,3 +284,41 @@ after: [pg]
 		t.Errorf("notify for a container: exit %d, %s", code, errOut)
 	}
 }
+
+// TestStoppedIsUnhealthy: a SIGSTOPped server still has its port accept
+// connections, yet its tcp check fails; SIGCONT makes it healthy again.
+func TestStoppedIsUnhealthy(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "frozen.yaml", `
+name: frozen
+command: ["@PROG@", "serve", "${ADDR_HTTP}"]
+endpoints: [{name: http, port: ephemeral}]
+network: fnet
+health: {tcp: http, interval: 100ms, timeout: 1s, failures: 2}
+`))
+	healthy := func(want bool) func(w *api.Workload) bool {
+		return func(w *api.Workload) bool { return w.Healthy != nil && *w.Healthy == want }
+	}
+	d.waitWorkload(t, "frozen", "healthy", healthy(true))
+	events, err := d.client.Events(t.Context()) // open before the stop: a stream begins now
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.mustCLI(t, "signal", "frozen", "STOP")
+	w := d.waitWorkload(t, "frozen", "unhealthy while stopped", healthy(false))
+	if w.State != api.StateRunning || w.Restarts != 0 {
+		t.Errorf("stopped: %s, %d restarts; want running, none", w.State, w.Restarts)
+	}
+	for ev := range events {
+		if ev.Type == api.EventHealth && ev.Workload == "frozen" {
+			if !strings.Contains(ev.Message, "is stopped") {
+				t.Errorf("the health event does not say the process is stopped: %q", ev.Message)
+			}
+			break
+		}
+	}
+	d.mustCLI(t, "signal", "frozen", "CONT")
+	d.waitWorkload(t, "frozen", "healthy once continued", healthy(true))
+	d.mustCLI(t, "stop", "frozen")
+}

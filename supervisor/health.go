@@ -47,6 +47,7 @@ func (w *workload) startHealth() {
 		w.log.Warn("no health check", zap.Error(err))
 		return
 	}
+	probe = health.Awake(func() int { return int(w.runPID.Load()) }, probe)
 	w.healthGen++
 	gen := w.healthGen
 	cfg := health.Config{Interval: h.Interval.Duration, Timeout: h.Timeout.Duration, Failures: h.Failures, StartPeriod: h.StartPeriod.Duration}
