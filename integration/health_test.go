@@ -297,9 +297,6 @@ endpoints: [{name: http, port: ephemeral}]
 network: fnet
 health: {tcp: http, interval: 100ms, timeout: 1s, failures: 2}
 `))
-	healthy := func(want bool) func(w *api.Workload) bool {
-		return func(w *api.Workload) bool { return w.Healthy != nil && *w.Healthy == want }
-	}
 	d.waitWorkload(t, "frozen", "healthy", healthy(true))
 	events, err := d.client.Events(t.Context()) // open before the stop: a stream begins now
 	if err != nil {

@@ -3,6 +3,7 @@ package netalloc
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -45,9 +46,15 @@ func emfileChild(t *testing.T) {
 		return bindLoopback()
 	}
 
-	// The runtime creates its epoll descriptor on the first timer, and
-	// dies if it cannot; a daemon has long made one, so make it here too.
-	<-time.After(time.Millisecond)
+	// The runtime creates its epoll descriptor on the first pollable
+	// descriptor or blocking timer, and dies if it cannot; a daemon has
+	// long made one, so make it here too. (A timer alone may not: one that
+	// has fired before its channel is read never reaches the poller.)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
 
 	var old unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {

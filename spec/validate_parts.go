@@ -90,6 +90,17 @@ func (w *Workload) validateHealth(p *problems) {
 	if h.TCP != "" && !w.hasEndpoint(h.TCP) {
 		p.add("health.tcp", "no endpoint is named %q", h.TCP)
 	}
+	for _, f := range [...]struct{ name, v string }{{"send", h.Send}, {"expect", h.Expect}} {
+		switch {
+		case f.v != "" && h.TCP == "":
+			p.add("health."+f.name, "belongs to a tcp check")
+		case len(f.v) > MaxTCPExchange:
+			p.add("health."+f.name, "is %d bytes; at most %d", len(f.v), MaxTCPExchange)
+		}
+	}
+	if h.Send != "" && h.Expect == "" {
+		p.add("health.expect", "is needed with send: the reply is what the check judges")
+	}
 	if h.HTTP != nil {
 		if !w.hasEndpoint(h.HTTP.Endpoint) {
 			p.add("health.http.endpoint", "no endpoint is named %q", h.HTTP.Endpoint)

@@ -84,6 +84,15 @@ func TestValidate(t *testing.T) {
 		{"health two", func(w *Workload) { w.Health.TCP = "http" }, []string{"health"}},
 		{"health tcp", func(w *Workload) { w.Health.HTTP, w.Health.TCP = nil, "admin" }, nil},
 		{"health tcp endpoint", func(w *Workload) { w.Health.HTTP, w.Health.TCP = nil, "nope" }, []string{"health.tcp"}},
+		{"health tcp exchange", func(w *Workload) {
+			w.Health.HTTP, w.Health.TCP, w.Health.Send, w.Health.Expect = nil, "admin", "PING\r\n", "+PONG"
+		}, nil},
+		{"health tcp greeting", func(w *Workload) { w.Health.HTTP, w.Health.TCP, w.Health.Expect = nil, "admin", "SSH-2.0-" }, nil},
+		{"health send alone", func(w *Workload) { w.Health.HTTP, w.Health.TCP, w.Health.Send = nil, "admin", "PING\r\n" }, []string{"health.expect"}},
+		{"health expect without tcp", func(w *Workload) { w.Health.Expect = "+PONG" }, []string{"health.expect"}},
+		{"health send too long", func(w *Workload) {
+			w.Health.HTTP, w.Health.TCP, w.Health.Send, w.Health.Expect = nil, "admin", strings.Repeat("x", MaxTCPExchange+1), "+"
+		}, []string{"health.send"}},
 		{"health http endpoint", func(w *Workload) { w.Health.HTTP.Endpoint = "nope" }, []string{"health.http.endpoint"}},
 		{"health http path", func(w *Workload) { w.Health.HTTP.Path = "healthz" }, []string{"health.http.path"}},
 		{"health http expect", func(w *Workload) { w.Health.HTTP.Expect = 1000 }, []string{"health.http.expect"}},

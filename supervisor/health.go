@@ -96,7 +96,7 @@ func (w *workload) probe() (health.Probe, error) {
 		if err != nil {
 			return nil, err
 		}
-		return health.TCP(nw, "127.0.0.1:"+p), nil
+		return health.TCPExchange(nw, "127.0.0.1:"+p, h.Send, h.Expect), nil
 	case h.HTTP != nil:
 		p, err := port(h.HTTP.Endpoint)
 		if err != nil {
