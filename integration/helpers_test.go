@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,7 +194,8 @@ func startStream(t *testing.T, socket string, args ...string) *stream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cmd.Stderr = io.Discard
+	var errOut bytes.Buffer // read only once the command is done
+	s.cmd.Stderr = &errOut
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -212,6 +212,9 @@ func startStream(t *testing.T, socket string, args ...string) *stream {
 	t.Cleanup(func() {
 		_ = s.cmd.Process.Kill()
 		<-s.done
+		if t.Failed() && errOut.Len() > 0 {
+			t.Logf("stderr of %v:\n%s", s.cmd.Args[1:], errOut.String())
+		}
 	})
 	return s
 }

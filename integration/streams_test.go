@@ -101,12 +101,15 @@ func TestShutdownEndsStreams(t *testing.T) {
 	d := startDaemon(t, withArgs("--stop-workloads-on-exit"))
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "p.yaml", "name: p\ncommand: [\"@PROG@\", print, \"1\"]\n"))
 	logs := startStream(t, d.socket, "logs", "-f", "p")
-	events := startStream(t, d.socket, "events")
+	events := startStream(t, d.socket, "events", "--reconnect", "1s")
 	d.waitStreams(t, 2)
 	d.terminate(t)
 	for _, s := range []*stream{logs, events} {
 		select {
 		case <-s.done:
+			if s.cmd.ProcessState.Success() {
+				t.Errorf("%v exited 0 when the daemon went away", s.cmd.Args[1:])
+			}
 		case <-time.After(waitFor):
 			t.Errorf("%v still runs %s after the daemon exited", s.cmd.Args[1:], waitFor)
 		}
@@ -168,6 +171,28 @@ func TestSignalAndEvents(t *testing.T) {
 	if !inOrder(types, api.EventApplied, api.EventState, api.EventExit) {
 		t.Errorf("event types %v, want applied, then state, then exit", types)
 	}
+}
+
+// TestEventsAcrossRestart: `flyd events` outlives a daemon restart, even a
+// kill: it waits for the next daemon and goes on with its events.
+func TestEventsAcrossRestart(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	events := startStream(t, d.socket, "events", "--json")
+	d.waitStreams(t, 1)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "a.yaml", "name: before\ncommand: [\"@PROG@\", signals]\n"))
+	events.waitLine(t, "an event of the first daemon", func(l string) bool { return strings.Contains(l, `"workload":"before"`) })
+	d.kill(t)
+	d2 := startDaemon(t, inDir(d.dir))
+	d2.waitStreams(t, 1) // events found the new daemon
+	d2.mustCLI(t, "apply", "-f", d2.writeSpec(t, "b.yaml", "name: after\ncommand: [\"@PROG@\", signals]\n"))
+	events.waitLine(t, "an event of the second daemon", func(l string) bool { return strings.Contains(l, `"workload":"after"`) })
+	select {
+	case <-events.done:
+		t.Error("flyd events ended")
+	default:
+	}
+	d2.mustCLI(t, "stop", "before", "after")
 }
 
 // inOrder reports whether want is a subsequence of got.
