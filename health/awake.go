@@ -13,7 +13,8 @@ import (
 // running, since a stopped program still has its listening sockets, whose
 // backlog the kernel goes on accepting into, and a tcp check would pass.
 // pid is asked at every check (0: no process to look at, the probe alone
-// decides).
+// decides). A nil p is a check of the process alone, for a program that
+// says itself when it is ready.
 func Awake(pid func() int, p Probe) Probe { return awakeProbe{pid: pid, probe: p} }
 
 type awakeProbe struct {
@@ -26,6 +27,9 @@ func (a awakeProbe) Check(ctx context.Context) error {
 		if stopped, _ := Stopped(pid); stopped {
 			return fmt.Errorf("the main process (pid %d) is stopped: it runs nothing until it gets SIGCONT", pid)
 		}
+	}
+	if a.probe == nil {
+		return nil
 	}
 	return a.probe.Check(ctx)
 }

@@ -286,7 +286,8 @@ after: [pg]
 }
 
 // TestStoppedIsUnhealthy: a SIGSTOPped server still has its port accept
-// connections, yet its tcp check fails; SIGCONT makes it healthy again.
+// connections, yet its tcp check fails, and a stopped notify program is
+// unhealthy too; SIGCONT makes them healthy again.
 func TestStoppedIsUnhealthy(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
@@ -318,4 +319,19 @@ health: {tcp: http, interval: 100ms, timeout: 1s, failures: 2}
 	d.mustCLI(t, "signal", "frozen", "CONT")
 	d.waitWorkload(t, "frozen", "healthy once continued", healthy(true))
 	d.mustCLI(t, "stop", "frozen")
+
+	// A program that said READY=1 is unhealthy while stopped too.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "ready.yaml", `
+name: ready
+command: ["@PROG@", "notify", "100ms"]
+health: {notify: true, interval: 100ms, failures: 2}
+`))
+	d.waitWorkload(t, "ready", "healthy by READY=1", healthy(true))
+	d.mustCLI(t, "signal", "ready", "STOP")
+	d.waitWorkload(t, "ready", "unhealthy while stopped", healthy(false))
+	d.mustCLI(t, "signal", "ready", "CONT")
+	if w := d.waitWorkload(t, "ready", "healthy once continued", healthy(true)); w.Restarts != 0 {
+		t.Errorf("ready restarted %d times", w.Restarts)
+	}
+	d.mustCLI(t, "stop", "ready")
 }

@@ -30,34 +30,46 @@ func (w *workload) startHealth() {
 	if h == nil {
 		return
 	}
+	var probe health.Probe // nil for notify: the program tells readiness
+	verdict := w.healthChanged
 	if h.Notify {
-		w.healthGen++
 		// An adopted run said READY=1 to an earlier daemon: it does not
 		// say it twice. Later messages come to a socket bound anew.
 		if err := w.listenNotify(); err != nil {
 			w.log.Warn("no notify socket", zap.Error(err))
 		}
-		if w.ready {
-			w.healthChanged(w.healthGen, true, nil)
+		verdict = w.awakeChanged
+	} else {
+		var err error
+		if probe, err = w.probe(); err != nil {
+			w.log.Warn("no health check", zap.Error(err))
+			return
 		}
-		return
 	}
-	probe, err := w.probe()
-	if err != nil {
-		w.log.Warn("no health check", zap.Error(err))
-		return
-	}
-	probe = health.Awake(func() int { return int(w.runPID.Load()) }, probe)
 	w.healthGen++
 	gen := w.healthGen
+	if h.Notify && w.ready {
+		w.healthChanged(gen, true, nil)
+	}
+	// Every check also fails while the main process is stopped.
+	probe = health.Awake(func() int { return int(w.runPID.Load()) }, probe)
 	cfg := health.Config{Interval: h.Interval.Duration, Timeout: h.Timeout.Duration, Failures: h.Failures, StartPeriod: h.StartPeriod.Duration}
 	w.monitor = health.Start(probe, cfg, func(ok bool, err error) {
 		// Never wait on the loop from here: the loop may be stopping this
 		// very monitor.
 		go func() {
-			_ = w.call(w.s.ctx, func() error { w.healthChanged(gen, ok, err); return nil })
+			_ = w.call(w.s.ctx, func() error { verdict(gen, ok, err); return nil })
 		}()
 	})
+}
+
+// awakeChanged is the verdict of a notify workload's check of its main
+// process: stopped, it is unhealthy; running again, it is healthy if it
+// has said it is ready.
+func (w *workload) awakeChanged(gen int, ok bool, err error) {
+	if !ok || w.ready {
+		w.healthChanged(gen, ok, err)
+	}
 }
 
 func (w *workload) stopHealth() {
