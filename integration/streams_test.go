@@ -204,3 +204,40 @@ func inOrder[T comparable](got []T, want ...T) bool {
 	}
 	return len(want) == 0
 }
+
+// TestLogsOfSeveral: `flyd logs` of several workloads, or of all, puts
+// each line whole behind its workload's name, a last line without its
+// newline too; with -f their lines come as they are written; a name that
+// does not exist fails the command.
+func TestLogsOfSeveral(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "two.yaml", `
+name: a
+command: ["@PROG@", "print", "2"]
+---
+name: bee
+command: ["sh", "-c", "echo one; printf 'no newline'; exec sleep 300"]
+`))
+	d.waitLog(t, "a", "stderr line 2")
+	d.waitLog(t, "bee", "no newline")
+	want := "a   | stdout line 1\na   | stderr line 1\na   | stdout line 2\na   | stderr line 2\nbee | one\nbee | no newline\n"
+	for _, args := range [][]string{{"logs", "a", "bee"}, {"logs", "--all"}} {
+		if out := d.mustCLI(t, args...); out != want {
+			t.Errorf("%v printed %q, want %q", args, out, want)
+		}
+	}
+	follow := startStream(t, d.socket, "logs", "-f", "--tail", "0", "a", "bee")
+	d.waitStreams(t, 2)
+	d.mustCLI(t, "restart", "a")
+	follow.waitLine(t, "a's new run", func(l string) bool { return l == "a   | stderr line 2" })
+	for _, l := range follow.lines() {
+		if !strings.HasPrefix(l, "a   | ") {
+			t.Errorf("logs -f --tail 0 printed %q", l)
+		}
+	}
+	if _, errOut, code := runCLI(t, d.socket, "logs", "-f", "a", "nope"); code != 1 || !strings.Contains(errOut, "nope") {
+		t.Errorf("logs -f of a missing workload: exit %d, %s", code, errOut)
+	}
+	d.mustCLI(t, "stop", "a", "bee")
+}

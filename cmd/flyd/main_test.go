@@ -19,7 +19,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{nil, 2, "usage"},
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
-		{[]string{"logs", "--socket", sock}, 2, "one workload name"},
+		{[]string{"logs", "--socket", sock}, 2, "a workload name, or --all"},
 		{[]string{"stop", "--socket", sock}, 2, "--all"},
 		{[]string{"apply", "--socket", sock}, 2, "-f is required"},
 		{[]string{"ps", "--nope"}, 2, "flag provided but not defined"},
