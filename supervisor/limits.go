@@ -89,7 +89,7 @@ func (s *Supervisor) checkLimits(w *workload, now time.Time) {
 	})
 	running := v.State == api.StateRunning
 	if newOOM > 0 {
-		msg := fmt.Sprintf("%d process(es) killed by the memory limit (resources.memory_max)", newOOM)
+		msg := count(newOOM, "process", "processes") + " killed by the memory limit (resources.memory_max)"
 		if running {
 			msg += "; the main process runs on"
 		}
@@ -99,6 +99,14 @@ func (s *Supervisor) checkLimits(w *workload, now time.Time) {
 	if newPids > 0 {
 		w.log.Warn("forks refused by the pids limit", zap.Int("refused", newPids))
 		w.publish(api.Event{Type: api.EventLimit, State: v.State,
-			Message: fmt.Sprintf("%d fork(s) refused by the pids limit (resources.pids_max)", newPids)})
+			Message: count(newPids, "fork", "forks") + " refused by the pids limit (resources.pids_max)"})
 	}
+}
+
+// count is n of a thing, in words: "1 fork", "3 forks".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
