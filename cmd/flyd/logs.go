@@ -24,7 +24,7 @@ func cmdLogs(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags()
 	follow := fs.Bool("f", false, "follow the logs as they grow")
 	fs.BoolVar(follow, "follow", false, "same as -f")
-	tail := fs.Int("tail", -1, "print only the last N lines of each (default all)")
+	tail := fs.Int("tail", -1, "print only the last N lines of each; -1 prints all")
 	all := fs.Bool("all", false, "every workload")
 	pos, err := c.parse(fs, args)
 	if err != nil {
