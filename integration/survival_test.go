@@ -195,7 +195,7 @@ command: ["sh", "-c", "@PROG@ hog > /dev/null; echo the-hog-died; exec @PROG@ si
 resources: {memory_max: 64Mi}
 ---
 name: forky
-command: ["sh", "-c", "@PROG@ forkbomb > /dev/null & exec @PROG@ signals"]
+command: ["sh", "-c", "@PROG@ forkbomb > /dev/null & exec sleep 300"]  # sleep needs no threads the bomb could take
 resources: {pids_max: 16}
 `))
 	d.waitLog(t, "leaky", "the-hog-died")

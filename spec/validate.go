@@ -97,9 +97,7 @@ func (p *problems) err() error {
 }
 
 func (w *Workload) validateKind(p *problems) {
-	switch w.Kind {
-	case KindNative, KindNix, KindContainerd:
-	default:
+	if !slices.Contains(Kinds, w.Kind) {
 		p.add("kind", "must be %s, %s or %s", KindNative, KindNix, KindContainerd)
 	}
 	switch {

@@ -9,6 +9,9 @@ const (
 	KindContainerd Kind = "containerd" // image runs under containerd
 )
 
+// Kinds are every kind, in the order flyd shows them.
+var Kinds = []Kind{KindNative, KindNix, KindContainerd}
+
 // NetworkHost is the default network: the workload shares the host's.
 const NetworkHost = "host"
 

@@ -31,7 +31,7 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 		st.Registry.Desired, st.Registry.Registered, st.Registry.Failing = rs.Desired, rs.Registered, rs.Failing
 		st.Registry.Heartbeats, st.Registry.Failures, st.Registry.LastError = rs.Heartbeats, rs.Failures, rs.LastError
 	}
-	for _, k := range []spec.Kind{spec.KindNative, spec.KindNix, spec.KindContainerd} {
+	for _, k := range spec.Kinds {
 		st.Runtimes[string(k)] = s.runtime(ctx, k) == nil
 	}
 	st.FileProblems = s.fileProblemList()

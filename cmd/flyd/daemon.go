@@ -22,10 +22,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/declarative"
-	"github.com/flyd-dev/flyd/driver"
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
-	"github.com/flyd-dev/flyd/driver/native"
-	"github.com/flyd-dev/flyd/driver/nix"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/metrics"
 	"github.com/flyd-dev/flyd/reaper"
@@ -194,22 +191,8 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		log.Warn("no cgroups: resources are refused and a child that leaves its session escapes stop", zap.Error(err))
 		cgroups = nil
 	}
-	drivers := []driver.Driver{native.Driver{Cgroups: cgroups}}
-	nixDriver := &nix.Driver{Native: native.Driver{Cgroups: cgroups}, CacheDir: filepath.Join(cfg.stateDir, "nix")}
-	if err := nixDriver.Available(); err != nil {
-		log.Info("no nix runtime: kind nix is refused", zap.Error(err))
-	} else {
-		drivers = append(drivers, nixDriver)
-	}
-	// containerd may start after flyd, or restart under it: the driver is
-	// always there, and kind containerd is refused only while it does not
-	// answer. Its runs are adopted once it does.
-	containerd := ctrdriver.New(cfg.containerdSock, "")
-	defer containerd.Close()
-	if err := containerd.Available(ctx); err != nil {
-		log.Info("containerd does not answer: kind containerd is refused until it does", zap.Error(err))
-	}
-	drivers = append(drivers, containerd)
+	drivers, closeDrivers := runtimes(ctx, &cfg, cgroups, log)
+	defer closeDrivers()
 	pool, fw, err := networkLinks(cfg, log)
 	if err != nil {
 		l.Close()

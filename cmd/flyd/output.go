@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 func printWorkloads(w io.Writer, ws []api.Workload) {
@@ -63,9 +64,9 @@ func printStatus(w io.Writer, st *api.Status) {
 		}
 	}
 	var rts []string
-	for _, k := range []string{"native", "nix", "containerd"} {
-		if st.Runtimes[k] {
-			rts = append(rts, k)
+	for _, k := range spec.Kinds {
+		if st.Runtimes[string(k)] {
+			rts = append(rts, string(k))
 		}
 	}
 	fmt.Fprintf(tw, "runtimes\t%s\n", strings.Join(rts, ", "))

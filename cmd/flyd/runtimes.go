@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/driver"
+	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
+	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/driver/nix"
+	"github.com/flyd-dev/flyd/sandbox"
+)
+
+// runtimes makes the daemon's driver of every kind (spec.Kinds) this host
+// can run, and says in the log what it cannot; release lets them go.
+func runtimes(ctx context.Context, cfg *daemonConfig, cgroups *sandbox.Cgroups, log *zap.Logger) (drivers []driver.Driver, release func()) {
+	drivers = []driver.Driver{native.Driver{Cgroups: cgroups}}
+	nixDriver := &nix.Driver{Native: native.Driver{Cgroups: cgroups}, CacheDir: filepath.Join(cfg.stateDir, "nix")}
+	if err := nixDriver.Available(); err != nil {
+		log.Info("no nix runtime: kind nix is refused", zap.Error(err))
+	} else {
+		drivers = append(drivers, nixDriver)
+	}
+	// containerd may start after flyd, or restart under it: the driver is
+	// always there, and kind containerd is refused only while it does not
+	// answer. Its runs are adopted once it does.
+	containerd := ctrdriver.New(cfg.containerdSock, "")
+	if err := containerd.Available(ctx); err != nil {
+		log.Info("containerd does not answer: kind containerd is refused until it does", zap.Error(err))
+	}
+	return append(drivers, containerd), func() { containerd.Close() }
+}
