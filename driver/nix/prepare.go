@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/internal/nixsystem"
 )
 
 // prepare returns the cached environment for the task, building it on a miss.
@@ -48,7 +48,7 @@ func (d *Driver) prepare(ctx context.Context, t *driver.Task) (_ *prepared, err 
 	}
 	// The identity names what the workload asks for; the key adds what it
 	// resolves to now.
-	ident := hashOf("v1", mode, installable, nixSystem())
+	ident := hashOf("v1", mode, installable, nixsystem.Name())
 	lk := d.lockFor(ident)
 	lk.Lock()
 	defer lk.Unlock()
@@ -163,15 +163,6 @@ func dropped(k, v string) bool {
 		return v == "/homeless-shelter"
 	}
 	return false
-}
-
-func nixSystem() string {
-	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64", "386": "i686",
-		"riscv64": "riscv64", "ppc64le": "powerpc64le"}[runtime.GOARCH]
-	if arch == "" {
-		arch = runtime.GOARCH
-	}
-	return arch + "-linux"
 }
 
 func hashOf(parts ...string) string {

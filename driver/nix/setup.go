@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/flyd-dev/flyd/internal/nixsystem"
 )
 
 // stubFlake is the offline stand-in for nixpkgs: `nix develop` wants a
@@ -45,7 +47,7 @@ func (d *Driver) ensureSetup() error {
 			_ = os.Chmod(dst, 0o755)
 		}
 	}
-	flake := strings.ReplaceAll(stubFlake, "@SYSTEM@", nixSystem())
+	flake := strings.ReplaceAll(stubFlake, "@SYSTEM@", nixsystem.Name())
 	if err := writeIfChanged(filepath.Join(stub, "flake.nix"), []byte(flake)); err != nil {
 		return err
 	}

@@ -7,9 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
+	"github.com/flyd-dev/flyd/internal/nixsystem"
 	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
@@ -52,7 +52,7 @@ func WriteFlake(tb testing.TB, dir, greeting string) {
 	}
 	flake := `{
   outputs = { self }: let
-    system = "` + System() + `";
+    system = "` + nixsystem.Name() + `";
     tools = builtins.path { path = ./tools; name = "tools"; };
     mk = name: script: derivation {
       inherit name system;
@@ -89,14 +89,4 @@ func WriteFlake(tb testing.TB, dir, greeting string) {
 	if err := os.WriteFile(filepath.Join(dir, "flake.nix"), []byte(flake), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-}
-
-// System is Nix's name for this machine's platform.
-func System() string {
-	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64", "386": "i686",
-		"riscv64": "riscv64", "ppc64le": "powerpc64le"}[runtime.GOARCH]
-	if arch == "" {
-		arch = runtime.GOARCH
-	}
-	return arch + "-linux"
 }
