@@ -22,22 +22,7 @@ import (
 // container behind.
 func TestContainerdWorkload(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	for _, bin := range []string{"containerd", "runc"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			testenv.Skip(t, bin+" is not installed (Debian packages containerd, runc)")
-		}
-	}
-	dir := t.TempDir()
-	ctrd, err := ctrtest.StartDaemon(filepath.Join(dir, "containerd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ctrd.Stop)
-	archive := filepath.Join(dir, "bbox.tar")
-	if err := ctrtest.BusyboxArchive(archive, "docker.io/library/bbox:latest"); err != nil {
-		t.Fatal(err)
-	}
+	ctrd, _, archive := privateContainerd(t)
 	d := startDaemon(t, withArgs("--containerd-socket", ctrd.Socket))
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "c.yaml", fmt.Sprintf(`
 name: box
@@ -74,23 +59,7 @@ network: boxnet
 // adopts it, same container and task, once containerd is back.
 func TestContainerdDownAtDaemonStart(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	for _, bin := range []string{"containerd", "runc"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			testenv.Skip(t, bin+" is not installed (Debian packages containerd, runc)")
-		}
-	}
-	dir := t.TempDir()
-	ctrdDir := filepath.Join(dir, "containerd")
-	ctrd, err := ctrtest.StartDaemon(ctrdDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ctrd.Stop() })
-	archive := filepath.Join(dir, "bbox.tar")
-	if err := ctrtest.BusyboxArchive(archive, "docker.io/library/bbox:latest"); err != nil {
-		t.Fatal(err)
-	}
+	ctrd, ctrdDir, archive := privateContainerd(t)
 	sock := withArgs("--containerd-socket", ctrd.Socket)
 	d := startDaemon(t, sock)
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "c.yaml", fmt.Sprintf(`
@@ -121,9 +90,11 @@ command: ["sh", "-c", "echo up; exec sleep 1000"]
 		t.Fatalf("the container's process %d died with containerd", w.PID)
 	}
 
-	if ctrd, err = ctrtest.StartDaemon(ctrdDir); err != nil {
+	ctrd, err := ctrtest.StartDaemon(ctrdDir)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(ctrd.Stop)
 	a := d2.waitState(t, "box", api.StateRunning)
 	if a.ContainerID != w.ContainerID || a.PID != w.PID || a.Restarts != 0 {
 		t.Errorf("after containerd came back: container %s pid %d restarts %d; want %s pid %d adopted, no restart",
@@ -145,22 +116,7 @@ command: ["sh", "-c", "echo up; exec sleep 1000"]
 // host at its published port.
 func TestContainerdConnected(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	for _, bin := range []string{"containerd", "runc"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			testenv.Skip(t, bin+" is not installed (Debian packages containerd, runc)")
-		}
-	}
-	dir := t.TempDir()
-	ctrd, err := ctrtest.StartDaemon(filepath.Join(dir, "containerd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ctrd.Stop)
-	archive := filepath.Join(dir, "bbox.tar")
-	if err := ctrtest.BusyboxArchive(archive, "docker.io/library/bbox:latest"); err != nil {
-		t.Fatal(err)
-	}
+	ctrd, _, archive := privateContainerd(t)
 	out := makeOutside(t, 202)
 	outAddr := out.serve(t, 18082)
 	hostPort := freePort(t)
@@ -199,4 +155,28 @@ network: boxnet2
 		return nil
 	})
 	d.mustCLI(t, "rm", "--all")
+}
+
+// privateContainerd starts a containerd of the test's own, in dir, with a
+// busybox image archive beside it, stopped when the test ends.
+func privateContainerd(t *testing.T) (ctrd *ctrtest.Daemon, dir, archive string) {
+	t.Helper()
+	requireRoot(t)
+	for _, bin := range []string{"containerd", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			testenv.Skip(t, bin+" is not installed (Debian packages containerd, runc)")
+		}
+	}
+	base := t.TempDir()
+	dir = filepath.Join(base, "containerd")
+	ctrd, err := ctrtest.StartDaemon(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctrd.Stop)
+	archive = filepath.Join(base, "bbox.tar")
+	if err := ctrtest.BusyboxArchive(archive, "docker.io/library/bbox:latest"); err != nil {
+		t.Fatal(err)
+	}
+	return ctrd, dir, archive
 }
