@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/firewall"
-	"github.com/flyd-dev/flyd/registryclient"
 )
 
 // outside is a host the test makes: a network namespace with a veth to the
@@ -122,12 +120,8 @@ network: %s
 	// The registry is given the same addresses: each, dialled from the
 	// host, reaches its endpoint and no other.
 	eventually(t, "both endpoints registered at their networks' addresses", func() error {
-		o, errOut, code := runCLI(t, d.socket, "registry", "ls", "--json")
-		if code != 0 {
-			return fmt.Errorf("exit %d: %s", code, errOut)
-		}
-		var ins []registryclient.Instance
-		if err := json.Unmarshal([]byte(o), &ins); err != nil {
+		ins, err := d.registered(t)
+		if err != nil {
 			return err
 		}
 		found := 0
@@ -275,12 +269,8 @@ network: %s
 	}
 	// The registry is given the published address.
 	eventually(t, "the published endpoints registered", func() error {
-		o, errOut, code := runCLI(t, d.socket, "registry", "ls", "--json")
-		if code != 0 {
-			return fmt.Errorf("exit %d: %s", code, errOut)
-		}
-		var ins []registryclient.Instance
-		if err := json.Unmarshal([]byte(o), &ins); err != nil {
+		ins, err := d.registered(t)
+		if err != nil {
 			return err
 		}
 		if len(ins) != 2 {

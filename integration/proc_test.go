@@ -12,18 +12,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
-// freePort is a TCP port nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// freePort is a loopback TCP port nothing listens on right now.
+var freePort = testenv.FreePort
 
 // httpGet fetches http://addr/path without keeping the connection.
 func httpGet(addr, path string) (string, error) {

@@ -166,12 +166,8 @@ func TestRegistryLsAsksTheDaemon(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	eventually(t, "both endpoints listed", func() error {
-		out, errOut, code := runCLI(t, d.socket, "registry", "ls", "--json")
-		if code != 0 {
-			return fmt.Errorf("exit %d: %s", code, errOut)
-		}
-		var ins []registryclient.Instance
-		if err := json.Unmarshal([]byte(out), &ins); err != nil {
+		ins, err := d.registered(t)
+		if err != nil {
 			return err
 		}
 		ids := map[string]bool{}
@@ -180,7 +176,7 @@ func TestRegistryLsAsksTheDaemon(t *testing.T) {
 		}
 		for _, ep := range []string{"http", "admin"} {
 			if id := fmt.Sprintf("flyd-%s-reg-%s", host, ep); !ids[id] {
-				return fmt.Errorf("%s not listed in %s", id, out)
+				return fmt.Errorf("%s not listed in %+v", id, ins)
 			}
 		}
 		return nil
@@ -190,4 +186,14 @@ func TestRegistryLsAsksTheDaemon(t *testing.T) {
 	if _, errOut, code := runCLI(t, off.socket, "registry", "ls"); code != 1 || !strings.Contains(errOut, "registers into no registry") {
 		t.Errorf("registry ls against --registry off: exit %d, %s", code, errOut)
 	}
+}
+
+// registered is what `flyd registry ls --json` lists.
+func (d *daemon) registered(t *testing.T) ([]registryclient.Instance, error) {
+	o, errOut, code := runCLI(t, d.socket, "registry", "ls", "--json")
+	if code != 0 {
+		return nil, fmt.Errorf("registry ls: exit %d: %s", code, errOut)
+	}
+	var ins []registryclient.Instance
+	return ins, json.Unmarshal([]byte(o), &ins)
 }

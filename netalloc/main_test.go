@@ -25,16 +25,8 @@ func newManager(t *testing.T) (*Manager, string) {
 	return m, dir
 }
 
-// freePort asks the kernel for a port nobody holds right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// freePort is a loopback TCP port nothing listens on right now.
+var freePort = testenv.FreePort
 
 // listen holds addr for the rest of the test, as a foreign process would.
 func listen(t *testing.T, network, addr string) int {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,16 +21,8 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// freePort is a TCP port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// freePort is a loopback TCP port nothing listens on right now.
+var freePort = testenv.FreePort
 
 // TestFullDiskApplyLeavesNoTrace: an apply whose desired state cannot be
 // written says so, holds no port, and never comes back: not after space
