@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"io"
 	"syscall"
 
 	"github.com/flyd-dev/flyd/spec"
@@ -32,10 +31,9 @@ type Backend interface {
 	Signal(ctx context.Context, name string, sig syscall.Signal) error
 	// Remove stops and removes a workload.
 	Remove(ctx context.Context, name string, o RemoveOptions) error
-	// Logs writes the last tail lines (the whole current file when tail < 0,
-	// nothing when 0) and, with follow,
-	// what is appended until ctx is done.
-	Logs(ctx context.Context, name string, w io.Writer, tail int, follow bool) error
+	// Logs gives out the records of a workload's log that q selects and,
+	// following, what is written next until ctx is done.
+	Logs(ctx context.Context, name string, q LogQuery, out LogSink) error
 	// Ports lists every endpoint's allocation as a network mapping.
 	Ports(ctx context.Context) ([]PortMapping, error)
 	// Networks lists the isolated networks; DeleteNetwork deletes one no

@@ -227,26 +227,6 @@ func (c *Client) Remove(ctx context.Context, name string, o RemoveOptions) error
 	return c.do(ctx, http.MethodDelete, workloadPath(name), q, nil, nil)
 }
 
-func (c *Client) Logs(ctx context.Context, name string, w io.Writer, tail int, follow bool) error {
-	q := url.Values{"tail": {strconv.Itoa(tail)}}
-	if follow {
-		q.Set("follow", "1")
-	}
-	resp, err := c.send(ctx, http.MethodGet, workloadPath(name, "logs"), q, nil)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // ended by the caller before the stream began
-		}
-		return err
-	}
-	defer resp.Body.Close()
-	_, err = io.Copy(w, resp.Body)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
 func (c *Client) Ports(ctx context.Context) ([]PortMapping, error) {
 	var ps []PortMapping
 	return ps, c.do(ctx, http.MethodGet, "/v1/ports", nil, nil, &ps)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -345,37 +344,6 @@ func (f flushWriter) Write(p []byte) (int, error) {
 }
 
 func (f flushWriter) Flush() { _ = f.rc.Flush() }
-
-func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	tail := -1
-	if v := q.Get("tail"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			writeError(w, fmt.Errorf("%w: tail: not a number", errdefs.ErrInvalid))
-			return
-		}
-		tail = n
-	}
-	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
-	name := r.PathValue("name")
-	// Answer not_found as JSON before the stream starts.
-	if _, err := s.backend.Get(r.Context(), name); err != nil {
-		writeError(w, err)
-		return
-	}
-	if !s.openStream(w) {
-		return
-	}
-	defer s.closeStream()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
-	fw := flushWriter{w: w, rc: http.NewResponseController(w)}
-	fw.Flush()
-	if err := s.backend.Logs(r.Context(), name, fw, tail, follow); err != nil && !errors.Is(err, context.Canceled) {
-		s.log.Debug("log stream ended", zap.String("workload", name), zap.Error(err))
-	}
-}
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if !s.openStream(w) {

@@ -178,7 +178,7 @@ func TestStreamsEndWithTheirClients(t *testing.T) {
 	}
 	logsDone := make(chan error, 1)
 	pr, pw := net.Pipe()
-	go func() { logsDone <- c.Logs(sctx, "talker", pw, 0, true) }()
+	go func() { logsDone <- c.Logs(sctx, "talker", api.LogQuery{Follow: true}, api.WriteLog(pw)) }()
 	buf := make([]byte, 5)
 	if _, err := pr.Read(buf); err != nil || string(buf) != "tick\n" {
 		t.Fatalf("follow read %q, %v", buf, err)

@@ -122,7 +122,7 @@ func (d *daemon) waitState(t *testing.T, name string, st api.State) *api.Workloa
 func (d *daemon) logs(t *testing.T, name string) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := d.client.Logs(context.Background(), name, &b, -1, false); err != nil {
+	if err := d.client.Logs(context.Background(), name, api.LogQuery{Tail: -1}, api.WriteLog(&b)); err != nil {
 		t.Fatalf("logs %s: %v", name, err)
 	}
 	return b.String()

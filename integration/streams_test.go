@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,7 +30,9 @@ func TestStreamsDoNotLeak(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		logsDone := make(chan error, 1)
-		go func() { logsDone <- d.client.Logs(ctx, "chatty", io.Discard, -1, true) }()
+		go func() {
+			logsDone <- d.client.Logs(ctx, "chatty", api.LogQuery{Tail: -1, Follow: true}, api.WriteLog(io.Discard))
+		}()
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		defer cancel2()
 		ch, err := d.client.Events(ctx2)
@@ -100,7 +106,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, withArgs("--stop-workloads-on-exit"))
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "p.yaml", "name: p\ncommand: [\"@PROG@\", print, \"1\"]\n"))
-	logs := startStream(t, d.socket, "logs", "-f", "p")
+	logs := startStream(t, d.socket, "logs", "-f", "--reconnect", "1s", "p")
 	events := startStream(t, d.socket, "events", "--reconnect", "1s")
 	d.waitStreams(t, 2)
 	d.terminate(t)
@@ -221,10 +227,26 @@ command: ["sh", "-c", "echo one; printf 'no newline'; exec sleep 300"]
 `))
 	d.waitLog(t, "a", "stderr line 2")
 	d.waitLog(t, "bee", "no newline")
-	want := "a   | stdout line 1\na   | stderr line 1\na   | stdout line 2\na   | stderr line 2\nbee | one\nbee | no newline\n"
+	want := map[string][]string{
+		"a   | ": {"stdout line 1", "stderr line 1", "stdout line 2", "stderr line 2"},
+		"bee | ": {"one", "no newline"},
+	}
 	for _, args := range [][]string{{"logs", "a", "bee"}, {"logs", "--all"}} {
-		if out := d.mustCLI(t, args...); out != want {
-			t.Errorf("%v printed %q, want %q", args, out, want)
+		out := d.mustCLI(t, args...)
+		if !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 6 {
+			t.Errorf("%v printed %q, want 6 whole lines", args, out)
+		}
+		// Interleaved in time; each workload's own lines in their order.
+		for prefix, lines := range want {
+			var got []string
+			for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				if rest, ok := strings.CutPrefix(l, prefix); ok {
+					got = append(got, rest)
+				}
+			}
+			if !slices.Equal(got, lines) {
+				t.Errorf("%v printed %q behind %q, want %q", args, got, prefix, lines)
+			}
 		}
 	}
 	follow := startStream(t, d.socket, "logs", "-f", "--tail", "0", "a", "bee")
@@ -240,4 +262,111 @@ command: ["sh", "-c", "echo one; printf 'no newline'; exec sleep 300"]
 		t.Errorf("logs -f of a missing workload: exit %d, %s", code, errOut)
 	}
 	d.mustCLI(t, "stop", "a", "bee")
+}
+
+// TestLogsInTimeOrder: lines of several workloads come in the order they
+// were written, dated with --timestamps, and --since leaves out what
+// was written before it.
+func TestLogsInTimeOrder(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "two.yaml", `
+name: early
+command: ["sh", "-c", "echo e1; sleep 3; echo e2; exec sleep 300"]
+---
+name: late
+command: ["sh", "-c", "sleep 1.5; echo l1; exec sleep 300"]
+`))
+	d.waitLog(t, "late", "l1")
+	between := time.Now()
+	d.waitLog(t, "early", "e2")
+	// Dated once the daemon has looked at the logs: within a second or two.
+	var out string
+	eventually(t, "the logs in time order", func() error {
+		out = d.mustCLI(t, "logs", "--timestamps", "late", "early")
+		if got := stampedLines(t, out); !slices.Equal(got, []string{"early | e1", "late  | l1", "early | e2"}) {
+			return fmt.Errorf("printed %q", out)
+		}
+		return nil
+	})
+	since := d.mustCLI(t, "logs", "--since", between.Format(time.RFC3339Nano), "early", "late")
+	if since != "early | e2\n" {
+		t.Errorf("--since %s printed %q, want e2 alone", between.Format(time.RFC3339Nano), since)
+	}
+	if out := d.mustCLI(t, "logs", "--since", "1h", "late"); out != "l1\n" {
+		t.Errorf("--since 1h printed %q", out)
+	}
+	d.mustCLI(t, "stop", "early", "late")
+}
+
+// stampedLines checks that every line of out begins, behind its name,
+// with a time no earlier than the line before it, and returns the
+// lines without their times.
+func stampedLines(t *testing.T, out string) []string {
+	t.Helper()
+	var lines []string
+	var last time.Time
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		name, rest, _ := strings.Cut(l, "| ")
+		stamp, text, _ := strings.Cut(rest, " ")
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		if err != nil {
+			t.Fatalf("line %q has no time: %v", l, err)
+		}
+		if at.Before(last) {
+			t.Fatalf("line %q is dated before the line above it (%s)", l, last)
+		}
+		if d := time.Since(at); d < 0 || d > time.Minute {
+			t.Fatalf("line %q is dated %s ago", l, d)
+		}
+		last = at
+		lines = append(lines, name+"| "+text)
+	}
+	return lines
+}
+
+// TestLogsFollowAcrossRestart: `flyd logs -f --all` goes on across a
+// daemon restart, and across rotations, printing each line exactly once.
+func TestLogsFollowAcrossRestart(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, withArgs("--log-max-size", "2Ki"))
+	counter := `["sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo n $i ................................................; sleep 0.02; done"]`
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "two.yaml", "name: c1\ncommand: "+counter+"\n---\nname: c2\ncommand: "+counter+"\n"))
+	follow := startStream(t, d.socket, "logs", "-f", "--all")
+	d.waitStreams(t, 2)
+	count := func(name string) (n int) {
+		for _, l := range follow.lines() {
+			if strings.HasPrefix(l, name+" | ") {
+				n++
+			}
+		}
+		return n
+	}
+	follow.waitLine(t, "a line of the first daemon", func(l string) bool { return strings.HasPrefix(l, "c2 | n 20") })
+	d.kill(t)
+	time.Sleep(time.Second) // lines written while no daemon runs
+	before := count("c1")
+	d2 := startDaemon(t, inDir(d.dir), withArgs("--log-max-size", "2Ki"))
+	d2.waitStreams(t, 2)
+	eventually(t, "lines of the second daemon", func() error {
+		if n := count("c1"); n < before+150 {
+			return fmt.Errorf("%d lines of c1, %d before the restart", n, before)
+		}
+		_, err := os.Stat(filepath.Join(d.stateDir, "logs", "c1.log.2"))
+		return err // rotated twice, once under each daemon at least
+	})
+	d2.mustCLI(t, "stop", "c1", "c2")
+	for _, name := range []string{"c1", "c2"} {
+		next := 1
+		for _, l := range follow.lines() {
+			rest, ok := strings.CutPrefix(l, name+" | ")
+			if !ok {
+				continue
+			}
+			if rest != fmt.Sprintf("n %d %s", next, strings.Repeat(".", 48)) {
+				t.Fatalf("%s: printed %q where n %d was due", name, rest, next)
+			}
+			next++
+		}
+	}
 }

@@ -13,9 +13,16 @@
 //
 //	path                   the live file, written by the workload
 //	path.1 … path.N        older generations, .1 the newest
-//	path.rotating-*        a generation being written; gone after Rotate
+//	path.rotating          a generation being written; gone after Rotate
+//	path.index             positions and times of the log's bytes (index.go)
 //
-// This package is not a logging library for flyd itself, does not parse,
-// timestamp or interleave log lines, and does not decide when to rotate:
-// the caller calls Rotate as often as it likes.
+// Log ties them together for the daemon: it rotates, dates what the
+// workload wrote (Mark) and reads by position, time or line count
+// (Read), so that a reader can resume exactly where it stopped, across
+// rotations and daemon restarts. Tail, Follow and Rotate are the same
+// operations on the files alone.
+//
+// This package is not a logging library for flyd itself, does not parse
+// log lines, and does not decide when to rotate: the caller calls
+// Rotate as often as it likes.
 package logfile

@@ -39,9 +39,9 @@ func tempPath(path string) string {
 	return path + ".rotating"
 }
 
-// Remove deletes the live file, generations 1 to generations, and any
-// generation a crashed Rotate left half-written. Files that do not exist
-// are not an error.
+// Remove deletes the live file, generations 1 to generations, any
+// generation a crashed Rotate left half-written, and the index. Files
+// that do not exist are not an error.
 func Remove(path string, generations int) error {
 	var errs []error
 	remove := func(p string) {
@@ -54,5 +54,6 @@ func Remove(path string, generations int) error {
 		remove(genPath(path, k))
 	}
 	remove(tempPath(path))
+	errs = append(errs, removeIndex(path)...)
 	return errors.Join(errs...)
 }

@@ -52,43 +52,51 @@ func Rotate(path string, maxSize int64, generations int) (bool, error) {
 // what resumes them. The loss window of Rotate is then closed. hold runs
 // only when a rotation is due; nil means no hold.
 func RotateHeld(path string, maxSize int64, generations int, hold func() (release func(), err error)) (bool, error) {
+	moved, err := rotate(path, maxSize, generations, hold)
+	return moved >= 0, err
+}
+
+// rotate is RotateHeld; it returns how many bytes left the live file, or
+// -1 when it did not rotate.
+func rotate(path string, maxSize int64, generations int, hold func() (release func(), err error)) (int64, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxSize
 	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return -1, nil
 	}
 	if err != nil {
-		return false, err
+		return -1, err
 	}
 	if fi.Size() < maxSize {
-		return false, nil
+		return -1, nil
 	}
 	// Writable because truncation goes through this descriptor; nothing
 	// is ever written through it.
 	live, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return false, err
+		return -1, err
 	}
 	defer live.Close()
 	if hold != nil {
 		release, err := hold()
 		if err != nil {
-			return false, err
+			return -1, err
 		}
 		defer release()
 	}
 	if generations <= 0 {
-		return true, live.Truncate(0)
+		fi, err := live.Stat()
+		if err != nil {
+			return -1, err
+		}
+		return fi.Size(), live.Truncate(0)
 	}
 	if err := shiftGenerations(path, generations); err != nil {
-		return false, err
+		return -1, err
 	}
-	if err := copyTruncate(live, path, fi.Mode().Perm()); err != nil {
-		return false, err
-	}
-	return true, nil
+	return copyTruncate(live, path, fi.Mode().Perm())
 }
 
 // shiftGenerations makes room for a new path.1 by renaming each older
@@ -107,13 +115,14 @@ func shiftGenerations(path string, generations int) error {
 	return nil
 }
 
-// copyTruncate copies live into a fresh path.1 and truncates live. The
-// copy is built under a temporary name so path.1 never appears partial.
-func copyTruncate(live *os.File, path string, perm fs.FileMode) error {
+// copyTruncate copies live into a fresh path.1 and truncates live,
+// returning the size of path.1. The copy is built under a temporary name
+// so path.1 never appears partial.
+func copyTruncate(live *os.File, path string, perm fs.FileMode) (int64, error) {
 	// Truncated: a crashed Rotate may have left it.
 	tmp, err := os.OpenFile(tempPath(path), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	// After the rename, removing the temporary name is a harmless no-op,
 	// so this cleanup is safe on every path.
@@ -121,20 +130,27 @@ func copyTruncate(live *os.File, path string, perm fs.FileMode) error {
 	defer tmp.Close()
 	// Generations are read by the same people as the live file.
 	if err := tmp.Chmod(perm); err != nil {
-		return err
+		return -1, err
 	}
 	if err := copyUntilStable(tmp, live); err != nil {
-		return err
+		return -1, err
 	}
 	// Durable before the original is destroyed.
 	if err := tmp.Sync(); err != nil {
-		return err
+		return -1, err
 	}
 	if err := os.Rename(tmp.Name(), genPath(path, 1)); err != nil {
-		return err
+		return -1, err
 	}
 	// tmp still refers to path.1 after the rename.
-	return drainAndTruncate(tmp, live)
+	if err := drainAndTruncate(tmp, live); err != nil {
+		return -1, err
+	}
+	fi, err := tmp.Stat()
+	if err != nil {
+		return -1, err
+	}
+	return fi.Size(), nil
 }
 
 // drainAndTruncate copies what is left in src to dst and truncates src.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"syscall"
 	"time"
@@ -234,15 +233,19 @@ func (s *Supervisor) Remove(ctx context.Context, name string, o api.RemoveOption
 	}))
 }
 
-func (s *Supervisor) Logs(ctx context.Context, name string, out io.Writer, tail int, follow bool) error {
+func (s *Supervisor) Logs(ctx context.Context, name string, q api.LogQuery, out api.LogSink) error {
 	if _, err := s.lookup(name); err != nil {
 		return err
 	}
-	if follow {
-		return logfile.Follow(ctx, out, s.logPath(name), tail, s.cfg.LogGenerations)
-	}
-	return logfile.Tail(out, s.logPath(name), tail, s.cfg.LogGenerations)
+	lq := logfile.Query{Tail: q.Tail, Since: q.Since, From: q.From, Follow: q.Follow}
+	return s.logs.of(name).Read(ctx, lq, logSink{out})
 }
+
+// logSink hands a log's records to the API's sink.
+type logSink struct{ out api.LogSink }
+
+func (l logSink) Record(r logfile.Record) error { return l.out.Record(api.LogRecord(r)) }
+func (l logSink) Flush()                        { l.out.Flush() }
 
 func (s *Supervisor) Events(ctx context.Context) (<-chan api.Event, error) {
 	return s.events.subscribe(ctx), nil

@@ -1,7 +1,7 @@
 package supervisor
 
 import (
-	"os"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,6 +19,48 @@ const (
 	minLogCheck = time.Second
 	maxLogCheck = 8 * time.Second
 )
+
+// logBook holds the daemon's one logfile.Log per workload name: its
+// rotation and its readers must share it.
+type logBook struct {
+	mu   sync.Mutex
+	s    *Supervisor
+	logs map[string]*logfile.Log
+}
+
+func (b *logBook) of(name string) *logfile.Log {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, ok := b.logs[name]
+	if !ok {
+		l = logfile.NewLog(b.s.logPath(name), b.s.cfg.LogMaxSize, b.s.cfg.LogGenerations)
+		b.logs[name] = l
+	}
+	return l
+}
+
+// remove deletes name's log files; a workload of that name created
+// later starts a new log.
+func (b *logBook) remove(name string) {
+	b.mu.Lock()
+	l, ok := b.logs[name]
+	delete(b.logs, name)
+	b.mu.Unlock()
+	if !ok {
+		l = logfile.NewLog(b.s.logPath(name), b.s.cfg.LogMaxSize, b.s.cfg.LogGenerations)
+	}
+	if err := l.Remove(); err != nil {
+		b.s.log.Warn("cannot remove logs", zap.String("workload", name), zap.Error(err))
+	}
+}
+
+func (b *logBook) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range b.logs {
+		_ = l.Close()
+	}
+}
 
 // logCheck is one log's schedule.
 type logCheck struct {
@@ -45,8 +87,8 @@ func (s *Supervisor) everyWorkload(every time.Duration, check func(*workload, ti
 	}
 }
 
-// checkLog rotates w's log if it is due and over the size limit, and
-// schedules the next look.
+// checkLog dates what w's log gained and rotates it if it is over the
+// size limit, if a look is due, and schedules the next look.
 func (s *Supervisor) checkLog(w *workload, now time.Time) {
 	c := &w.logs
 	if w.newRun.Swap(false) {
@@ -55,13 +97,13 @@ func (s *Supervisor) checkLog(w *workload, now time.Time) {
 	if now.Before(c.next) {
 		return
 	}
-	path := s.logPath(w.name)
-	var size int64
-	if fi, err := os.Stat(path); err == nil {
-		size = fi.Size()
+	l := s.logs.of(w.name)
+	size, err := l.Mark()
+	if err != nil {
+		w.log.Warn("cannot date the log", zap.Error(err))
 	}
 	if size >= s.cfg.LogMaxSize {
-		if _, err := logfile.RotateHeld(path, s.cfg.LogMaxSize, s.cfg.LogGenerations, s.holdWriters(w.name)); err != nil {
+		if _, err := l.Rotate(s.holdWriters(w.name)); err != nil {
 			w.log.Warn("log rotation failed", zap.Error(err))
 		}
 	}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
-	"github.com/flyd-dev/flyd/logfile"
 )
 
 type quarantined struct {
@@ -223,9 +222,7 @@ func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o api.R
 	if n := q.bad.network; n != "" {
 		s.dropNetwork(n)
 	}
-	if err := logfile.Remove(s.logPath(name), s.cfg.LogGenerations); err != nil {
-		s.log.Warn("cannot remove logs", zap.String("workload", name), zap.Error(err))
-	}
+	s.logs.remove(name)
 	s.log.Info("removed a quarantined workload", zap.String("workload", name))
 	s.publish(api.Event{Type: api.EventRemoved, Workload: name, Message: "quarantined record removed"})
 	return nil

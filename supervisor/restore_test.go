@@ -80,7 +80,7 @@ func TestUnreachableRunIsAdoptedLater(t *testing.T) {
 		t.Errorf("adopted late: pid %d restarts %d since %s; want pid %d, no restart, since %s", w.PID, w.Restarts, w.Since, first.PID, first.StartedAt)
 	}
 	var b strings.Builder
-	if err := s.Logs(ctx, "db", &b, -1, false); err != nil || strings.Count(b.String(), "started") != 1 {
+	if err := s.Logs(ctx, "db", api.LogQuery{Tail: -1}, api.WriteLog(&b)); err != nil || strings.Count(b.String(), "started") != 1 {
 		t.Errorf("log %q (%v): want one run", b.String(), err)
 	}
 	if _, err := s.Stop(ctx, "db"); err != nil {

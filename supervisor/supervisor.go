@@ -94,6 +94,8 @@ type Supervisor struct {
 	docMu   sync.Mutex
 	netDocs map[string]*spec.Network
 
+	logs logBook
+
 	mu           sync.Mutex
 	workloads    map[string]*workload
 	fileProblems map[string]string
@@ -143,6 +145,7 @@ func New(cfg Config) (*Supervisor, error) {
 		ctx:          ctx,
 		cancel:       cancel,
 	}
+	s.logs = logBook{s: s, logs: map[string]*logfile.Log{}}
 	for _, d := range cfg.Drivers {
 		s.drivers[d.Kind()] = d
 	}
@@ -384,6 +387,7 @@ func (s *Supervisor) Close() {
 	s.releaseQuarantined()
 	s.cancel()
 	s.wg.Wait()
+	s.logs.close()
 	if err := s.store.close(); err != nil {
 		s.log.Warn("closing the state journal", zap.Error(err))
 	}

@@ -292,7 +292,7 @@ func waitLog(t *testing.T, s *Supervisor, name, want string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var b strings.Builder
-		if err := s.Logs(context.Background(), name, &b, -1, false); err == nil && strings.Contains(b.String(), want) {
+		if err := s.Logs(context.Background(), name, api.LogQuery{Tail: -1}, api.WriteLog(&b)); err == nil && strings.Contains(b.String(), want) {
 			return
 		}
 		if time.Now().After(deadline) {

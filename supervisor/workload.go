@@ -15,7 +15,6 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
-	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -357,9 +356,7 @@ func (w *workload) remove() error {
 	w.s.deleteCgroup(w.name)
 	w.s.release(w.name, "")
 	w.s.dropNetwork(w.spec.Network)
-	if err := logfile.Remove(w.s.logPath(w.name), w.s.cfg.LogGenerations); err != nil {
-		w.log.Warn("cannot remove logs", zap.Error(err))
-	}
+	w.s.logs.remove(w.name)
 	w.publish(api.Event{Type: api.EventRemoved})
 	return nil
 }

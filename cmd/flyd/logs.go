@@ -1,34 +1,41 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"sync"
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
 )
 
 func init() {
-	register("logs", command{"print workloads' logs", "[-f] [--tail N] NAME... | --all", cmdLogs})
+	register("logs", command{"print workloads' logs", "[-f] [--tail N] [--since D] [-t] NAME... | --all", cmdLogs})
 	register("events", command{"stream the daemon's events, across daemon restarts", "[--reconnect D]", cmdEvents})
 	register("version", command{"print the version", "", cmdVersion})
 }
 
 func cmdLogs(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags()
-	follow := fs.Bool("f", false, "follow the logs as they grow")
+	follow := fs.Bool("f", false, "follow the logs as they grow, across daemon restarts")
 	fs.BoolVar(follow, "follow", false, "same as -f")
 	tail := fs.Int("tail", -1, "print only the last N lines of each; -1 prints all")
+	since := fs.String("since", "", "only lines written since this long ago (10m) or this time (RFC 3339)")
+	stamps := fs.Bool("timestamps", false, "begin every line with when it was written (UTC)")
+	fs.BoolVar(stamps, "t", false, "same as --timestamps")
+	patience := fs.Duration("reconnect", 30*time.Second, "with -f, how long to wait for a daemon that went away (a restart); 0 gives up at once")
 	all := fs.Bool("all", false, "every workload")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
+	}
+	q := api.LogQuery{Tail: *tail, Follow: *follow}
+	if *since != "" {
+		if q.Since, err = parseSince(*since, time.Now()); err != nil {
+			return usagef("--since: %v", err)
+		}
 	}
 	names := pos
 	if *all {
@@ -49,122 +56,96 @@ func cmdLogs(ctx context.Context, c *cli, args []string) error {
 		return usagef("a workload name, or --all, is needed")
 	case len(names) == 0:
 		return nil
-	case len(names) == 1 && !*all:
-		return c.followable(ctx, *follow, c.client.Logs(ctx, names[0], c.stdout, *tail, *follow))
 	}
-	// Several: every line with its workload's name in front; with -f,
-	// the streams interleave as their lines come.
-	out := newLineMux(c.stdout, names)
-	if !*follow {
-		for _, n := range names {
-			if err := c.client.Logs(ctx, n, out.prefixed(n), *tail, false); err != nil {
-				return fmt.Errorf("%s: %w", n, err)
-			}
-			out.flush(n)
-		}
-		return nil
-	}
-	// One refused (a name not found) ends them all.
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(names))
-	for _, n := range names {
-		go func() {
-			err := c.client.Logs(fctx, n, out.prefixed(n), *tail, true)
-			out.flush(n)
-			if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-				cancel()
-				err = fmt.Errorf("%s: %w", n, err)
-			}
-			errs <- err
-		}()
-	}
-	var first error
-	for range names {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return c.followable(ctx, true, first)
-}
-
-// followable turns the end of a follow that the caller did not ask for,
-// which only a daemon going away causes, into an error that says so.
-func (c *cli) followable(ctx context.Context, follow bool, err error) error {
-	if follow && ctx.Err() == nil && (err == nil || errors.Is(err, io.ErrUnexpectedEOF)) {
-		return errors.New("the daemon went away; the log was followed up to here (follow it again once the daemon is back)")
-	}
-	return err
-}
-
-// lineMux writes whole lines of several logs to one writer, each with its
-// workload's name in front (coloured on a terminal), so that lines of
-// different workloads never mix mid-line.
-type lineMux struct {
-	w      io.Writer
-	mu     sync.Mutex
-	prefix map[string]string
-	parts  map[string][]byte // a workload's line begun but not ended
-}
-
-// prefixColours are ANSI colours that read on dark and light terminals.
-var prefixColours = []string{"36", "33", "32", "35", "34", "31"}
-
-func newLineMux(w io.Writer, names []string) *lineMux {
-	width := 0
-	for _, n := range names {
-		width = max(width, len(n))
-	}
-	colour := isTerminalWriter(w)
-	m := &lineMux{w: w, prefix: map[string]string{}, parts: map[string][]byte{}}
-	for i, n := range names {
-		p := fmt.Sprintf("%-*s | ", width, n)
-		if colour {
-			p = "\x1b[" + prefixColours[i%len(prefixColours)] + "m" + p + "\x1b[0m"
-		}
-		m.prefix[n] = p
-	}
-	return m
-}
-
-// prefixed is the writer of name's log.
-func (m *lineMux) prefixed(name string) io.Writer {
-	return writerFunc(func(p []byte) (int, error) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		buf := append(m.parts[name], p...)
-		for {
-			nl := bytes.IndexByte(buf, '\n')
-			if nl < 0 {
-				break
-			}
-			if _, err := io.WriteString(m.w, m.prefix[name]+string(buf[:nl+1])); err != nil {
-				return 0, err
-			}
-			buf = buf[nl+1:]
-		}
-		m.parts[name] = append([]byte(nil), buf...)
-		return len(p), nil
+	p := newLogPrinter(c.stdout, names, len(names) > 1 || *all, *stamps)
+	return mergeLogs(ctx, len(names), p, func(ctx context.Context, i int, out func(logItem) error) error {
+		return c.streamLog(ctx, names[i], q, *patience, func(kind itemKind, r api.LogRecord) error {
+			return out(logItem{src: i, kind: kind, rec: r})
+		})
 	})
 }
 
-// flush writes what is left of name's last line, ended with a newline.
-func (m *lineMux) flush(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if rest := m.parts[name]; len(rest) > 0 {
-		_, _ = io.WriteString(m.w, m.prefix[name]+string(rest)+"\n")
-		delete(m.parts, name)
+// parseSince reads --since: a duration back from now, or a time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, errors.New("a negative duration")
+		}
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is neither a duration (10m, 2h) nor a time (2026-12-01T10:00:00Z)", s)
+}
+
+// streamLog reads one workload's log and, following, goes on across a
+// daemon restart: it waits up to patience for the daemon and resumes at
+// the position after the last record it had, so no line is lost or
+// repeated. A gap it cannot fill (rotated away meanwhile, or a log
+// that started over) is said on stderr.
+func (c *cli) streamLog(ctx context.Context, name string, q api.LogQuery, patience time.Duration, out func(itemKind, api.LogRecord) error) error {
+	var next *int64
+	var deadline time.Time
+	for {
+		connected := false
+		err := c.client.Logs(ctx, name, q, api.LogFunc(func(r api.LogRecord) error {
+			if !connected {
+				connected = true
+				if !deadline.IsZero() {
+					fmt.Fprintf(c.stderr, "flyd logs: %s: reconnected\n", name)
+					deadline = time.Time{}
+				}
+				if next != nil && r.Pos != *next {
+					c.logGap(name, *next, r.Pos)
+				}
+			}
+			end := r.End()
+			next = &end
+			if len(r.Data) == 0 {
+				return out(caughtUp, r)
+			}
+			return out(record, r)
+		}))
+		var answered *api.Error
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case !q.Follow, errors.As(err, &answered):
+			if err != nil {
+				err = fmt.Errorf("%s: %w", name, err)
+			}
+			return err
+		case patience <= 0:
+			return fmt.Errorf("%s: the daemon went away; the log was followed up to here", name)
+		case deadline.IsZero():
+			fmt.Fprintf(c.stderr, "flyd logs: %s: the daemon went away; waiting up to %s for it\n", name, patience)
+			deadline = time.Now().Add(patience)
+			if err := out(reconnecting, api.LogRecord{}); err != nil {
+				return err
+			}
+		case time.Now().After(deadline):
+			return fmt.Errorf("%s: the daemon did not come back within %s: %w", name, patience, err)
+		}
+		if next != nil {
+			q.From = next
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-func isTerminalWriter(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && isTerminal(f)
+func (c *cli) logGap(name string, want, got int64) {
+	if got > want {
+		fmt.Fprintf(c.stderr, "flyd logs: %s: %d bytes were rotated away before they could be read\n", name, got-want)
+		return
+	}
+	fmt.Fprintf(c.stderr, "flyd logs: %s: the log started over (the workload was replaced)\n", name)
 }
 
 func cmdEvents(ctx context.Context, c *cli, args []string) error {

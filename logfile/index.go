@@ -1,0 +1,246 @@
+package logfile
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A log's index, at path.index, gives its bytes positions and times.
+//
+// A position counts every byte the log ever held: the live file's first
+// byte is at the index's base, which a rotation moves on by what it
+// rotated away, so a position names one byte for the whole life of the
+// log, across rotations and daemon restarts. A reader that stopped at a
+// position can resume there exactly.
+//
+// A mark says that by a time the log held the bytes before a position.
+// The workload writes its log itself, so no byte carries its own time:
+// bytes between two marks were written between their times, and a line
+// is dated by the first mark at or past its end. Marks are taken from
+// the live file's modification time whenever the daemon's log loop sees
+// it grow, so a line is dated at the latest write before that look.
+//
+// On disk: a header of indexMagic and the base, then marks, each a
+// position and a Unix time in nanoseconds, all little-endian uint64s. A
+// torn last mark (a crash mid-append) is ignored.
+const (
+	indexMagic  = "flydlog1"
+	headerSize  = 16
+	markSize    = 16
+	indexSuffix = ".index"
+)
+
+func indexPath(path string) string { return path + indexSuffix }
+
+// mark is one (position, time) pair of an index.
+type mark struct {
+	pos int64
+	at  time.Time
+}
+
+// index is an open index. Its own lock serialises its file; the shape
+// of the log (base against the live file) is guarded by Log's.
+type index struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+	base int64
+	n    int  // marks on disk
+	last mark // the newest mark, zero when there is none
+}
+
+// openIndex opens or creates the index of the log at path. One that is
+// not an index (a foreign file, a wrong magic) is an error naming it,
+// never overwritten.
+func openIndex(path string) (*index, error) {
+	ip := indexPath(path)
+	f, err := os.OpenFile(ip, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, fileMode)
+	if err != nil {
+		return nil, err
+	}
+	x := &index{path: ip, f: f}
+	if err := x.load(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+func (x *index) load() error {
+	fi, err := x.f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() == 0 {
+		return x.writeHeader()
+	}
+	var h [headerSize]byte
+	if _, err := x.f.ReadAt(h[:], 0); err != nil || !bytes.Equal(h[:8], []byte(indexMagic)) {
+		return fmt.Errorf("%s is not a flyd log index", x.path)
+	}
+	x.base = int64(binary.LittleEndian.Uint64(h[8:]))
+	x.n = int((fi.Size() - headerSize) / markSize)
+	if x.n > 0 {
+		x.last, err = x.at(x.n - 1)
+	}
+	return err
+}
+
+func (x *index) writeHeader() error {
+	var h [headerSize]byte
+	copy(h[:], indexMagic)
+	binary.LittleEndian.PutUint64(h[8:], uint64(x.base))
+	_, err := x.f.WriteAt(h[:], 0)
+	return err
+}
+
+func (x *index) at(i int) (mark, error) {
+	m, err := x.read(i, i+1)
+	if err != nil {
+		return mark{}, err
+	}
+	return m[0], nil
+}
+
+func (x *index) close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.f.Close()
+}
+
+// livePos is the position of the live file's first byte.
+func (x *index) livePos() int64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.base
+}
+
+// add records that the log held the bytes before pos at t. Nothing is
+// written unless the log grew past the last mark; a time earlier than the
+// last mark's (a clock stepped back) is taken as that mark's, so marks
+// stay ordered by both.
+func (x *index) add(pos int64, t time.Time) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if pos <= x.last.pos {
+		return nil
+	}
+	if t.Before(x.last.at) {
+		t = x.last.at
+	}
+	var b [markSize]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(pos))
+	binary.LittleEndian.PutUint64(b[8:], uint64(t.UnixNano()))
+	if _, err := x.f.WriteAt(b[:], headerSize+int64(x.n)*markSize); err != nil {
+		return err
+	}
+	x.n++
+	x.last = mark{pos, t}
+	return nil
+}
+
+// rebase moves the base to base and drops the marks before keep, the
+// first position the log still holds. The index is rewritten under a
+// temporary name and renamed over the old one, so a crash leaves one or
+// the other.
+func (x *index) rebase(base, keep int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	first := x.search(func(m mark) bool { return m.pos > keep })
+	marks, err := x.read(first, x.n)
+	if err != nil {
+		return err
+	}
+	tmp := x.path + ".new"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, fileMode)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	buf := make([]byte, headerSize, headerSize+len(marks)*markSize)
+	copy(buf, indexMagic)
+	binary.LittleEndian.PutUint64(buf[8:], uint64(base))
+	for _, m := range marks {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(m.pos))
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(m.at.UnixNano()))
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return err
+	}
+	if err := os.Rename(tmp, x.path); err != nil {
+		f.Close()
+		return err
+	}
+	x.f.Close()
+	x.f, x.base, x.n = f, base, len(marks)
+	return nil
+}
+
+// search is the first mark for which ok holds, ok being false then true
+// along the marks; x.n when there is none. Read errors count as true,
+// and show up when that mark is read.
+func (x *index) search(ok func(mark) bool) int {
+	return sort.Search(x.n, func(i int) bool {
+		m, err := x.at(i)
+		return err != nil || ok(m)
+	})
+}
+
+// read returns marks i to j-1.
+func (x *index) read(i, j int) ([]mark, error) {
+	if i >= j {
+		return nil, nil
+	}
+	buf := make([]byte, (j-i)*markSize)
+	if _, err := x.f.ReadAt(buf, headerSize+int64(i)*markSize); err != nil {
+		return nil, err
+	}
+	marks := make([]mark, j-i)
+	for k := range marks {
+		b := buf[k*markSize:]
+		marks[k] = mark{int64(binary.LittleEndian.Uint64(b[:8])), time.Unix(0, int64(binary.LittleEndian.Uint64(b[8:16])))}
+	}
+	return marks, nil
+}
+
+// marksFrom returns the marks past pos, oldest first: those that date
+// the bytes from pos on.
+func (x *index) marksFrom(pos int64) ([]mark, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.read(x.search(func(m mark) bool { return m.pos > pos }), x.n)
+}
+
+// posBefore is the position of the last mark older than t: every byte
+// written at t or later lies past it. ok is false when no mark is.
+func (x *index) posBefore(t time.Time) (pos int64, ok bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i := x.search(func(m mark) bool { return !m.at.Before(t) })
+	if i == 0 {
+		return 0, false
+	}
+	m, err := x.at(i - 1)
+	return m.pos, err == nil
+}
+
+// removeIndex deletes the index of the log at path, and a rewrite a
+// crash left behind.
+func removeIndex(path string) []error {
+	var errs []error
+	for _, p := range []string{indexPath(path), indexPath(path) + ".new"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
