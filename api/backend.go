@@ -45,7 +45,8 @@ type Backend interface {
 	PutNetwork(ctx context.Context, n *spec.Network) (*Network, error)
 	// Events streams events until ctx is done. The channel is closed when
 	// the stream ends, including when a reader too slow to keep up is dropped.
-	Events(ctx context.Context) (<-chan Event, error)
+	// With after > 0 it first replays the kept events numbered after it.
+	Events(ctx context.Context, after uint64) (<-chan Event, error)
 }
 
 // ApplyOptions qualify Apply.

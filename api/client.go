@@ -249,8 +249,12 @@ func (c *Client) DeleteNetwork(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
 }
 
-func (c *Client) Events(ctx context.Context) (<-chan Event, error) {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/events", nil, nil)
+func (c *Client) Events(ctx context.Context, after uint64) (<-chan Event, error) {
+	var q url.Values
+	if after > 0 {
+		q = url.Values{"after": {strconv.FormatUint(after, 10)}}
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/events", q, nil)
 	if err != nil {
 		return nil, err
 	}

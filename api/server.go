@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -350,9 +351,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.closeStream()
+	var after uint64
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, fmt.Errorf("%w: after: not an event number", errdefs.ErrInvalid))
+			return
+		}
+		after = n
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel() // unsubscribes a reader dropped for not reading
-	ch, err := s.backend.Events(ctx)
+	ch, err := s.backend.Events(ctx, after)
 	if err != nil {
 		writeError(w, err)
 		return

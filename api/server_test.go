@@ -172,7 +172,7 @@ func TestStreamsEndWithTheirClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	events, err := c.Events(sctx)
+	events, err := c.Events(sctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,6 +184,9 @@ type Quarantined struct {
 
 // Event is one change the daemon reports on /v1/events.
 type Event struct {
+	// Seq numbers the daemon's events, on across its restarts: a reader
+	// that lost the daemon asks for the events after the last it had.
+	Seq      uint64    `json:"seq"`
 	Time     time.Time `json:"time"`
 	Type     string    `json:"type"`
 	Workload string    `json:"workload,omitempty"`

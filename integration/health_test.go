@@ -58,7 +58,7 @@ func (d *daemon) waitEvent(t *testing.T, ok func(api.Event) bool) api.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	ch, err := d.client.Events(ctx)
+	ch, err := d.client.Events(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ network: fnet
 health: {tcp: http, interval: 100ms, timeout: 1s, failures: 2}
 `))
 	d.waitWorkload(t, "frozen", "healthy", healthy(true))
-	events, err := d.client.Events(t.Context()) // open before the stop: a stream begins now
+	events, err := d.client.Events(t.Context(), 0) // open before the stop: a stream begins now
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestStreamsDoNotLeak(t *testing.T) {
 		}()
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		defer cancel2()
-		ch, err := d.client.Events(ctx2)
+		ch, err := d.client.Events(ctx2, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,6 +189,13 @@ func TestEventsAcrossRestart(t *testing.T) {
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "a.yaml", "name: before\ncommand: [\"@PROG@\", signals]\n"))
 	events.waitLine(t, "an event of the first daemon", func(l string) bool { return strings.Contains(l, `"workload":"before"`) })
 	d.kill(t)
+	// Applied as the next daemon starts, before the stream is back.
+	if err := os.MkdirAll(filepath.Join(d.dir, "workloads.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.dir, "workloads.d", "gap.yaml"), []byte(strings.ReplaceAll("name: gap\ncommand: [\"@PROG@\", signals]\n", "@PROG@", progBin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	d2 := startDaemon(t, inDir(d.dir))
 	d2.waitStreams(t, 1) // events found the new daemon
 	d2.mustCLI(t, "apply", "-f", d2.writeSpec(t, "b.yaml", "name: after\ncommand: [\"@PROG@\", signals]\n"))
@@ -198,7 +205,26 @@ func TestEventsAcrossRestart(t *testing.T) {
 		t.Error("flyd events ended")
 	default:
 	}
-	d2.mustCLI(t, "stop", "before", "after")
+	// Every event once, in order, those of the gap too.
+	var seqs []uint64
+	gap := false
+	for _, l := range events.lines() {
+		var ev api.Event
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("not an event: %q", l)
+		}
+		seqs = append(seqs, ev.Seq)
+		gap = gap || ev.Workload == "gap" && ev.Type == api.EventApplied
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] != seqs[i-1]+1 {
+			t.Fatalf("event numbers %v: not each once in order", seqs)
+		}
+	}
+	if !gap {
+		t.Errorf("the event of the gap was not replayed: %q", events.lines())
+	}
+	d2.mustCLI(t, "stop", "before", "after", "gap")
 }
 
 // inOrder reports whether want is a subsequence of got.

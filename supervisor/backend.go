@@ -247,6 +247,6 @@ type logSink struct{ out api.LogSink }
 func (l logSink) Record(r logfile.Record) error { return l.out.Record(api.LogRecord(r)) }
 func (l logSink) Flush()                        { l.out.Flush() }
 
-func (s *Supervisor) Events(ctx context.Context) (<-chan api.Event, error) {
-	return s.events.subscribe(ctx), nil
+func (s *Supervisor) Events(ctx context.Context, after uint64) (<-chan api.Event, error) {
+	return s.events.subscribe(ctx, after), nil
 }

@@ -1,28 +1,100 @@
 package supervisor
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"sync"
+	"syscall"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/logfile"
 )
 
 // eventBuffer is how far a subscriber may fall behind before it is dropped.
 const eventBuffer = 256
 
-// bus fans events out to subscribers. Publishing never blocks: a subscriber
-// whose buffer is full is dropped (its channel closed), so a slow reader can
-// never stall a workload's lifecycle.
+// eventLogMax is the size at which the event history starts a new file;
+// it keeps this and one older file: some ten thousand events.
+const eventLogMax = 1 << 20
+
+// bus numbers events, keeps them on disk and fans them out to
+// subscribers. Publishing never blocks: a subscriber whose buffer is
+// full is dropped (its channel closed), so a slow reader can never stall
+// a workload's lifecycle.
+//
+// The history (events.log, then events.log.1, one JSON event a line)
+// lets a reader that lost the daemon, to a restart or a crash, resume
+// after the last event it had: the numbers go on from the history's
+// last one.
 type bus struct {
 	mu   sync.Mutex
 	subs map[chan api.Event]struct{}
+	seq  uint64
+	path string // "" keeps no history
+	f    *os.File
+	size int64
+	// failing is set while the history cannot be written, so that only
+	// the first failure of a spell is reported.
+	failing bool
 }
 
-func newBus() *bus { return &bus{subs: map[chan api.Event]struct{}{}} }
+// newBus opens the history at path ("" for none) and numbers on from
+// its last event.
+func newBus(path string) (*bus, error) {
+	b := &bus{subs: map[chan api.Event]struct{}{}, path: path}
+	if path == "" {
+		return b, nil
+	}
+	var last bytes.Buffer
+	if err := logfile.Tail(&last, path, 1, 1); err != nil {
+		return nil, err
+	}
+	var ev api.Event
+	if last.Len() > 0 && json.Unmarshal(last.Bytes(), &ev) == nil {
+		b.seq = ev.Seq
+	}
+	return b, b.open()
+}
 
-func (b *bus) publish(ev api.Event) {
+func (b *bus) open() error {
+	f, err := os.OpenFile(b.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o640)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	b.f, b.size = f, fi.Size()
+	return nil
+}
+
+func (b *bus) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.f != nil {
+		b.f.Close()
+		b.f = nil
+	}
+}
+
+// publish numbers ev, appends it to the history and sends it to every
+// subscriber. It returns the error of a history that stopped taking
+// events, once per spell of failures.
+func (b *bus) publish(ev api.Event) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	ev.Seq = b.seq
+	err := b.keep(ev)
+	report := err != nil && !b.failing
+	b.failing = err != nil
 	for ch := range b.subs {
 		select {
 		case ch <- ev:
@@ -31,22 +103,102 @@ func (b *bus) publish(ev api.Event) {
 			close(ch)
 		}
 	}
+	if !report {
+		return nil
+	}
+	return err
 }
 
-// subscribe returns a channel of events that is closed when ctx is done or
-// the subscriber is dropped.
-func (b *bus) subscribe(ctx context.Context) <-chan api.Event {
-	ch := make(chan api.Event, eventBuffer)
+func (b *bus) keep(ev api.Event) error {
+	if b.f == nil {
+		return nil
+	}
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if b.size+int64(len(line)) >= eventLogMax {
+		b.f.Close()
+		b.f = nil
+		if err := os.Rename(b.path, b.path+".1"); err != nil {
+			return err
+		}
+		if err := b.open(); err != nil {
+			return err
+		}
+	}
+	n, err := b.f.Write(append(line, '\n'))
+	b.size += int64(n)
+	return err
+}
+
+// subscribe returns a channel of events that is closed when ctx is done
+// or the subscriber is dropped. With after > 0 it first replays the
+// events of the history numbered after it, then goes on with new ones;
+// a gap in the numbers shows what the history no longer holds.
+func (b *bus) subscribe(ctx context.Context, after uint64) <-chan api.Event {
+	live := make(chan api.Event, eventBuffer)
 	b.mu.Lock()
-	b.subs[ch] = struct{}{}
+	b.subs[live] = struct{}{}
+	upTo := b.seq
 	b.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if _, ok := b.subs[ch]; ok {
-			delete(b.subs, ch)
-			close(ch)
+		if _, ok := b.subs[live]; ok {
+			delete(b.subs, live)
+			close(live)
 		}
 	})
-	return ch
+	if after == 0 || after >= upTo || b.path == "" {
+		return live
+	}
+	out := make(chan api.Event)
+	go func() {
+		defer close(out)
+		send := func(ev api.Event) bool {
+			select {
+			case out <- ev:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for _, p := range []string{b.path + ".1", b.path} {
+			if !b.replay(p, after, upTo, send) {
+				return
+			}
+		}
+		for ev := range live {
+			if !send(ev) {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// replay sends the events of the history file at path numbered in
+// (after, upTo]; it reports false once send does.
+func (b *bus) replay(path string, after, upTo uint64, send func(api.Event) bool) bool {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return true // replay what can be read; the numbers show the gap
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var ev api.Event
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Seq <= after || ev.Seq > upTo {
+			continue
+		}
+		if !send(ev) {
+			return false
+		}
+	}
+	return true
 }

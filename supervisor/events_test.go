@@ -2,6 +2,10 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,11 +15,14 @@ import (
 // TestSlowReaderIsDropped: a subscriber that never reads is dropped once
 // its buffer is full, and publishing never blocks on it.
 func TestSlowReaderIsDropped(t *testing.T) {
-	b := newBus()
+	b, err := newBus("")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stuck := b.subscribe(ctx)
-	live := b.subscribe(ctx)
+	stuck := b.subscribe(ctx, 0)
+	live := b.subscribe(ctx, 0)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -41,5 +48,57 @@ func TestSlowReaderIsDropped(t *testing.T) {
 	}
 	cancel()
 	for range live {
+	}
+}
+
+// TestEventHistory: events are numbered on across a restart of the bus
+// (a new daemon), and a reader that asks for those after the last it had
+// gets each once, in order, the kept ones first and then new ones,
+// across the history's change of file.
+func TestEventHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.log")
+	b, err := newBus(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 4<<10)
+	n := 2 * eventLogMax / len(big) // enough to start a new file, twice
+	for i := range n {
+		if err := b.publish(api.Event{Type: api.EventState, Message: fmt.Sprint(i) + big[:len(big)-8]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.close()
+	if _, err := os.Stat(path + ".1"); err != nil {
+		t.Fatalf("the history never started a new file: %v", err)
+	}
+
+	b, err = newBus(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	if b.seq != uint64(n) {
+		t.Fatalf("a new bus numbers on from %d, want %d", b.seq, n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	after := uint64(n - 100)
+	ch := b.subscribe(ctx, after)
+	if err := b.publish(api.Event{Type: api.EventApplied}); err != nil {
+		t.Fatal(err)
+	}
+	for want := after + 1; want <= uint64(n+1); want++ {
+		select {
+		case ev := <-ch:
+			if ev.Seq != want {
+				t.Fatalf("got event %d, want %d", ev.Seq, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("event %d never came", want)
+		}
+	}
+	cancel()
+	for range ch {
 	}
 }

@@ -127,13 +127,18 @@ func New(cfg Config) (*Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
+	events, err := newBus(filepath.Join(cfg.StateDir, "events.log"))
+	if err != nil {
+		st.close()
+		return nil, fmt.Errorf("event history: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{
 		cfg:          cfg,
 		log:          cfg.Logger,
 		store:        st,
 		drivers:      map[spec.Kind]driver.Driver{},
-		events:       newBus(),
+		events:       events,
 		started:      time.Now(),
 		hostname:     hostname(),
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
@@ -357,7 +362,9 @@ func (s *Supervisor) logPath(name string) string {
 
 func (s *Supervisor) publish(ev api.Event) {
 	ev.Time = time.Now()
-	s.events.publish(ev)
+	if err := s.events.publish(ev); err != nil {
+		s.log.Warn("cannot keep events for readers that resume; they still go to those reading now", zap.Error(err))
+	}
 }
 
 // hostname names this host in registry ids and metadata.
@@ -388,6 +395,7 @@ func (s *Supervisor) Close() {
 	s.cancel()
 	s.wg.Wait()
 	s.logs.close()
+	s.events.close()
 	if err := s.store.close(); err != nil {
 		s.log.Warn("closing the state journal", zap.Error(err))
 	}

@@ -127,7 +127,7 @@ func TestRestartPolicyGivesUpAfterMaxRestarts(t *testing.T) {
 	s := open(t, newDirs(t), true)
 	defer s.Close()
 	ctx := context.Background()
-	events, _ := s.Events(ctx)
+	events, _ := s.Events(ctx, 0)
 
 	w := shSpec("crashy", "exit 3")
 	w.Restart.MaxRestarts = 2

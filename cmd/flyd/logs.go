@@ -154,12 +154,17 @@ func cmdEvents(ctx context.Context, c *cli, args []string) error {
 	if _, err := c.parse(fs, args); err != nil {
 		return err
 	}
-	ch, err := c.client.Events(ctx)
+	ch, err := c.client.Events(ctx, 0)
 	if err != nil {
 		return err
 	}
+	var last uint64
 	for {
 		for ev := range ch {
+			if last > 0 && ev.Seq > last+1 {
+				fmt.Fprintf(c.stderr, "flyd events: %d events were lost: the daemon keeps no more\n", ev.Seq-last-1)
+			}
+			last = max(last, ev.Seq)
 			if c.json {
 				if err := printJSONLine(c.stdout, ev); err != nil {
 					return err
@@ -171,25 +176,25 @@ func cmdEvents(ctx context.Context, c *cli, args []string) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if ch, err = reconnect(ctx, c, *patience); err != nil {
+		if ch, err = reconnect(ctx, c, *patience, last); err != nil {
 			return err
 		}
 	}
 }
 
-// reconnect opens a stream again after the daemon ended it, as a daemon
-// restart does, trying for up to patience. What happened while no daemon
-// answered is not replayed: reconnect says so on stderr.
-func reconnect(ctx context.Context, c *cli, patience time.Duration) (<-chan api.Event, error) {
+// reconnect opens the event stream again after the daemon ended it, as a
+// daemon restart does, trying for up to patience, and resumes after the
+// last event it had: the next daemon replays what was missed.
+func reconnect(ctx context.Context, c *cli, patience time.Duration, last uint64) (<-chan api.Event, error) {
 	if patience <= 0 {
 		return nil, errors.New("the daemon ended the stream")
 	}
 	fmt.Fprintf(c.stderr, "flyd %s: the daemon went away; waiting up to %s for it\n", c.name, patience)
 	deadline := time.Now().Add(patience)
 	for {
-		s, err := c.client.Events(ctx)
+		s, err := c.client.Events(ctx, last)
 		if err == nil {
-			fmt.Fprintf(c.stderr, "flyd %s: reconnected; what happened while no daemon answered is not repeated\n", c.name)
+			fmt.Fprintf(c.stderr, "flyd %s: reconnected\n", c.name)
 			return s, nil
 		}
 		if ctx.Err() != nil {
