@@ -10,30 +10,28 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
-// State is a workload's place in its lifecycle.
-type State string
+// State is a workload's place in its lifecycle: the supervisor's words,
+// shown as they are.
+type State = status.State
 
 const (
-	StatePending   State = "pending"
-	StatePreparing State = "preparing"
-	StateStarting  State = "starting"
-	StateRunning   State = "running"
-	StateStopping  State = "stopping"
-	StateStopped   State = "stopped"
-	StateExited    State = "exited"
-	StateBackoff   State = "backoff"
-	StateFailed    State = "failed"
-	// StateUnknown is a run of an earlier daemon that could not be adopted
-	// yet (its runtime is down): it may still be alive, so nothing else
-	// starts until adoption is retried and says.
-	StateUnknown State = "unknown"
+	StatePending   = status.Pending
+	StatePreparing = status.Preparing
+	StateStarting  = status.Starting
+	StateRunning   = status.Running
+	StateStopping  = status.Stopping
+	StateStopped   = status.Stopped
+	StateExited    = status.Exited
+	StateBackoff   = status.Backoff
+	StateFailed    = status.Failed
+	StateUnknown   = status.Unknown
 )
 
 // States lists every state in lifecycle order.
-var States = []State{StatePending, StatePreparing, StateStarting, StateRunning,
-	StateStopping, StateStopped, StateExited, StateBackoff, StateFailed, StateUnknown}
+var States = status.States
 
 // Exit is how a run ended, as the daemon says it.
 type Exit struct {
@@ -197,20 +195,15 @@ type Event struct {
 
 // Event types.
 const (
-	EventApplied = "applied"
-	EventRemoved = "removed"
-	EventState   = "state"
-	EventExit    = "exit"
-	EventHealth  = "health"
-	EventRestart = "restart"
-	EventReload  = "reload"
-	// EventLimit is a process killed, or a fork refused, by a limit.
-	EventLimit = "limit"
-	EventError = "error"
-	// EventFile reports a workloads-directory file that is refused, and
-	// when it is good again.
-	EventFile = "file"
-	// EventRegistry reports an instance the registry refuses or cannot be
-	// reached for, and its recovery.
-	EventRegistry = "registry"
+	EventApplied  = status.EventApplied
+	EventRemoved  = status.EventRemoved
+	EventState    = status.EventState
+	EventExit     = status.EventExit
+	EventHealth   = status.EventHealth
+	EventRestart  = status.EventRestart
+	EventReload   = status.EventReload
+	EventLimit    = status.EventLimit
+	EventError    = status.EventError
+	EventFile     = status.EventFile
+	EventRegistry = status.EventRegistry
 )

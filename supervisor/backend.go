@@ -1,5 +1,10 @@
 package supervisor
 
+// This file and backend_batch.go are the supervisor as an api.Backend: they take
+// the API's requests and answer in its types, converting the
+// supervisor's status (package status). Nothing else in the package
+// knows the wire.
+
 import (
 	"context"
 	"errors"
@@ -13,6 +18,7 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
@@ -33,8 +39,12 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 	for _, k := range spec.Kinds {
 		st.Runtimes[string(k)] = s.runtime(ctx, k) == nil
 	}
-	st.FileProblems = s.fileProblemList()
-	st.Quarantined = s.quarantinedList()
+	for _, p := range s.fileProblemList() {
+		st.FileProblems = append(st.FileProblems, api.FromFileProblem(p))
+	}
+	for _, q := range s.quarantinedList() {
+		st.Quarantined = append(st.Quarantined, api.FromQuarantined(q))
+	}
 	for _, w := range s.all() {
 		st.Workloads++
 		st.States[w.snapshot(false).State]++
@@ -58,7 +68,7 @@ func (s *Supervisor) List(ctx context.Context) ([]api.Workload, error) {
 	ws := s.all()
 	out := make([]api.Workload, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, w.snapshot(false))
+		out = append(out, api.FromWorkload(w.snapshot(false)))
 	}
 	return out, nil
 }
@@ -68,8 +78,24 @@ func (s *Supervisor) Get(ctx context.Context, name string) (*api.Workload, error
 	if err != nil {
 		return nil, err
 	}
-	v := w.snapshot(true)
-	return &v, nil
+	return wire(w.snapshot(true), nil)
+}
+
+var _ api.Backend = (*Supervisor)(nil)
+
+// wire is a workload's status, with the outcome of a command on it, as
+// the API answers them.
+func wire(v status.Workload, err error) (*api.Workload, error) {
+	out := api.FromWorkload(v)
+	return &out, err
+}
+
+// wireResult is wire for a command whose answer may have no workload.
+func wireResult(v *status.Workload, err error) (*api.Workload, error) {
+	if v == nil {
+		return nil, err
+	}
+	return wire(*v, err)
 }
 
 // Put applies a spec as the API does: Apply without owner or force.
@@ -128,20 +154,20 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 		if err != nil {
 			return nil, err
 		}
-		w, created := s.register(sp, ports, api.StatePending, func(w *workload) { w.createErr = w.create(o.Start, o.Owner) })
+		w, created := s.register(sp, ports, status.Pending, func(w *workload) { w.createErr = w.create(o.Start, o.Owner) })
 		if created {
-			s.publish(api.Event{Type: api.EventApplied, Workload: sp.Name, Message: "created"})
+			s.publish(status.Event{Type: status.EventApplied, Workload: sp.Name, Message: "created"})
 			err := w.call(ctx, func() error { return w.createErr })
 			if errors.Is(err, errRemoved) && w.createErr != nil {
 				err = w.createErr // read after the loop ended: no race
 			}
-			return w.result(err)
+			return wireResult(w.result(err))
 		}
 		err = w.call(ctx, func() error { return w.replace(sp, ports, o.Start) })
 		if errors.Is(err, errRemoved) {
 			continue // removed while we waited: create it anew
 		}
-		return w.result(err)
+		return wireResult(w.result(err))
 	}
 }
 
@@ -150,7 +176,7 @@ func (s *Supervisor) lifecycle(ctx context.Context, name string, f func(w *workl
 	if err != nil {
 		return nil, err
 	}
-	return w.result(gone(name, w.call(ctx, func() error { return f(w) })))
+	return wireResult(w.result(gone(name, w.call(ctx, func() error { return f(w) }))))
 }
 
 // gone turns a command that met a removal into not_found.
@@ -218,15 +244,26 @@ func (s *Supervisor) Delete(ctx context.Context, name string) error {
 
 // Remove stops and removes a workload; a stop in progress is overtaken.
 func (s *Supervisor) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
+	return s.remove(ctx, name, removal{owner: o.Owner, force: o.Force})
+}
+
+// removal is who removes a workload: the workloads directory's file
+// owner, or the API (no owner), forcing past an owner or not.
+type removal struct {
+	owner string
+	force bool
+}
+
+func (s *Supervisor) remove(ctx context.Context, name string, o removal) error {
 	w, err := s.lookup(name)
 	if err != nil {
 		return s.removeQuarantined(ctx, name, o, err)
 	}
-	if ownedBy(name, w.snapshot(false).Owner, o.Owner, o.Force) == nil {
+	if ownedBy(name, w.snapshot(false).Owner, o.owner, o.force) == nil {
 		w.overtake()
 	}
 	return gone(name, w.call(ctx, func() error {
-		if err := ownedBy(name, w.owner, o.Owner, o.Force); err != nil {
+		if err := ownedBy(name, w.owner, o.owner, o.force); err != nil {
 			return err
 		}
 		return w.remove()
@@ -248,5 +285,44 @@ func (l logSink) Record(r logfile.Record) error { return l.out.Record(api.LogRec
 func (l logSink) Flush()                        { l.out.Flush() }
 
 func (s *Supervisor) Events(ctx context.Context, after uint64) (<-chan api.Event, error) {
-	return s.events.subscribe(ctx, after), nil
+	in := s.events.subscribe(ctx, after)
+	out := make(chan api.Event)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			select {
+			case out <- api.FromEvent(ev):
+			case <-ctx.Done():
+				for range in { // closed once ctx's unsubscribe runs
+				}
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (s *Supervisor) Ports(ctx context.Context) ([]api.PortMapping, error) {
+	return api.FromPorts(s.portList()), nil
+}
+
+func (s *Supervisor) Networks(ctx context.Context) ([]api.Network, error) {
+	ns, err := s.networkList()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Network, len(ns))
+	for i, n := range ns {
+		out[i] = api.FromNetwork(n)
+	}
+	return out, nil
+}
+
+func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
+	nw, err := s.putNetwork(ctx, n)
+	if nw == nil {
+		return nil, err
+	}
+	out := api.FromNetwork(*nw)
+	return &out, err
 }

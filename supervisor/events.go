@@ -10,9 +10,10 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // eventBuffer is how far a subscriber may fall behind before it is dropped.
@@ -33,7 +34,7 @@ const eventLogMax = 1 << 20
 // last one.
 type bus struct {
 	mu   sync.Mutex
-	subs map[chan api.Event]struct{}
+	subs map[chan status.Event]struct{}
 	seq  uint64
 	path string // "" keeps no history
 	f    *os.File
@@ -46,7 +47,7 @@ type bus struct {
 // newBus opens the history at path ("" for none) and numbers on from
 // its last event.
 func newBus(path string) (*bus, error) {
-	b := &bus{subs: map[chan api.Event]struct{}{}, path: path}
+	b := &bus{subs: map[chan status.Event]struct{}{}, path: path}
 	if path == "" {
 		return b, nil
 	}
@@ -54,9 +55,9 @@ func newBus(path string) (*bus, error) {
 	if err := logfile.Tail(&last, path, 1, 1); err != nil {
 		return nil, err
 	}
-	var ev api.Event
-	if last.Len() > 0 && json.Unmarshal(last.Bytes(), &ev) == nil {
-		b.seq = ev.Seq
+	var rec eventRecord
+	if last.Len() > 0 && json.Unmarshal(last.Bytes(), &rec) == nil {
+		b.seq = rec.Seq
 	}
 	return b, b.open()
 }
@@ -75,9 +76,14 @@ func (b *bus) open() error {
 	return nil
 }
 
+// close ends every subscription and the history.
 func (b *bus) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for ch := range b.subs {
+		delete(b.subs, ch)
+		close(ch)
+	}
 	if b.f != nil {
 		b.f.Close()
 		b.f = nil
@@ -87,7 +93,7 @@ func (b *bus) close() {
 // publish numbers ev, appends it to the history and sends it to every
 // subscriber. It returns the error of a history that stopped taking
 // events, once per spell of failures.
-func (b *bus) publish(ev api.Event) error {
+func (b *bus) publish(ev status.Event) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
@@ -109,11 +115,50 @@ func (b *bus) publish(ev api.Event) error {
 	return err
 }
 
-func (b *bus) keep(ev api.Event) error {
+// eventRecord is an event as the history keeps it: its own format, so
+// that neither the API's nor the status type's changes rewrite it.
+type eventRecord struct {
+	Seq      uint64       `json:"seq"`
+	Time     time.Time    `json:"time"`
+	Type     string       `json:"type"`
+	Workload string       `json:"workload,omitempty"`
+	State    status.State `json:"state,omitempty"`
+	Message  string       `json:"message,omitempty"`
+	Exit     *exitRecord  `json:"exit,omitempty"`
+}
+
+type exitRecord struct {
+	Code        int       `json:"code"`
+	Signal      string    `json:"signal,omitempty"`
+	At          time.Time `json:"at"`
+	Unknown     bool      `json:"unknown,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Description string    `json:"description"`
+}
+
+func recordOf(ev status.Event) eventRecord {
+	r := eventRecord{ev.Seq, ev.Time, ev.Type, ev.Workload, ev.State, ev.Message, nil}
+	if ev.Exit != nil {
+		x := exitRecord(*ev.Exit)
+		r.Exit = &x
+	}
+	return r
+}
+
+func (r eventRecord) event() status.Event {
+	ev := status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, State: r.State, Message: r.Message}
+	if r.Exit != nil {
+		x := status.Exit(*r.Exit)
+		ev.Exit = &x
+	}
+	return ev
+}
+
+func (b *bus) keep(ev status.Event) error {
 	if b.f == nil {
 		return nil
 	}
-	line, err := json.Marshal(ev)
+	line, err := json.Marshal(recordOf(ev))
 	if err != nil {
 		return err
 	}
@@ -136,8 +181,8 @@ func (b *bus) keep(ev api.Event) error {
 // or the subscriber is dropped. With after > 0 it first replays the
 // events of the history numbered after it, then goes on with new ones;
 // a gap in the numbers shows what the history no longer holds.
-func (b *bus) subscribe(ctx context.Context, after uint64) <-chan api.Event {
-	live := make(chan api.Event, eventBuffer)
+func (b *bus) subscribe(ctx context.Context, after uint64) <-chan status.Event {
+	live := make(chan status.Event, eventBuffer)
 	b.mu.Lock()
 	b.subs[live] = struct{}{}
 	upTo := b.seq
@@ -153,10 +198,10 @@ func (b *bus) subscribe(ctx context.Context, after uint64) <-chan api.Event {
 	if after == 0 || after >= upTo || b.path == "" {
 		return live
 	}
-	out := make(chan api.Event)
+	out := make(chan status.Event)
 	go func() {
 		defer close(out)
-		send := func(ev api.Event) bool {
+		send := func(ev status.Event) bool {
 			select {
 			case out <- ev:
 				return true
@@ -180,7 +225,7 @@ func (b *bus) subscribe(ctx context.Context, after uint64) <-chan api.Event {
 
 // replay sends the events of the history file at path numbered in
 // (after, upTo]; it reports false once send does.
-func (b *bus) replay(path string, after, upTo uint64, send func(api.Event) bool) bool {
+func (b *bus) replay(path string, after, upTo uint64, send func(status.Event) bool) bool {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true
@@ -192,11 +237,11 @@ func (b *bus) replay(path string, after, upTo uint64, send func(api.Event) bool)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var ev api.Event
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Seq <= after || ev.Seq > upTo {
+		var rec eventRecord
+		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.Seq <= after || rec.Seq > upTo {
 			continue
 		}
-		if !send(ev) {
+		if !send(rec.event()) {
 			return false
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // TestSlowReaderIsDropped: a subscriber that never reads is dropped once
@@ -27,7 +27,7 @@ func TestSlowReaderIsDropped(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := 0; i < eventBuffer+10; i++ {
-			b.publish(api.Event{Type: api.EventState})
+			b.publish(status.Event{Type: status.EventState})
 			select { // the live reader keeps up
 			case <-live:
 			default:
@@ -64,7 +64,7 @@ func TestEventHistory(t *testing.T) {
 	big := strings.Repeat("x", 4<<10)
 	n := 2 * eventLogMax / len(big) // enough to start a new file, twice
 	for i := range n {
-		if err := b.publish(api.Event{Type: api.EventState, Message: fmt.Sprint(i) + big[:len(big)-8]}); err != nil {
+		if err := b.publish(status.Event{Type: status.EventState, Message: fmt.Sprint(i) + big[:len(big)-8]}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,7 +85,7 @@ func TestEventHistory(t *testing.T) {
 	defer cancel()
 	after := uint64(n - 100)
 	ch := b.subscribe(ctx, after)
-	if err := b.publish(api.Event{Type: api.EventApplied}); err != nil {
+	if err := b.publish(status.Event{Type: status.EventApplied}); err != nil {
 		t.Fatal(err)
 	}
 	for want := after + 1; want <= uint64(n+1); want++ {

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // FileProblem records a workloads-directory file that cannot be applied
@@ -18,7 +18,7 @@ func (s *Supervisor) FileProblem(file string, err error) {
 		s.fileProblems[file] = err.Error()
 	}
 	s.mu.Unlock()
-	ev := api.Event{Type: api.EventFile, Message: file + ": ok"}
+	ev := status.Event{Type: status.EventFile, Message: file + ": ok"}
 	if err != nil {
 		ev.Message = file + ": " + err.Error()
 		s.log.Warn("workloads-dir file refused", zap.String("file", file), zap.Error(err))
@@ -26,12 +26,12 @@ func (s *Supervisor) FileProblem(file string, err error) {
 	s.publish(ev)
 }
 
-func (s *Supervisor) fileProblemList() []api.FileProblem {
+func (s *Supervisor) fileProblemList() []status.FileProblem {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]api.FileProblem, 0, len(s.fileProblems))
+	out := make([]status.FileProblem, 0, len(s.fileProblems))
 	for f, e := range s.fileProblems {
-		out = append(out, api.FileProblem{File: f, Error: e})
+		out = append(out, status.FileProblem{File: f, Error: e})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
 	return out

@@ -13,13 +13,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // startHealth starts checking the current run, when the spec has a check.
@@ -83,7 +83,7 @@ func (w *workload) stopHealth() {
 		w.notify = nil
 	}
 	w.ready = false
-	w.update(func(v *api.Workload) { v.Healthy = nil })
+	w.update(func(v *status.Workload) { v.Healthy = nil })
 }
 
 // probe builds the check of the spec for the run: inside the workload's
@@ -176,11 +176,11 @@ func (w *workload) reload() error {
 		}
 	}
 	if err != nil {
-		w.publish(api.Event{Type: api.EventReload, Message: "reload by " + how + " failed: " + err.Error()})
+		w.publish(status.Event{Type: status.EventReload, Message: "reload by " + how + " failed: " + err.Error()})
 		return fmt.Errorf("reload of %s by %s: %w", w.name, how, err)
 	}
 	w.log.Info("reloaded", zap.String("by", how))
-	w.publish(api.Event{Type: api.EventReload, Message: "reloaded by " + how})
+	w.publish(status.Event{Type: status.EventReload, Message: "reloaded by " + how})
 	return nil
 }
 
@@ -212,7 +212,7 @@ func (w *workload) healthChanged(gen int, ok bool, err error) {
 	if gen != w.healthGen || w.proc == nil {
 		return
 	}
-	w.update(func(v *api.Workload) { v.Healthy = &ok })
+	w.update(func(v *status.Workload) { v.Healthy = &ok })
 	msg := "healthy"
 	if !ok {
 		msg = "unhealthy"
@@ -221,8 +221,8 @@ func (w *workload) healthChanged(gen int, ok bool, err error) {
 		}
 	}
 	w.log.Info("health", zap.Bool("healthy", ok), zap.Error(err))
-	w.publish(api.Event{Type: api.EventHealth, State: api.StateRunning, Message: msg})
-	w.publishInstances(api.StateRunning)
+	w.publish(status.Event{Type: status.EventHealth, State: status.Running, Message: msg})
+	w.publishInstances(status.Running)
 	if ok {
 		w.s.kickDependents(w.name)
 		return
@@ -239,8 +239,8 @@ func (w *workload) restartUnhealthy() {
 		return
 	}
 	var n int
-	w.update(func(v *api.Workload) { v.Restarts++; n = v.Restarts })
-	w.publish(api.Event{Type: api.EventRestart, Message: fmt.Sprintf("restart #%d: unhealthy", n)})
+	w.update(func(v *status.Workload) { v.Restarts++; n = v.Restarts })
+	w.publish(status.Event{Type: status.EventRestart, Message: fmt.Sprintf("restart #%d: unhealthy", n)})
 	w.start()
 }
 
@@ -297,7 +297,7 @@ func (w *workload) notified(m health.Message) {
 		return
 	}
 	if m.Status != "" {
-		w.update(func(v *api.Workload) { v.Reason = m.Status })
+		w.update(func(v *status.Workload) { v.Reason = m.Status })
 	}
 	switch {
 	case m.Stopping:

@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // limitCheck is how often the counters of workloads with limits are read.
@@ -73,9 +73,9 @@ func (s *Supervisor) checkLimits(w *workload, now time.Time) {
 	if newOOM == 0 && newPids == 0 {
 		return
 	}
-	w.update(func(v *api.Workload) {
+	w.update(func(v *status.Workload) {
 		if v.LimitHits == nil {
-			v.LimitHits = &api.LimitHits{}
+			v.LimitHits = &status.LimitHits{}
 		}
 		at := now
 		if newOOM > 0 {
@@ -87,18 +87,18 @@ func (s *Supervisor) checkLimits(w *workload, now time.Time) {
 			v.LimitHits.LastRefusal = &at
 		}
 	})
-	running := v.State == api.StateRunning
+	running := v.State == status.Running
 	if newOOM > 0 {
 		msg := count(newOOM, "process", "processes") + " killed by the memory limit (resources.memory_max)"
 		if running {
 			msg += "; the main process runs on"
 		}
 		w.log.Warn("OOM kill", zap.Int("killed", newOOM))
-		w.publish(api.Event{Type: api.EventLimit, State: v.State, Message: msg})
+		w.publish(status.Event{Type: status.EventLimit, State: v.State, Message: msg})
 	}
 	if newPids > 0 {
 		w.log.Warn("forks refused by the pids limit", zap.Int("refused", newPids))
-		w.publish(api.Event{Type: api.EventLimit, State: v.State,
+		w.publish(status.Event{Type: status.EventLimit, State: v.State,
 			Message: count(newPids, "fork", "forks") + " refused by the pids limit (resources.pids_max)"})
 	}
 }

@@ -8,9 +8,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/atomicfile"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // netDocsFile holds the network documents under the state dir: they are
@@ -53,9 +53,9 @@ func (s *Supervisor) saveNetDocs(next map[string]*spec.Network) error {
 	return nil
 }
 
-// PutNetwork records a network's document and applies it to the network
+// putNetwork records a network's document and applies it to the network
 // if it exists: a changed egress rewrites its rules at once.
-func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
+func (s *Supervisor) putNetwork(ctx context.Context, n *spec.Network) (*status.Network, error) {
 	if err := n.Validate(); err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Netw
 	if err := s.writeRules(n.Name); err != nil {
 		return nil, err
 	}
-	ns, err := s.Networks(ctx)
+	ns, err := s.networkList()
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Netw
 			return &v, nil
 		}
 	}
-	return &api.Network{Name: n.Name, Egress: n.AllowsEgress(), Workloads: []string{}}, nil
+	return &status.Network{Name: n.Name, Egress: n.AllowsEgress(), Workloads: []string{}}, nil
 }
 
 // forgetNetDoc drops a deleted network's document.

@@ -12,12 +12,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // network opens the namespace of a workload's network, creating it on
@@ -137,7 +137,7 @@ func requests(w *spec.Workload) []netalloc.Request {
 // assign reserves a spec's ports in its network, at apply time so that a
 // conflict is refused synchronously. A network created for a spec that is
 // then refused does not stay behind.
-func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]api.PortMapping, error) {
+func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]status.PortMapping, error) {
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
 	nw, err := s.network(w.Network)
@@ -261,7 +261,7 @@ func (s *Supervisor) writeRules(network string) error {
 }
 
 // publishedIn lists a network's published ports, by host port.
-func (s *Supervisor) publishedIn(network string) []api.Published {
+func (s *Supervisor) publishedIn(network string) []status.Published {
 	all := s.ports.List()
 	inner := map[[2]string]int{}
 	for _, r := range all {
@@ -269,13 +269,13 @@ func (s *Supervisor) publishedIn(network string) []api.Published {
 			inner[[2]string{r.Workload, r.Endpoint}] = r.Port
 		}
 	}
-	var out []api.Published
+	var out []status.Published
 	for _, r := range all {
 		if p, ok := inner[[2]string{r.Workload, r.Endpoint}]; ok && r.Network == spec.NetworkHost {
-			out = append(out, api.Published{HostPort: r.Port, Port: p, Workload: r.Workload, Endpoint: r.Endpoint})
+			out = append(out, status.Published{HostPort: r.Port, Port: p, Workload: r.Workload, Endpoint: r.Endpoint})
 		}
 	}
-	slices.SortFunc(out, func(a, b api.Published) int { return a.HostPort - b.HostPort })
+	slices.SortFunc(out, func(a, b status.Published) int { return a.HostPort - b.HostPort })
 	return out
 }
 
@@ -300,7 +300,7 @@ func (s *Supervisor) rulesOf(network string, l *sandbox.Link) firewall.Net {
 // Every address given is one that reaches the endpoint from where it is
 // read: native from the host, container from its own network, public from
 // elsewhere.
-func (s *Supervisor) mappings(w *spec.Workload, res, published []netalloc.Reservation) []api.PortMapping {
+func (s *Supervisor) mappings(w *spec.Workload, res, published []netalloc.Reservation) []status.PortMapping {
 	apis := map[string]string{}
 	for _, ep := range w.Endpoints {
 		apis[ep.Name] = ep.API
@@ -309,7 +309,7 @@ func (s *Supervisor) mappings(w *spec.Workload, res, published []netalloc.Reserv
 	for _, r := range published {
 		hostPort[r.Endpoint] = r.Port
 	}
-	out := make([]api.PortMapping, 0, len(res))
+	out := make([]status.PortMapping, 0, len(res))
 	for _, r := range res {
 		p := strconv.Itoa(r.Port)
 		// flyd's containers share their network's namespace, so they
@@ -324,11 +324,11 @@ func (s *Supervisor) mappings(w *spec.Workload, res, published []netalloc.Reserv
 		} else if l := s.linkOf(r.Network); l != nil {
 			native = netip.AddrPortFrom(l.Inner, uint16(r.Port)).String()
 		}
-		inst := []api.Instance{{Access: "native", Address: native}, {Access: "container", Address: "localhost:" + p}}
+		inst := []status.Instance{{Access: "native", Address: native}, {Access: "container", Address: "localhost:" + p}}
 		if public != "" && s.cfg.AdvertiseAddress != "" {
-			inst = append(inst, api.Instance{Access: "public", Address: s.cfg.AdvertiseAddress + ":" + public})
+			inst = append(inst, status.Instance{Access: "public", Address: s.cfg.AdvertiseAddress + ":" + public})
 		}
-		out = append(out, api.PortMapping{
+		out = append(out, status.PortMapping{
 			Workload: w.Name, Endpoint: r.Endpoint, API: apis[r.Endpoint], Port: r.Port,
 			Published: hostPort[r.Endpoint], Network: r.Network, Instances: inst,
 		})
@@ -348,7 +348,7 @@ func (s *Supervisor) linkOf(network string) *sandbox.Link {
 
 // reservedMappings rebuilds a restored workload's mappings from the
 // persisted tables.
-func (s *Supervisor) reservedMappings(w *spec.Workload) []api.PortMapping {
+func (s *Supervisor) reservedMappings(w *spec.Workload) []status.PortMapping {
 	byEndpoint := map[string]netalloc.Reservation{}
 	for _, r := range s.ports.List() {
 		if r.Workload == w.Name && r.Network == w.Network {
@@ -445,22 +445,22 @@ func (s *Supervisor) sweepNetworks(specs map[string]specRecord) {
 	}
 }
 
-// Ports lists every endpoint's mapping.
-func (s *Supervisor) Ports(ctx context.Context) ([]api.PortMapping, error) {
-	var out []api.PortMapping
+// portList lists every endpoint's mapping.
+func (s *Supervisor) portList() []status.PortMapping {
+	var out []status.PortMapping
 	for _, w := range s.all() {
 		out = append(out, w.snapshot(false).Ports...)
 	}
-	return out, nil
+	return out
 }
 
-// Networks lists the isolated networks and who uses them.
-func (s *Supervisor) Networks(ctx context.Context) ([]api.Network, error) {
+// networkList lists the isolated networks and who uses them.
+func (s *Supervisor) networkList() ([]status.Network, error) {
 	names, err := s.nets.List()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]api.Network, 0, len(names))
+	out := make([]status.Network, 0, len(names))
 	for _, n := range names {
 		nw, err := s.nets.Open(n)
 		if err != nil {
@@ -468,7 +468,7 @@ func (s *Supervisor) Networks(ctx context.Context) ([]api.Network, error) {
 		}
 		users := s.networkUsers(n)
 		sort.Strings(users)
-		an := api.Network{Name: n, Path: nw.Path, Workloads: users}
+		an := status.Network{Name: n, Path: nw.Path, Workloads: users}
 		if l := s.linkOf(n); l != nil {
 			an.Link, an.Address, an.Gateway = l.Name, l.Inner.String(), l.Host.String()
 			an.Egress = s.cfg.Firewall != nil && s.netDoc(n).AllowsEgress()

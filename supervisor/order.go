@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // checkAfter refuses an `after` that names no workload, or that would
@@ -46,16 +46,16 @@ func (s *Supervisor) unready(after []string) (waiting []string, never string) {
 		}
 		v := w.snapshot(true)
 		healthy := v.Spec == nil || v.Spec.Health == nil || (v.Healthy != nil && *v.Healthy)
-		completed := v.State == api.StateExited && v.LastExit != nil && !v.LastExit.Unknown && v.LastExit.Code == 0 && v.LastExit.Signal == ""
+		completed := v.State == status.Exited && v.LastExit != nil && !v.LastExit.Unknown && v.LastExit.Code == 0 && v.LastExit.Signal == ""
 		switch {
-		case v.State == api.StateFailed:
+		case v.State == status.Failed:
 			return nil, fmt.Sprintf("%s, which it waits for, failed: %s", dep, v.LastError)
-		case cond == spec.AfterCompleted && v.State == api.StateExited && !completed:
+		case cond == spec.AfterCompleted && v.State == status.Exited && !completed:
 			return nil, fmt.Sprintf("%s, which it waits for to complete, ended with %s", dep, v.LastExit)
 		case cond == spec.AfterCompleted && completed:
 		case cond == spec.AfterCompleted:
 			waiting = append(waiting, dep)
-		case v.State != api.StateRunning, cond == spec.AfterHealthy && !healthy:
+		case v.State != status.Running, cond == spec.AfterHealthy && !healthy:
 			waiting = append(waiting, dep)
 		}
 	}
@@ -97,7 +97,7 @@ func ownedBy(name, owner, by string, force bool) error {
 // DeleteOwned and Owned, with ApplyAll, let the workloads directory's
 // watcher keep its files applied.
 func (s *Supervisor) DeleteOwned(ctx context.Context, name, owner string) error {
-	err := s.Remove(ctx, name, api.RemoveOptions{Owner: owner})
+	err := s.remove(ctx, name, removal{owner: owner})
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil
 	}
@@ -119,5 +119,5 @@ func (s *Supervisor) Owned(ctx context.Context) (map[string]string, error) {
 func (w *workload) waitsFor(name string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.view.State == api.StatePending && w.view.Spec != nil && slices.Contains(spec.AfterNames(w.view.Spec.Prerequisites()), name)
+	return w.view.State == status.Pending && w.view.Spec != nil && slices.Contains(spec.AfterNames(w.view.Spec.Prerequisites()), name)
 }

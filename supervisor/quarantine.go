@@ -18,8 +18,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/status"
 )
 
 type quarantined struct {
@@ -76,12 +76,12 @@ func (s *Supervisor) unquarantine(name string) {
 }
 
 // quarantinedList is what status shows.
-func (s *Supervisor) quarantinedList() []api.Quarantined {
+func (s *Supervisor) quarantinedList() []status.Quarantined {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	out := make([]api.Quarantined, 0, len(s.quarantine))
+	out := make([]status.Quarantined, 0, len(s.quarantine))
 	for _, q := range s.quarantine {
-		out = append(out, api.Quarantined{Name: q.name, Error: q.bad.err.Error(), PID: q.pid})
+		out = append(out, status.Quarantined{Name: q.name, Error: q.bad.err.Error(), PID: q.pid})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -200,15 +200,15 @@ func (s *Supervisor) releaseElsewhere(name, network string) {
 
 // removeQuarantined removes a quarantined name: its run, its record and
 // all it owned. notFound is the answer when the name is not quarantined.
-func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o api.RemoveOptions, notFound error) error {
-	q, release, err := s.claimQuarantine(ctx, name, o.Owner, o.Force)
+func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o removal, notFound error) error {
+	q, release, err := s.claimQuarantine(ctx, name, o.owner, o.force)
 	if err != nil {
 		return err
 	}
 	if q == nil {
 		release()
 		if _, err := s.lookup(name); err == nil {
-			return s.Remove(ctx, name, o) // applied while we waited
+			return s.remove(ctx, name, o) // applied while we waited
 		}
 		return notFound
 	}
@@ -224,7 +224,7 @@ func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o api.R
 	}
 	s.logs.remove(name)
 	s.log.Info("removed a quarantined workload", zap.String("workload", name))
-	s.publish(api.Event{Type: api.EventRemoved, Workload: name, Message: "quarantined record removed"})
+	s.publish(status.Event{Type: status.EventRemoved, Workload: name, Message: "quarantined record removed"})
 	return nil
 }
 

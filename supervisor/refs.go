@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // refPattern is an endpoint reference in a value:
@@ -87,7 +87,7 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 	}
 	module, service, token := parts[0], parts[1], parts[2]
 	var producer *spec.Workload
-	var ports []api.PortMapping
+	var ports []status.PortMapping
 	for _, w := range s.all() {
 		v := w.snapshot(true)
 		if id := identity(v.Spec); id.Module == module && id.Service == service {

@@ -3,9 +3,9 @@ package supervisor
 import (
 	"sort"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/registryclient"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // defaultRegistryTTL is an instance's lease when the spec names none.
@@ -13,8 +13,8 @@ const defaultRegistryTTL = 30_000_000_000 // 30 s in ns
 
 // instances is what the registry should hold for a workload in a state:
 // one instance per endpoint while it runs, nothing otherwise.
-func (s *Supervisor) instances(w *spec.Workload, ports []api.PortMapping, st api.State) []registryclient.Instance {
-	if st != api.StateRunning || len(ports) == 0 {
+func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st status.State) []registryclient.Instance {
+	if st != status.Running || len(ports) == 0 {
 		return nil
 	}
 	name, ttl := w.Name, int64(defaultRegistryTTL)
@@ -84,7 +84,7 @@ func (s *Supervisor) instances(w *spec.Workload, ports []api.PortMapping, st api
 
 // publishInstances tells the registrar what the workload should have
 // registered now. It never blocks on the registry.
-func (w *workload) publishInstances(st api.State) {
+func (w *workload) publishInstances(st status.State) {
 	if w.s.cfg.Registrar == nil {
 		return
 	}
@@ -94,7 +94,7 @@ func (w *workload) publishInstances(st api.State) {
 // RegistryProblem reports a registration that fails, or recovers (err nil),
 // as an event. The registrar calls it; it must not block.
 func (s *Supervisor) RegistryProblem(owner, id string, err error) {
-	ev := api.Event{Type: api.EventRegistry, Workload: owner, Message: id + " registered again"}
+	ev := status.Event{Type: status.EventRegistry, Workload: owner, Message: id + " registered again"}
 	if err != nil {
 		ev.Message = id + ": " + err.Error()
 	}

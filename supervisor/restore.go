@@ -8,10 +8,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // detach ends the loop for a daemon that exits: the run is released to the
@@ -35,13 +35,13 @@ func (w *workload) detach(stop bool) {
 // that could not be told alive or gone is adopted later, by retries.
 func (w *workload) restore(rec specRecord, run *recovered) {
 	w.desired, w.owner = rec.Running, rec.Owner
-	w.update(func(v *api.Workload) { v.Owner = rec.Owner })
+	w.update(func(v *status.Workload) { v.Owner = rec.Owner })
 	if w.s.drivers[rec.Spec.Kind] == nil {
-		w.rest(api.StateFailed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
+		w.rest(status.Failed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
 		return
 	}
 	if run != nil {
-		w.update(func(v *api.Workload) { v.Restarts = run.run.Restarts })
+		w.update(func(v *status.Workload) { v.Restarts = run.run.Restarts })
 	}
 	switch {
 	case run != nil && run.proc != nil:
@@ -57,9 +57,9 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 	case !w.desired:
 		st := rec.Rest
 		if st == "" {
-			st = api.StateStopped
+			st = status.Stopped
 		}
-		w.update(func(v *api.Workload) { v.LastError = rec.LastError })
+		w.update(func(v *status.Workload) { v.LastError = rec.LastError })
 		w.setState(st, "")
 	default:
 		w.start()
@@ -71,7 +71,7 @@ func (w *workload) adopted(p driver.Process) {
 	w.proc = p
 	st := p.State()
 	w.runPID.Store(int64(st.PID))
-	w.update(func(v *api.Workload) {
+	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID, v.StartedAt = st.PID, st.ContainerID, &st.StartedAt
 	})
 }
@@ -80,7 +80,7 @@ func (w *workload) adopted(p driver.Process) {
 func (w *workload) lost() {
 	_ = w.s.store.removeRun(w.name)
 	exit := wireExit(driver.Exit{Unknown: true, At: time.Now()})
-	w.update(func(v *api.Workload) { v.LastExit = exit })
+	w.update(func(v *status.Workload) { v.LastExit = exit })
 	w.log.Info("run ended while no daemon watched")
 }
 
@@ -94,13 +94,13 @@ func (w *workload) resume() {
 	}
 	if !w.desired {
 		_ = w.stopRun()
-		w.rest(api.StateStopped, "")
+		w.rest(status.Stopped, "")
 		return
 	}
-	w.setState(api.StateRunning, "adopted")
+	w.setState(status.Running, "adopted")
 	// Running since the run started, not since this daemon did.
 	if st := w.proc.State(); !st.StartedAt.IsZero() {
-		w.update(func(v *api.Workload) { v.Since = st.StartedAt })
+		w.update(func(v *status.Workload) { v.Since = st.StartedAt })
 	}
 	w.startHealth()
 }
@@ -146,7 +146,7 @@ func (w *workload) retryLater(err error) {
 	d := backoff(adoptBackoff.initial, adoptBackoff.max, w.adoptTries, rand.Float64())
 	w.log.Warn("cannot adopt the run of an earlier daemon yet", zap.Int("pid", w.unadopted.Process.PID), zap.Error(err), zap.Duration("retry_in", d))
 	w.after(d, w.retryAdopt)
-	w.setState(api.StateUnknown, fmt.Sprintf("cannot adopt its run (pid %d) yet: %v; trying again in %s",
+	w.setState(status.Unknown, fmt.Sprintf("cannot adopt its run (pid %d) yet: %v; trying again in %s",
 		w.unadopted.Process.PID, err, d.Round(time.Millisecond)))
 }
 

@@ -10,11 +10,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // start begins a run. A failure that retrying cannot fix leaves the
@@ -26,20 +26,20 @@ func (w *workload) start() {
 	w.cancelTimer()
 	waiting, never := w.s.unready(w.spec.Prerequisites())
 	if never != "" {
-		w.rest(api.StateFailed, never)
+		w.rest(status.Failed, never)
 		return
 	}
 	if len(waiting) > 0 {
 		// Started again when what it waits for changes (kickDependents).
-		w.setState(api.StatePending, "waiting for "+strings.Join(waiting, ", "))
+		w.setState(status.Pending, "waiting for "+strings.Join(waiting, ", "))
 		return
 	}
-	w.setState(api.StateStarting, "")
+	w.setState(status.Starting, "")
 	p, err := w.launch()
 	if err != nil {
 		w.noteStartFailure(err)
 		if errors.Is(err, driver.ErrExec) || errors.Is(err, errdefs.ErrInvalid) {
-			w.rest(api.StateFailed, err.Error())
+			w.rest(status.Failed, err.Error())
 			return
 		}
 		w.scheduleRestart(err.Error())
@@ -49,11 +49,11 @@ func (w *workload) start() {
 	st := p.State()
 	w.runPID.Store(int64(st.PID))
 	w.saveRun()
-	w.update(func(v *api.Workload) {
+	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID, v.LastError = st.PID, st.ContainerID, ""
 		v.StartedAt = &st.StartedAt
 	})
-	w.setState(api.StateRunning, "")
+	w.setState(status.Running, "")
 	w.startHealth()
 }
 
@@ -104,7 +104,7 @@ func (w *workload) launch() (driver.Process, error) {
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
 		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
 		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg, Limits: lim,
-		Preparing: func(what string) { w.setState(api.StatePreparing, what) },
+		Preparing: func(what string) { w.setState(status.Preparing, what) },
 	})
 }
 
@@ -112,8 +112,8 @@ func (w *workload) launch() (driver.Process, error) {
 // the workload's own log where `flyd logs` shows it.
 func (w *workload) noteStartFailure(err error) {
 	w.log.Warn("start failed", zap.Error(err))
-	w.update(func(v *api.Workload) { v.LastError = err.Error() })
-	w.publish(api.Event{Type: api.EventError, Message: err.Error()})
+	w.update(func(v *status.Workload) { v.LastError = err.Error() })
+	w.publish(status.Event{Type: status.EventError, Message: err.Error()})
 	if f, ferr := logfile.Open(w.s.logPath(w.name)); ferr == nil {
 		fmt.Fprintf(f, "flyd: start failed: %v\n", err)
 		f.Close()
@@ -139,17 +139,17 @@ func (w *workload) finish() driver.Exit {
 	w.proc = nil
 	_ = w.s.store.removeRun(w.name)
 	shown := wireExit(exit)
-	w.update(func(v *api.Workload) {
+	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID = 0, ""
 		v.LastExit = shown
 	})
-	w.publish(api.Event{Type: api.EventExit, Message: exit.String(), Exit: wireExit(exit)})
+	w.publish(status.Event{Type: status.EventExit, Message: exit.String(), Exit: wireExit(exit)})
 	return exit
 }
 
 // wireExit is an exit as the API shows it.
-func wireExit(e driver.Exit) *api.Exit {
-	return &api.Exit{Code: e.Code, Signal: e.Signal, At: e.At, Unknown: e.Unknown, Reason: e.Reason, Description: e.String()}
+func wireExit(e driver.Exit) *status.Exit {
+	return &status.Exit{Code: e.Code, Signal: e.Signal, At: e.At, Unknown: e.Unknown, Reason: e.Reason, Description: e.String()}
 }
 
 // onExit handles a run that ended on its own.
@@ -162,18 +162,18 @@ func (w *workload) onExit() {
 // afterExit applies the restart policy to an ended run.
 func (w *workload) afterExit(exit driver.Exit) {
 	if !w.desired {
-		w.rest(api.StateStopped, "")
+		w.rest(status.Stopped, "")
 		return
 	}
 	switch w.spec.Restart.Policy {
 	case spec.RestartAlways:
 	case spec.RestartOnFailure:
 		if exit.Success() {
-			w.rest(api.StateExited, exit.String())
+			w.rest(status.Exited, exit.String())
 			return
 		}
 	default:
-		w.rest(api.StateExited, exit.String())
+		w.rest(status.Exited, exit.String())
 		return
 	}
 	w.scheduleRestart(exit.String())
@@ -184,32 +184,32 @@ func (w *workload) scheduleRestart(reason string) {
 	now := time.Now()
 	n := w.failures.add(now, r.Window.Duration)
 	if r.MaxRestarts >= 0 && n > r.MaxRestarts {
-		w.rest(api.StateFailed, fmt.Sprintf("gave up after %d restarts within %s; last: %s", r.MaxRestarts, r.Window.Duration, reason))
+		w.rest(status.Failed, fmt.Sprintf("gave up after %d restarts within %s; last: %s", r.MaxRestarts, r.Window.Duration, reason))
 		return
 	}
 	d := backoff(r.Backoff.Initial.Duration, r.Backoff.Max.Duration, n, rand.Float64())
 	w.after(d, w.restart)
 	next := now.Add(d)
-	w.update(func(v *api.Workload) { v.NextStart = &next })
-	w.setState(api.StateBackoff, fmt.Sprintf("%s; restarting in %s", reason, d.Round(time.Millisecond)))
+	w.update(func(v *status.Workload) { v.NextStart = &next })
+	w.setState(status.Backoff, fmt.Sprintf("%s; restarting in %s", reason, d.Round(time.Millisecond)))
 }
 
 // restart starts the run a backoff waited for.
 func (w *workload) restart() {
 	var n int
-	w.update(func(v *api.Workload) { v.Restarts++; n = v.Restarts })
-	w.publish(api.Event{Type: api.EventRestart, Message: fmt.Sprintf("restart #%d", n)})
+	w.update(func(v *status.Workload) { v.Restarts++; n = v.Restarts })
+	w.publish(status.Event{Type: status.EventRestart, Message: fmt.Sprintf("restart #%d", n)})
 	w.start()
 }
 
 // rest puts the workload in a state where nothing runs and nothing will
 // until a user starts it, and remembers that across daemon restarts; the
 // error says it could not remember.
-func (w *workload) rest(st api.State, reason string) error {
+func (w *workload) rest(st status.State, reason string) error {
 	w.cancelTimer()
 	w.desired = false
-	if st == api.StateFailed {
-		w.update(func(v *api.Workload) { v.LastError = reason })
+	if st == status.Failed {
+		w.update(func(v *status.Workload) { v.LastError = reason })
 	}
 	err := w.persist(st)
 	w.setState(st, reason)
@@ -231,7 +231,7 @@ func (w *workload) stopWithin(grace time.Duration) error {
 		return nil
 	}
 	w.stopHealth()
-	w.setState(api.StateStopping, "")
+	w.setState(status.Stopping, "")
 	select {
 	case <-w.hurry: // meant for a stop that ended before it looked
 	default:

@@ -14,11 +14,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/atomicfile"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/journal"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // specRecord is a workload's desired state, under the state dir. It holds
@@ -30,8 +30,8 @@ type specRecord struct {
 	Owner string `json:"owner,omitempty"`
 	// Rest is the state a workload that is not running comes back in
 	// (stopped, exited or failed), with the reason it got there.
-	Rest      api.State `json:"rest,omitempty"`
-	LastError string    `json:"last_error,omitempty"`
+	Rest      status.State `json:"rest,omitempty"`
+	LastError string       `json:"last_error,omitempty"`
 }
 
 // runRecord is what a later daemon needs to adopt a live run, under the run

@@ -24,7 +24,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -34,6 +33,7 @@ import (
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // Config is what a supervisor is built from.
@@ -108,8 +108,6 @@ type Supervisor struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
-
-var _ api.Backend = (*Supervisor)(nil)
 
 // New opens the state, adopts or restarts the workloads an earlier daemon
 // left, and removes runs that no spec owns any more.
@@ -255,9 +253,9 @@ func (s *Supervisor) restore() {
 		run := runs[r.Spec.Name]
 		// Until its loop has looked, a workload that is to run shows
 		// pending, and one at rest the state it was left in.
-		initial := api.StatePending
+		initial := status.Pending
 		if !r.Running {
-			initial = cmp.Or(r.Rest, api.StateStopped)
+			initial = cmp.Or(r.Rest, status.Stopped)
 		}
 		s.register(r.Spec, s.reservedMappings(r.Spec), initial, func(w *workload) { w.restore(r, run) })
 	}
@@ -288,7 +286,7 @@ func (s *Supervisor) sweepCarriers(keep map[string]bool) {
 // register adds a workload and starts its loop, unless one of that name
 // exists: then it returns that one. first runs on the loop before any
 // command, so nothing can overtake it.
-func (s *Supervisor) register(sp *spec.Workload, ports []api.PortMapping, initial api.State, first func(*workload)) (*workload, bool) {
+func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, initial status.State, first func(*workload)) (*workload, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w, ok := s.workloads[sp.Name]; ok {
@@ -303,7 +301,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []api.PortMapping, initia
 		exited: make(chan struct{}),
 		log:    s.log.With(zap.String("workload", sp.Name)),
 	}
-	w.view = api.Workload{Name: sp.Name, State: initial, Since: time.Now()}
+	w.view = status.Workload{Name: sp.Name, State: initial, Since: time.Now()}
 	w.setSpec(sp, ports)
 	s.workloads[sp.Name] = w
 	s.wg.Add(1)
@@ -360,7 +358,7 @@ func (s *Supervisor) logPath(name string) string {
 	return filepath.Join(s.logDir, name+".log")
 }
 
-func (s *Supervisor) publish(ev api.Event) {
+func (s *Supervisor) publish(ev status.Event) {
 	ev.Time = time.Now()
 	if err := s.events.publish(ev); err != nil {
 		s.log.Warn("cannot keep events for readers that resume; they still go to those reading now", zap.Error(err))
@@ -400,5 +398,3 @@ func (s *Supervisor) Close() {
 		s.log.Warn("closing the state journal", zap.Error(err))
 	}
 }
-
-// --- api.Backend ---

@@ -5,10 +5,10 @@ import (
 	"regexp"
 	"strconv"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // plan is what one run of a workload is given, computed at apply time so
@@ -17,7 +17,7 @@ type plan struct {
 	args  []string
 	env   []string        // inline variables
 	files []carriers.File // values delivered by file
-	ports []api.PortMapping
+	ports []status.PortMapping
 }
 
 // identity is the spec's identity, defaulted so that every workload has
@@ -40,11 +40,11 @@ func identity(w *spec.Workload) spec.Identity {
 
 // placeholderPorts stands in for a spec's ports before they are assigned:
 // as long as the longest real port, so measurements hold.
-func placeholderPorts(w *spec.Workload) []api.PortMapping {
-	out := make([]api.PortMapping, len(w.Endpoints))
+func placeholderPorts(w *spec.Workload) []status.PortMapping {
+	out := make([]status.PortMapping, len(w.Endpoints))
 	for i, ep := range w.Endpoints {
-		out[i] = api.PortMapping{Endpoint: ep.Name, Port: 65535,
-			Instances: []api.Instance{{Access: "native", Address: "localhost:65535"}}}
+		out[i] = status.PortMapping{Endpoint: ep.Name, Port: 65535,
+			Instances: []status.Instance{{Access: "native", Address: "localhost:65535"}}}
 	}
 	return out
 }
@@ -54,7 +54,7 @@ var placeholder = regexp.MustCompile(`\$\{(PORT|ADDR)_([A-Z0-9_]+)\}`)
 // makePlan expands the command and builds the environment for a spec
 // whose ports are assigned; used are its used endpoints' variables
 // (usedEndpoints).
-func makePlan(w *spec.Workload, ports []api.PortMapping, used map[string]string) (*plan, error) {
+func makePlan(w *spec.Workload, ports []status.PortMapping, used map[string]string) (*plan, error) {
 	id := identity(w)
 	own := map[string]string{
 		"PATH":                     execenv.DefaultPath,

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // EndpointVar is the variable codefly's SDKs read a used endpoint's
@@ -63,7 +63,7 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 // (published, or a host network's endpoint listening on the host's
 // addresses). Two isolated networks are walled apart: an endpoint of one
 // that is not published cannot be reached from another.
-func (s *Supervisor) reach(consumer, producer *spec.Workload, p api.PortMapping) (string, error) {
+func (s *Supervisor) reach(consumer, producer *spec.Workload, p status.PortMapping) (string, error) {
 	instance := func(access string) string {
 		for _, in := range p.Instances {
 			if in.Access == access {

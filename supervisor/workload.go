@@ -11,11 +11,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // killWait bounds the wait for a run to end after SIGKILL.
@@ -40,7 +40,7 @@ type workload struct {
 
 	spec    *spec.Workload
 	owner   string
-	ports   []api.PortMapping
+	ports   []status.PortMapping
 	desired bool
 	proc    driver.Process
 	// lastRun, from the run that ended last, is closed once its pid is
@@ -76,7 +76,7 @@ type workload struct {
 	limitsSeen seenHits
 
 	mu   sync.Mutex
-	view api.Workload
+	view status.Workload
 }
 
 func (w *workload) loop(first func(*workload)) {
@@ -134,7 +134,7 @@ func (w *workload) call(ctx context.Context, f func() error) error {
 	}
 }
 
-func (w *workload) result(err error) (*api.Workload, error) {
+func (w *workload) result(err error) (*status.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (w *workload) result(err error) (*api.Workload, error) {
 	return &v, nil
 }
 
-func (w *workload) snapshot(withSpec bool) api.Workload {
+func (w *workload) snapshot(withSpec bool) status.Workload {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	v := w.view
@@ -153,39 +153,39 @@ func (w *workload) snapshot(withSpec bool) api.Workload {
 }
 
 // update changes the view under its lock.
-func (w *workload) update(f func(v *api.Workload)) {
+func (w *workload) update(f func(v *status.Workload)) {
 	w.mu.Lock()
 	f(&w.view)
 	w.mu.Unlock()
 }
 
-func (w *workload) publish(ev api.Event) {
+func (w *workload) publish(ev status.Event) {
 	ev.Workload = w.name
 	w.s.publish(ev)
 }
 
-func (w *workload) setState(st api.State, msg string) {
-	w.update(func(v *api.Workload) {
+func (w *workload) setState(st status.State, msg string) {
+	w.update(func(v *status.Workload) {
 		v.State, v.Reason = st, msg
 		v.Since = time.Now()
-		if st != api.StateBackoff {
+		if st != status.Backoff {
 			v.NextStart = nil
 		}
 	})
 	w.publishInstances(st)
 	switch st {
-	case api.StateRunning, api.StateExited, api.StateFailed:
+	case status.Running, status.Exited, status.Failed:
 		// What waits for it may start now, or learn it never will.
 		w.s.kickDependents(w.name)
 	}
 	w.log.Info("state", zap.String("state", string(st)), zap.String("reason", msg))
-	w.publish(api.Event{Type: api.EventState, State: st, Message: msg})
+	w.publish(status.Event{Type: status.EventState, State: st, Message: msg})
 }
 
-func (w *workload) setSpec(sp *spec.Workload, ports []api.PortMapping) {
+func (w *workload) setSpec(sp *spec.Workload, ports []status.PortMapping) {
 	w.spec, w.ports = sp, ports
 	red := sp.Redacted()
-	w.update(func(v *api.Workload) {
+	w.update(func(v *status.Workload) {
 		v.Kind = sp.Kind
 		v.Spec = red
 		v.Ports = ports
@@ -202,7 +202,7 @@ func (w *workload) networkName() string {
 // persist writes the desired state. A workload at rest records why.
 // What cannot be recorded is logged, and returned to a caller that asked
 // for the change, which must not be told it is done.
-func (w *workload) persist(rest api.State) error {
+func (w *workload) persist(rest status.State) error {
 	w.mu.Lock()
 	lastErr := w.view.LastError
 	w.mu.Unlock()
@@ -237,8 +237,8 @@ func (w *workload) cancelTimer() {
 // it gone only once its ports are free to assign again.
 func (w *workload) create(start bool, owner string) error {
 	w.desired, w.owner = start, owner
-	w.update(func(v *api.Workload) { v.Owner = owner })
-	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: api.StateStopped, Owner: owner}); err != nil {
+	w.update(func(v *status.Workload) { v.Owner = owner })
+	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner}); err != nil {
 		w.s.release(w.name, w.spec.Network)
 		w.gone = true
 		w.s.forget(w)
@@ -248,7 +248,7 @@ func (w *workload) create(start bool, owner string) error {
 	if start {
 		w.start()
 	} else {
-		w.setState(api.StateStopped, "")
+		w.setState(status.Stopped, "")
 	}
 	return nil
 }
@@ -282,7 +282,7 @@ func (w *workload) userStop(kill bool) error {
 	if err := w.stopWithin(grace); err != nil {
 		return err
 	}
-	return w.rest(api.StateStopped, reason)
+	return w.rest(status.Stopped, reason)
 }
 
 func (w *workload) signal(sig syscall.Signal) error {
@@ -297,7 +297,7 @@ func (w *workload) signal(sig syscall.Signal) error {
 
 // replace applies a new spec. An equal spec changes nothing but may start
 // a workload that is not running: apply means "make it so".
-func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start bool) error {
+func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start bool) error {
 	// An equal spec whose ports moved (a hashing rule that changed) is a
 	// change: the run must take its new ports.
 	if spec.Equal(w.spec, sp) && samePorts(w.ports, ports) {
@@ -308,7 +308,7 @@ func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start boo
 	}
 	// Recorded first: a replacement that cannot be made durable is
 	// refused before the running one is touched.
-	rec := specRecord{Spec: sp, Running: start, Owner: w.owner, Rest: api.StateStopped}
+	rec := specRecord{Spec: sp, Running: start, Owner: w.owner, Rest: status.Stopped}
 	if err := w.s.store.saveSpec(rec); err != nil {
 		return fmt.Errorf("cannot record the new spec of %s, so it is not replaced: %w", w.name, err)
 	}
@@ -324,12 +324,12 @@ func (w *workload) replace(sp *spec.Workload, ports []api.PortMapping, start boo
 	}
 	w.failures.reset()
 	// What the old spec's runs did says nothing of the new one's.
-	w.update(func(v *api.Workload) { v.Restarts, v.LastExit, v.LastError = 0, nil, "" })
-	w.publish(api.Event{Type: api.EventApplied, Message: "replaced"})
+	w.update(func(v *status.Workload) { v.Restarts, v.LastExit, v.LastError = 0, nil, "" })
+	w.publish(status.Event{Type: status.EventApplied, Message: "replaced"})
 	if start {
 		return w.userStart()
 	}
-	return w.rest(api.StateStopped, "replaced")
+	return w.rest(status.Stopped, "replaced")
 }
 
 // remove stops the workload and deletes all it owns: its spec, its run
@@ -357,13 +357,13 @@ func (w *workload) remove() error {
 	w.s.release(w.name, "")
 	w.s.dropNetwork(w.spec.Network)
 	w.s.logs.remove(w.name)
-	w.publish(api.Event{Type: api.EventRemoved})
+	w.publish(status.Event{Type: status.EventRemoved})
 	return nil
 }
 
 // samePorts reports whether two mappings give every endpoint the same
 // port and published port.
-func samePorts(a, b []api.PortMapping) bool {
+func samePorts(a, b []status.PortMapping) bool {
 	if len(a) != len(b) {
 		return false
 	}

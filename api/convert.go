@@ -1,0 +1,64 @@
+package api
+
+import "github.com/flyd-dev/flyd/status"
+
+// The supervisor's status, converted to the wire. Each wire type has
+// its own fields and JSON names; these are the one place that ties them
+// to the supervisor's.
+
+// FromWorkload is w as the API shows it.
+func FromWorkload(w status.Workload) Workload {
+	out := Workload{
+		Name: w.Name, Kind: w.Kind, State: w.State, Since: w.Since, Reason: w.Reason,
+		PID: w.PID, ContainerID: w.ContainerID, StartedAt: w.StartedAt, Restarts: w.Restarts,
+		LastExit: fromExit(w.LastExit), LastError: w.LastError, NextStart: w.NextStart,
+		Healthy: w.Healthy, Ports: FromPorts(w.Ports), Spec: w.Spec, Owner: w.Owner,
+	}
+	if h := w.LimitHits; h != nil {
+		out.LimitHits = &LimitHits{OOMKills: h.OOMKills, LastOOMKill: h.LastOOMKill, PidsRefusals: h.PidsRefusals, LastRefusal: h.LastRefusal}
+	}
+	return out
+}
+
+func fromExit(e *status.Exit) *Exit {
+	if e == nil {
+		return nil
+	}
+	return &Exit{Code: e.Code, Signal: e.Signal, At: e.At, Unknown: e.Unknown, Reason: e.Reason, Description: e.Description}
+}
+
+// FromPorts is ports as the API shows them.
+func FromPorts(ports []status.PortMapping) []PortMapping {
+	if ports == nil {
+		return nil
+	}
+	out := make([]PortMapping, len(ports))
+	for i, p := range ports {
+		out[i] = PortMapping{Workload: p.Workload, Endpoint: p.Endpoint, API: p.API, Port: p.Port,
+			Published: p.Published, Network: p.Network, Instances: make([]Instance, len(p.Instances))}
+		for k, in := range p.Instances {
+			out[i].Instances[k] = Instance(in)
+		}
+	}
+	return out
+}
+
+// FromNetwork is n as the API shows it.
+func FromNetwork(n status.Network) Network {
+	out := Network{Name: n.Name, Path: n.Path, Workloads: n.Workloads, Link: n.Link,
+		Address: n.Address, Gateway: n.Gateway, Egress: n.Egress}
+	for _, p := range n.Published {
+		out.Published = append(out.Published, Published(p))
+	}
+	return out
+}
+
+// FromEvent is ev as /v1/events sends it.
+func FromEvent(ev status.Event) Event {
+	return Event{Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Workload: ev.Workload,
+		State: ev.State, Message: ev.Message, Exit: fromExit(ev.Exit)}
+}
+
+// FromFileProblem and FromQuarantined are what status shows of them.
+func FromFileProblem(p status.FileProblem) FileProblem { return FileProblem(p) }
+func FromQuarantined(q status.Quarantined) Quarantined { return Quarantined(q) }

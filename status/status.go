@@ -1,0 +1,179 @@
+// Package status is what the supervisor knows of its workloads: their
+// states, how their runs ended, their ports and networks, and the events
+// it reports. It is the supervisor's own vocabulary, free of any wire or
+// disk format: package api converts it to the JSON the API speaks, and
+// the supervisor's store keeps what it persists in records of its own.
+// So a field renamed on the wire is no state migration, and the state a
+// workload is in can grow without the API noticing.
+//
+// It imports nothing of flyd but spec, so every package may use it.
+package status
+
+import (
+	"time"
+
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// State is a workload's place in its lifecycle. Its values are the words
+// the API and the CLI show.
+type State string
+
+const (
+	Pending   State = "pending"
+	Preparing State = "preparing"
+	Starting  State = "starting"
+	Running   State = "running"
+	Stopping  State = "stopping"
+	Stopped   State = "stopped"
+	Exited    State = "exited"
+	Backoff   State = "backoff"
+	Failed    State = "failed"
+	// Unknown is a run of an earlier daemon that could not be adopted
+	// yet (its runtime is down): it may still be alive, so nothing else
+	// starts until adoption is retried and says.
+	Unknown State = "unknown"
+)
+
+// States lists every state in lifecycle order.
+var States = []State{Pending, Preparing, Starting, Running, Stopping, Stopped, Exited, Backoff, Failed, Unknown}
+
+// Workload is one workload as the supervisor sees it.
+type Workload struct {
+	Name  string
+	Kind  spec.Kind
+	State State
+	Since time.Time
+	// Reason says why the workload is in its state, when there is more to
+	// say: what it waits for, what it prepares, why it failed.
+	Reason      string
+	PID         int
+	ContainerID string
+	StartedAt   *time.Time
+	Restarts    int
+	LastExit    *Exit
+	LimitHits   *LimitHits
+	LastError   string
+	NextStart   *time.Time
+	Healthy     *bool
+	Ports       []PortMapping
+	// Spec is the workload's spec; a snapshot for others has it redacted.
+	Spec *spec.Workload
+	// Owner is the workloads-directory file the workload comes from.
+	Owner string
+}
+
+// Exit is how a run ended.
+type Exit struct {
+	Code   int
+	Signal string
+	At     time.Time
+	// Unknown is set for a run adopted from an earlier daemon, whose
+	// status could not be collected.
+	Unknown bool
+	// Reason says why, when the runtime knows more than the status (the
+	// memory limit's OOM kill).
+	Reason string
+	// Description says all of it in words.
+	Description string
+}
+
+func (e *Exit) String() string { return e.Description }
+
+// LimitHits counts what a workload's limits did to its processes.
+type LimitHits struct {
+	OOMKills     int
+	LastOOMKill  *time.Time
+	PidsRefusals int
+	LastRefusal  *time.Time
+}
+
+// PortMapping is one endpoint's allocation.
+type PortMapping struct {
+	Workload string
+	Endpoint string
+	API      string
+	Port     int
+	// Published is the host port the endpoint is published on, if it is.
+	Published int
+	Network   string
+	Instances []Instance
+}
+
+// Instance is one way to reach an endpoint.
+type Instance struct {
+	Access  string
+	Address string
+}
+
+// Network is an isolated network and what uses it.
+type Network struct {
+	Name      string
+	Path      string
+	Workloads []string
+	// Link is the host end of its veth; Address its own address, which
+	// the host reaches it on, and Gateway the host's, its way out.
+	Link    string
+	Address string
+	Gateway string
+	// Egress says its traffic may leave through the host.
+	Egress bool
+	// Published are its ports reached at a port of the host.
+	Published []Published
+}
+
+// Published is a port of a network reached at a port of the host.
+type Published struct {
+	HostPort int
+	Port     int
+	Workload string
+	Endpoint string
+}
+
+// FileProblem is a workloads-directory file that changes nothing until
+// it is fixed.
+type FileProblem struct {
+	File  string
+	Error string
+}
+
+// Quarantined is a stored workload record that does not load.
+type Quarantined struct {
+	Name  string
+	Error string
+	// PID is the run an earlier daemon left of it, kept alive; 0 when
+	// there is none.
+	PID int
+}
+
+// Event is one change the supervisor reports.
+type Event struct {
+	// Seq numbers the events, on across daemon restarts.
+	Seq      uint64
+	Time     time.Time
+	Type     string
+	Workload string
+	State    State
+	Message  string
+	Exit     *Exit
+}
+
+// Event types.
+const (
+	EventApplied = "applied"
+	EventRemoved = "removed"
+	EventState   = "state"
+	EventExit    = "exit"
+	EventHealth  = "health"
+	EventRestart = "restart"
+	EventReload  = "reload"
+	// EventLimit is a process killed, or a fork refused, by a limit.
+	EventLimit = "limit"
+	EventError = "error"
+	// EventFile reports a workloads-directory file that is refused, and
+	// when it is good again.
+	EventFile = "file"
+	// EventRegistry reports an instance the registry refuses or cannot be
+	// reached for, and its recovery.
+	EventRegistry = "registry"
+)
