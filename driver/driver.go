@@ -119,19 +119,6 @@ type Reaped interface {
 	Reaped() <-chan struct{}
 }
 
-// State identifies a run across daemon restarts. A pid alone is never
-// enough: the process start time and the boot id must match too.
-type State struct {
-	Driver      spec.Kind `json:"driver"`
-	PID         int       `json:"pid,omitempty"`
-	StartTicks  uint64    `json:"start_ticks,omitempty"`
-	BootID      string    `json:"boot_id,omitempty"`
-	ContainerID string    `json:"container_id,omitempty"`
-	CarrierDir  string    `json:"carrier_dir,omitempty"`
-	Cgroup      string    `json:"cgroup,omitempty"`
-	StartedAt   time.Time `json:"started_at"`
-}
-
 // Exit is how a run ended.
 type Exit struct {
 	Code   int       `json:"code"`

@@ -72,7 +72,7 @@ func (w *workload) adopted(p driver.Process) {
 	st := p.State()
 	w.runPID.Store(int64(st.PID))
 	w.update(func(v *status.Workload) {
-		v.PID, v.ContainerID, v.StartedAt = st.PID, st.ContainerID, &st.StartedAt
+		v.PID, v.ContainerID, v.StartedAt = st.PID, st.ID, &st.StartedAt
 	})
 }
 

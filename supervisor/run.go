@@ -50,7 +50,7 @@ func (w *workload) start() {
 	w.runPID.Store(int64(st.PID))
 	w.saveRun()
 	w.update(func(v *status.Workload) {
-		v.PID, v.ContainerID, v.LastError = st.PID, st.ContainerID, ""
+		v.PID, v.ContainerID, v.LastError = st.PID, st.ID, ""
 		v.StartedAt = &st.StartedAt
 	})
 	w.setState(status.Running, "")

@@ -49,7 +49,8 @@ func BenchmarkStore(b *testing.B) {
 		}
 	})
 	b.Run("run", func(b *testing.B) {
-		rec := runRecord{Process: driver.State{Driver: spec.KindNative, PID: 4242, StartTicks: 123456789, BootID: "0f0e0d0c-0b0a-0908-0706-050403020100", Cgroup: "/sys/fs/cgroup/freezer/flyd/api-server"}}
+		rec := runRecord{Process: driver.State{Driver: spec.KindNative, PID: 4242, Version: 1,
+			Data: []byte(`{"start_ticks":123456789,"boot_id":"0f0e0d0c-0b0a-0908-0706-050403020100","cgroup":"api-server"}`)}}
 		for b.Loop() {
 			if err := st.saveRun("api-server", rec); err != nil {
 				b.Fatal(err)

@@ -251,14 +251,14 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 		wcancel()
 		return nil, fmt.Errorf("%w: start task: %v", driver.ErrExec, err)
 	}
+	// The container's id is all it takes to find the run again; it
+	// keeps no state of its own beyond it (version 1, no data).
 	st := driver.State{
-		Driver:      spec.KindContainerd,
-		ContainerID: id,
-		PID:         int(task.Pid()),
-		StartedAt:   time.Now(),
-	}
-	if t.Cgroup != nil {
-		st.Cgroup = t.Cgroup.CgroupsPath()
+		Driver:    spec.KindContainerd,
+		ID:        id,
+		PID:       int(task.Pid()),
+		StartedAt: time.Now(),
+		Version:   1,
 	}
 	return d.watch(ctr, task, exitCh, wctx, wcancel, st), nil
 }
@@ -285,11 +285,12 @@ func (d *Driver) remove(ctx context.Context, ctr containerd.Container, task cont
 	return errors.Join(errs...)
 }
 
-// Recover reattaches to the container named by s.ContainerID. A container
+// Recover reattaches to the container named by s.ID (container_id in
+// version 0, which UnmarshalJSON reads into ID). A container
 // whose task is already gone is deleted and reported as errdefs.ErrNotFound;
 // a task that stopped while no daemon watched reports its real exit.
 func (d *Driver) Recover(ctx context.Context, s driver.State) (driver.Process, error) {
-	if s.ContainerID == "" {
+	if s.ID == "" {
 		return nil, fmt.Errorf("%w: no container id to recover", errdefs.ErrNotFound)
 	}
 	c, err := d.conn()
@@ -297,26 +298,26 @@ func (d *Driver) Recover(ctx context.Context, s driver.State) (driver.Process, e
 		return nil, err
 	}
 	ctx = d.ctx(ctx)
-	ctr, err := c.LoadContainer(ctx, s.ContainerID)
+	ctr, err := c.LoadContainer(ctx, s.ID)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: container %s", errdefs.ErrNotFound, s.ContainerID)
+			return nil, fmt.Errorf("%w: container %s", errdefs.ErrNotFound, s.ID)
 		}
-		return nil, fmt.Errorf("load container %s: %w", s.ContainerID, err)
+		return nil, fmt.Errorf("load container %s: %w", s.ID, err)
 	}
 	task, err := ctr.Task(ctx, nil)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			_ = d.remove(ctx, ctr, nil)
-			return nil, fmt.Errorf("%w: container %s has no task", errdefs.ErrNotFound, s.ContainerID)
+			return nil, fmt.Errorf("%w: container %s has no task", errdefs.ErrNotFound, s.ID)
 		}
-		return nil, fmt.Errorf("load task of %s: %w", s.ContainerID, err)
+		return nil, fmt.Errorf("load task of %s: %w", s.ID, err)
 	}
 	wctx, wcancel := context.WithCancel(d.ctx(context.WithoutCancel(ctx)))
 	exitCh, err := task.Wait(wctx)
 	if err != nil {
 		wcancel()
-		return nil, fmt.Errorf("wait task of %s: %w", s.ContainerID, err)
+		return nil, fmt.Errorf("wait task of %s: %w", s.ID, err)
 	}
 	st := s
 	st.Driver = spec.KindContainerd

@@ -188,7 +188,7 @@ func TestRunLogEnvSignalKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := p.State()
-	if st.Driver != spec.KindContainerd || !strings.HasPrefix(st.ContainerID, "hello-") || st.PID <= 0 || st.StartedAt.IsZero() {
+	if st.Driver != spec.KindContainerd || !strings.HasPrefix(st.ID, "hello-") || st.PID <= 0 || st.StartedAt.IsZero() {
 		t.Fatalf("state %+v", st)
 	}
 	log := waitLog(t, tk, "FOO=bar")
@@ -371,7 +371,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p2.State().ContainerID != st.ContainerID || p2.State().PID != st.PID {
+	if p2.State().ID != st.ID || p2.State().PID != st.PID {
 		t.Fatalf("state %+v vs %+v", p2.State(), st)
 	}
 	if err := p2.Kill(); err != nil {
@@ -480,7 +480,7 @@ func TestErrors(t *testing.T) {
 	if err := d.Available(ctx); err != nil {
 		t.Errorf("available: %v", err)
 	}
-	if _, err := d.Recover(ctx, driver.State{ContainerID: "nope-1234"}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := d.Recover(ctx, driver.State{ID: "nope-1234"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("recover unknown: %v", err)
 	}
 }

@@ -117,27 +117,49 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 	st := driver.State{
 		Driver:    spec.KindNative,
 		PID:       cmd.Process.Pid,
-		BootID:    bootID(),
 		StartedAt: time.Now(),
 	}
 	if len(t.Files) > 0 {
 		st.CarrierDir = t.CarrierDir
 	}
+	rs := runState{BootID: bootID()}
 	if t.Cgroup != nil {
-		st.Cgroup = t.Cgroup.Name
+		rs.Cgroup = t.Cgroup.Name
 	}
 	// The child is ours and not yet reaped, so its pid cannot be reused
 	// before we read its start time.
 	if ps, err := readStat(st.PID); err == nil {
-		st.StartTicks = ps.startTicks
+		rs.StartTicks = ps.startTicks
+	}
+	if err := st.Encode(stateVersion, rs); err != nil {
+		return nil, err
 	}
 	return watch(st, pidfd, cmd, t.Cgroup, oomBefore)
 }
 
+// runState is what the native driver keeps of a run to know it again:
+// its main process's start time and the boot it started in, which with
+// the pid no other process has, and the cgroup it was born in. Version
+// 0, the state of every runtime in one object, used the same names.
+type runState struct {
+	StartTicks uint64 `json:"start_ticks"`
+	BootID     string `json:"boot_id"`
+	Cgroup     string `json:"cgroup,omitempty"`
+}
+
+const stateVersion = 1
+
 // Recover adopts a run of an earlier daemon when pid, start time and boot id
 // all still match.
 func (d Driver) Recover(ctx context.Context, st driver.State) (driver.Process, error) {
-	if st.BootID != bootID() {
+	if st.Version > stateVersion {
+		return nil, fmt.Errorf("pid %d: a run state of version %d, from a newer flyd: not adopted", st.PID, st.Version)
+	}
+	var rs runState
+	if err := st.Decode(&rs); err != nil {
+		return nil, err
+	}
+	if rs.BootID != bootID() {
 		return nil, fmt.Errorf("pid %d: %w (the host rebooted)", st.PID, errGone)
 	}
 	fd, err := pidfdOpen(st.PID)
@@ -147,19 +169,19 @@ func (d Driver) Recover(ctx context.Context, st driver.State) (driver.Process, e
 	// Checked after opening the pidfd: from here the pid cannot change owner
 	// under us, so a match now is a match for as long as we watch.
 	ps, err := readStat(st.PID)
-	if err != nil || ps.startTicks != st.StartTicks || ps.zombie {
+	if err != nil || ps.startTicks != rs.StartTicks || ps.zombie {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("pid %d: %w", st.PID, errGone)
 	}
 	var cg *sandbox.Cgroup
-	if st.Cgroup != "" {
+	if rs.Cgroup != "" {
 		// A run born in a cgroup is adopted only if it is still in it.
 		if d.Cgroups != nil {
-			cg, err = d.Cgroups.Open(st.Cgroup)
+			cg, err = d.Cgroups.Open(rs.Cgroup)
 		}
 		if cg == nil || err != nil || !cg.Contains(st.PID) {
 			syscall.Close(fd)
-			return nil, fmt.Errorf("pid %d is not in cgroup %s: %w", st.PID, st.Cgroup, errGone)
+			return nil, fmt.Errorf("pid %d is not in cgroup %s: %w", st.PID, rs.Cgroup, errGone)
 		}
 	}
 	oom := 0

@@ -2,7 +2,9 @@ package native
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,15 +107,43 @@ func TestReleaseLeavesTheProcessAndRecoverAdoptsIt(t *testing.T) {
 
 	// A record whose start time does not match is a different process
 	// that reused the pid: never adopted.
-	wrong := st
-	wrong.StartTicks++
+	var rs runState
+	if err := st.Decode(&rs); err != nil || rs.StartTicks == 0 || rs.BootID == "" {
+		t.Fatalf("the state keeps %+v (%v): no identity", rs, err)
+	}
+	with := func(change func(*runState)) driver.State {
+		r := rs
+		change(&r)
+		s := st
+		if err := s.Encode(stateVersion, r); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	wrong := with(func(r *runState) { r.StartTicks++ })
 	if _, err := (Driver{}).Recover(context.Background(), wrong); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("Recover with a wrong start time: %v, want ErrNotFound", err)
 	}
-	otherBoot := st
-	otherBoot.BootID = "another-boot"
+	otherBoot := with(func(r *runState) { r.BootID = "another-boot" })
 	if _, err := (Driver{}).Recover(context.Background(), otherBoot); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("Recover from another boot: %v, want ErrNotFound", err)
+	}
+	newer := st
+	newer.Version = stateVersion + 1
+	if _, err := (Driver{}).Recover(context.Background(), newer); err == nil || errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("Recover of a newer flyd's state: %v, want a refusal that leaves the run alone", err)
+	}
+	// A record of a flyd before drivers kept their own state: one object
+	// of every runtime's fields, version 0.
+	legacy := fmt.Sprintf(`{"driver":"native","pid":%d,"start_ticks":%d,"boot_id":%q,"started_at":"2026-01-01T00:00:00Z"}`, st.PID, rs.StartTicks, rs.BootID)
+	var old driver.State
+	if err := json.Unmarshal([]byte(legacy), &old); err != nil {
+		t.Fatal(err)
+	}
+	if lp, err := (Driver{}).Recover(context.Background(), old); err != nil {
+		t.Fatalf("a version 0 record was not adopted: %v", err)
+	} else {
+		lp.Release()
 	}
 
 	q, err := Driver{}.Recover(context.Background(), st)

@@ -19,12 +19,13 @@
 // Temporary directory. Each run gets TMPDIR=<CacheDir>/tmp/<workload>,
 // created fresh at Start (whatever a previous run left is removed) and
 // removed when the run ends: the returned Process closes Done only after the
-// removal. An adopted run's TMPDIR is read from /proc/<pid>/environ and
-// removed the same way when it ends.
+// removal. An adopted run's TMPDIR comes from its state and is removed the
+// same way when it ends.
 package nix
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -122,25 +123,59 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, err
 		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
-	return wrap(p, tmp), nil
+	w, err := wrap(p, tmp)
+	if err != nil {
+		_ = p.Kill()
+		return nil, err
+	}
+	return w, nil
 }
 
 // Recover adopts a run through the native driver; its TMPDIR is removed when
 // it ends.
 func (d *Driver) Recover(ctx context.Context, s driver.State) (driver.Process, error) {
-	p, err := d.Native.Recover(ctx, s)
+	ns, tmp := s, ""
+	ns.Driver = spec.KindNative
+	switch {
+	case s.Version > stateVersion:
+		return nil, fmt.Errorf("pid %d: a run state of version %d, from a newer flyd: not adopted", s.PID, s.Version)
+	case s.Version == 0:
+		// Kept no TMPDIR then: the run's environment says it.
+		tmp, _ = environVar(s.PID, "TMPDIR")
+	default:
+		var rs runState
+		if err := s.Decode(&rs); err != nil {
+			return nil, err
+		}
+		ns.Version, ns.Data, tmp = rs.NativeVersion, rs.Native, rs.TmpDir
+	}
+	p, err := d.Native.Recover(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
-	tmp := ""
-	if v, ok := environVar(s.PID, "TMPDIR"); ok && d.CacheDir != "" {
-		root := filepath.Join(d.CacheDir, "tmp") + "/"
-		if strings.HasPrefix(filepath.Clean(v), root) {
-			tmp = filepath.Clean(v)
-		}
+	// Only a directory of ours is ever removed.
+	if root := filepath.Join(d.CacheDir, "tmp") + "/"; tmp == "" || d.CacheDir == "" || !strings.HasPrefix(filepath.Clean(tmp), root) {
+		tmp = ""
+	} else {
+		tmp = filepath.Clean(tmp)
 	}
-	return wrap(p, tmp), nil
+	w, err := wrap(p, tmp)
+	if err != nil {
+		p.Release() // adopted, not ours to kill: the next daemon tries again
+		return nil, err
+	}
+	return w, nil
 }
+
+// runState is what a nix run keeps: the native driver's state of it, and
+// its TMPDIR.
+type runState struct {
+	Native        json.RawMessage `json:"native"`
+	NativeVersion int             `json:"native_version"`
+	TmpDir        string          `json:"tmpdir,omitempty"`
+}
+
+const stateVersion = 1
 
 // Sweep removes the temporary directories and the environment uses of
 // workloads that no longer exist (removed while no daemon ran), then the

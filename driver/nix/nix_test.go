@@ -2,6 +2,7 @@ package nix
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -250,8 +251,22 @@ func TestRecover(t *testing.T) {
 	}
 	st := p.State()
 	p.Release()
+	// As the supervisor's store keeps it: its own part opaque, the run's
+	// TMPDIR in it.
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept driver.State
+	if err := json.Unmarshal(b, &kept); err != nil {
+		t.Fatal(err)
+	}
+	var rs runState
+	if err := kept.Decode(&rs); err != nil || kept.Driver != spec.KindNix || rs.TmpDir != filepath.Join(f.d.CacheDir, "tmp", "w") {
+		t.Fatalf("kept %s state %+v (%v), want nix with its TMPDIR", kept.Driver, rs, err)
+	}
 	d2 := &Driver{CacheDir: f.d.CacheDir, Nix: f.d.Nix}
-	q, err := d2.Recover(context.Background(), st)
+	q, err := d2.Recover(context.Background(), kept)
 	if err != nil {
 		t.Fatal(err)
 	}

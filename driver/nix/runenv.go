@@ -102,14 +102,21 @@ func environVar(pid int, key string) (string, bool) {
 // process is a native run whose TMPDIR is removed before Done closes.
 type process struct {
 	driver.Process
+	st          driver.State
 	tmp         string
 	done        chan struct{}
 	released    chan struct{}
 	releaseOnce sync.Once
 }
 
-func wrap(p driver.Process, tmp string) *process {
-	w := &process{Process: p, tmp: tmp, done: make(chan struct{}), released: make(chan struct{})}
+func wrap(p driver.Process, tmp string) (*process, error) {
+	st := p.State()
+	native := runState{Native: st.Data, NativeVersion: st.Version, TmpDir: tmp}
+	st.Driver = spec.KindNix
+	if err := st.Encode(stateVersion, native); err != nil {
+		return nil, err
+	}
+	w := &process{Process: p, st: st, tmp: tmp, done: make(chan struct{}), released: make(chan struct{})}
 	go func() {
 		select {
 		case <-p.Done():
@@ -120,14 +127,10 @@ func wrap(p driver.Process, tmp string) *process {
 		case <-w.released:
 		}
 	}()
-	return w
+	return w, nil
 }
 
-func (p *process) State() driver.State {
-	s := p.Process.State()
-	s.Driver = spec.KindNix
-	return s
-}
+func (p *process) State() driver.State { return p.st }
 
 func (p *process) Done() <-chan struct{} { return p.done }
 
