@@ -124,12 +124,13 @@ func alive(pid int) bool {
 }
 
 func TestRestartPolicyGivesUpAfterMaxRestarts(t *testing.T) {
-	s := open(t, newDirs(t), true)
+	d := newFakeDriver()
+	s := openFake(t, d)
 	defer s.Close()
 	ctx := context.Background()
 	events, _ := s.Events(ctx, 0)
 
-	w := shSpec("crashy", "exit 3")
+	w := fakeSpec("crashy", "exit", "3")
 	w.Restart.MaxRestarts = 2
 	if _, err := s.Put(ctx, w, true); err != nil {
 		t.Fatal(err)
@@ -162,12 +163,41 @@ func TestRestartPolicyGivesUpAfterMaxRestarts(t *testing.T) {
 			t.Fatalf("states %v, want %v", seen, want)
 		}
 	}
+	if n := d.startCount(); n != 3 {
+		t.Fatalf("%d starts, want 3", n)
+	}
+}
+
+// TestRuntimeDownIsRetriedWithBackoff: a start the runtime fails (not
+// one the program can never pass) is tried again after the backoff, and
+// counts as a restart, until it runs.
+func TestRuntimeDownIsRetriedWithBackoff(t *testing.T) {
+	d := newFakeDriver()
+	d.failStarts = 2
+	s := openFake(t, d)
+	defer s.Close()
+	ctx := context.Background()
+	first, err := s.Put(ctx, fakeSpec("svc", "run"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.State != api.StateBackoff || !strings.Contains(first.LastError, errFakeDown.Error()) {
+		t.Fatalf("after a failed start: state %s, last error %q; want backoff naming the runtime's error", first.State, first.LastError)
+	}
+	got := waitState(t, s, "svc", api.StateRunning)
+	if got.Restarts != 2 || d.startCount() != 3 {
+		t.Fatalf("running after %d restarts and %d starts, want 2 and 3", got.Restarts, d.startCount())
+	}
+	stopped, err := s.Stop(ctx, "svc")
+	if err != nil || stopped.LastExit == nil || stopped.LastExit.Signal != "SIGTERM" {
+		t.Fatalf("stop: %+v, %v; want ended by SIGTERM", stopped, err)
+	}
 }
 
 func TestCleanExitIsNotRestartedOnFailure(t *testing.T) {
-	s := open(t, newDirs(t), true)
+	s := openFake(t, newFakeDriver())
 	defer s.Close()
-	if _, err := s.Put(context.Background(), shSpec("oneshot", "exit 0"), true); err != nil {
+	if _, err := s.Put(context.Background(), fakeSpec("oneshot", "exit", "0"), true); err != nil {
 		t.Fatal(err)
 	}
 	got := waitState(t, s, "oneshot", api.StateExited)
