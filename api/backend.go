@@ -43,6 +43,12 @@ type Backend interface {
 	// PutNetwork records a network's document (its settings) and applies
 	// it to the network when it exists.
 	PutNetwork(ctx context.Context, n *spec.Network) (*Network, error)
+	// Policies lists the policy documents and what each is in force for;
+	// PutPolicy records one and puts it in force before answering;
+	// DeletePolicy removes one and its rules.
+	Policies(ctx context.Context) ([]Policy, error)
+	PutPolicy(ctx context.Context, p *spec.Policy) (*Policy, error)
+	DeletePolicy(ctx context.Context, name string) error
 	// Events streams events until ctx is done. The channel is closed when
 	// the stream ends, including when a reader too slow to keep up is dropped.
 	// With after > 0 it first replays the kept events numbered after it.

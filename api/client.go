@@ -249,6 +249,23 @@ func (c *Client) DeleteNetwork(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
 }
 
+func (c *Client) Policies(ctx context.Context) ([]Policy, error) {
+	var ps []Policy
+	return ps, c.do(ctx, http.MethodGet, "/v1/policies", nil, nil, &ps)
+}
+
+func (c *Client) PutPolicy(ctx context.Context, p *spec.Policy) (*Policy, error) {
+	var out Policy
+	if err := c.do(ctx, http.MethodPut, "/v1/policies/"+url.PathEscape(p.Name), nil, p, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *Client) DeletePolicy(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/policies/"+url.PathEscape(name), nil, nil, nil)
+}
+
 func (c *Client) Events(ctx context.Context, after uint64) (<-chan Event, error) {
 	var q url.Values
 	if after > 0 {

@@ -62,3 +62,8 @@ func FromEvent(ev status.Event) Event {
 // FromFileProblem and FromQuarantined are what status shows of them.
 func FromFileProblem(p status.FileProblem) FileProblem { return FileProblem(p) }
 func FromQuarantined(q status.Quarantined) Quarantined { return Quarantined(q) }
+
+// FromPolicy is p as the API shows it.
+func FromPolicy(p status.Policy) Policy {
+	return Policy{Name: p.Name, Spec: p.Spec, Guards: append([]string{}, p.Guards...), Problems: p.Problems}
+}

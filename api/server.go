@@ -45,6 +45,19 @@ func WithSpecPolicy(check func(Peer, *spec.Workload) error) Option {
 	return func(s *Server) { s.specPolicy = check }
 }
 
+// checkDocument refuses network and policy documents to a peer other
+// than root while a spec policy limits what peers may do: they change
+// every workload's reach, not only the caller's.
+func (s *Server) checkDocument(r *http.Request, kind, name string) error {
+	if s.specPolicy == nil {
+		return nil
+	}
+	if p, _ := peerFrom(r.Context()); p.UID != 0 {
+		return Forbidden("kind", "%s %s: network and policy documents are root's while --peer-users limits callers", kind, name)
+	}
+	return nil
+}
+
 // checkSpec runs the spec policy for the request's peer.
 func (s *Server) checkSpec(r *http.Request, w *spec.Workload) error {
 	if s.specPolicy == nil {
@@ -124,31 +137,51 @@ func (s *Server) routes() {
 		ps, err := s.backend.Ports(r.Context())
 		respond(w, emptyIfNil(ps), err)
 	})
-	m.HandleFunc("GET /v1/networks", func(w http.ResponseWriter, r *http.Request) {
-		ns, err := s.backend.Networks(r.Context())
-		respond(w, emptyIfNil(ns), err)
+	documents(s, m, "/v1/networks", spec.KindNetwork, spec.DecodeNetworkJSON, func(n *spec.Network) string { return n.Name },
+		s.backend.Networks, s.backend.PutNetwork, s.backend.DeleteNetwork)
+	documents(s, m, "/v1/policies", spec.KindPolicy, spec.DecodePolicyJSON, func(p *spec.Policy) string { return p.Name },
+		s.backend.Policies, s.backend.PutPolicy, s.backend.DeletePolicy)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: no route %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	})
-	m.HandleFunc("PUT /v1/networks/{name}", func(w http.ResponseWriter, r *http.Request) {
-		n, err := spec.DecodeNetworkJSON(r.Body)
-		if err == nil && n.Name != r.PathValue("name") {
-			err = &spec.FieldError{Field: "name", Msg: fmt.Sprintf("%q does not match the path's %q", n.Name, r.PathValue("name"))}
+}
+
+// documents serves a kind of document beside workloads at path: GET lists
+// them with what they do, PUT path/NAME records one (its name must be
+// NAME) and DELETE path/NAME removes one; both are root's under a spec
+// policy (checkDocument).
+func documents[D any, V any](s *Server, m *http.ServeMux, path, kind string, decode func(io.Reader) (D, error), name func(D) string,
+	list func(context.Context) ([]V, error), put func(context.Context, D) (*V, error), del func(context.Context, string) error) {
+	m.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+		vs, err := list(r.Context())
+		respond(w, emptyIfNil(vs), err)
+	})
+	m.HandleFunc("PUT "+path+"/{name}", func(w http.ResponseWriter, r *http.Request) {
+		d, err := decode(r.Body)
+		if err == nil && name(d) != r.PathValue("name") {
+			err = &spec.FieldError{Field: "name", Msg: fmt.Sprintf("%q does not match the path's %q", name(d), r.PathValue("name"))}
 		}
 		if err != nil {
 			writeError(w, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err))
 			return
 		}
-		nw, err := s.backend.PutNetwork(r.Context(), n)
-		respond(w, nw, err)
+		if err := s.checkDocument(r, kind, name(d)); err != nil {
+			writeError(w, err)
+			return
+		}
+		v, err := put(r.Context(), d)
+		respond(w, v, err)
 	})
-	m.HandleFunc("DELETE /v1/networks/{name}", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.backend.DeleteNetwork(r.Context(), r.PathValue("name")); err != nil {
+	m.HandleFunc("DELETE "+path+"/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkDocument(r, kind, r.PathValue("name")); err != nil {
+			writeError(w, err)
+			return
+		}
+		if err := del(r.Context(), r.PathValue("name")); err != nil {
 			writeError(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
-	})
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("%w: no route %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	})
 }
 

@@ -127,6 +127,16 @@ type Published struct {
 	Endpoint string `json:"endpoint"`
 }
 
+// Policy is a policy document and what it is in force for.
+type Policy struct {
+	Name string       `json:"name"`
+	Spec *spec.Policy `json:"spec"`
+	// Guards are the networks it is in force for now.
+	Guards []string `json:"guards"`
+	// Problems say what of it is not in force, and why.
+	Problems []string `json:"problems,omitempty"`
+}
+
 // Status describes the daemon.
 type Status struct {
 	Version   string          `json:"version"`

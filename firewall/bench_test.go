@@ -62,12 +62,7 @@ func servers(b *testing.B) (direct, published string) {
 
 	port := inside.Addr().(*net.TCPAddr).Port
 	hostPort := freeHostPort(b)
-	table := TableFor(b.TempDir())
-	f, err := New(table)
-	if err != nil {
-		testenv.Skip(b, err.Error())
-	}
-	b.Cleanup(func() { _ = Purge(table) })
+	f, _ := testFirewall(b)
 	if _, err := Forwarding(); err != nil {
 		b.Fatal(err)
 	}
@@ -135,6 +130,41 @@ func BenchmarkThroughput(b *testing.B) {
 				if err := <-done; err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkSetGuards is what putting policies in force costs: the whole
+// table written in one transaction, with rules allow rules in the guard
+// of one network (each a network or an address range, at a port); 0 is
+// a guard that denies.
+func BenchmarkSetGuards(b *testing.B) {
+	for _, rules := range []int{0, 100, 1000} {
+		b.Run(strconv.Itoa(rules)+"-rules", func(b *testing.B) {
+			f, _ := testFirewall(b)
+			if err := f.Set("db", Net{Link: "fly-9994", Subnet: netip.MustParsePrefix("198.18.250.12/30")}); err != nil {
+				b.Fatal(err)
+			}
+			sets := [2][]Guard{}
+			for k := range sets {
+				allows := make([]Allow, rules)
+				for i := range allows {
+					allows[i] = Allow{Policy: "bench", Ports: []Port{{Proto: 6, Port: 1000 + i + k}}}
+					if i%2 == 0 {
+						allows[i].Links = []string{"fly-" + strconv.Itoa(i)}
+					} else {
+						allows[i].CIDRs = []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)}
+					}
+				}
+				sets[k] = []Guard{{Link: "fly-9994", Ingress: &allows}}
+			}
+			i := 0
+			for b.Loop() {
+				if err := f.SetGuards(sets[i%2]); err != nil {
+					b.Fatal(err)
+				}
+				i++
 			}
 		})
 	}

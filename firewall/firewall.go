@@ -24,6 +24,7 @@ import (
 	"sync"
 
 	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/errdefs"
@@ -76,6 +77,8 @@ type Firewall struct {
 	nets  map[string]Net
 	// served is what each network's own table was last written with.
 	served map[string][]int
+	// guards are what the policies ask of the networks (guard.go).
+	guards []Guard
 }
 
 // New checks that the kernel offers nf_tables to flyd and returns an
@@ -189,8 +192,11 @@ func Purge(table string) error {
 
 // write replaces the table in one transaction: the kernel applies all of
 // it or none, so no packet ever sees half a table.
-func (f *Firewall) write() error {
-	c, err := nftables.New()
+func (f *Firewall) write() error { return f.writeWith(f.nets, f.guards) }
+
+// writeWith writes the table of nets and guards.
+func (f *Firewall) writeWith(nets map[string]Net, guards []Guard) error {
+	c, err := nftables.New(nftables.WithSockOptions(roomyWrites))
 	if err != nil {
 		return unavailable(err)
 	}
@@ -198,8 +204,12 @@ func (f *Firewall) write() error {
 	t := &nftables.Table{Name: f.table, Family: nftables.TableFamilyIPv4}
 	c.AddTable(t)
 	c.DelTable(t)
-	if len(f.nets) > 0 {
-		build(c, c.AddTable(t), f.sorted())
+	if len(nets) > 0 || len(guards) > 0 {
+		tt := c.AddTable(t)
+		buildGuards(c, tt, guards)
+		if len(nets) > 0 {
+			build(c, tt, sorted(nets))
+		}
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("write nftables table %s: %w", f.table, err)
@@ -207,17 +217,42 @@ func (f *Firewall) write() error {
 	return nil
 }
 
-func (f *Firewall) sorted() []Net {
-	names := make([]string, 0, len(f.nets))
-	for n := range f.nets {
+func sorted(nets map[string]Net) []Net {
+	names := make([]string, 0, len(nets))
+	for n := range nets {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	out := make([]Net, len(names))
 	for i, n := range names {
-		out[i] = f.nets[n]
+		out[i] = nets[n]
 	}
 	return out
+}
+
+// writeBuffer is how much one transaction may hold: the whole table goes
+// in one sendmsg, and a thousand policy rules outgrow the socket's
+// default (net.core.wmem_default, 208 KiB on most hosts).
+const writeBuffer = 32 << 20
+
+// roomyWrites sizes a netlink socket's buffers for the whole table, past
+// net.core.wmem_max and rmem_max (flyd is root: SO_SNDBUFFORCE and
+// SO_RCVBUFFORCE). The memory is taken only as messages need it.
+func roomyWrites(c *netlink.Conn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		// The kernel's answers (an acknowledgement a message) come back
+		// as many: the receive side needs the room too.
+		serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, writeBuffer),
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, writeBuffer))
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // Forwarding turns on IPv4 forwarding, which a network's traffic through

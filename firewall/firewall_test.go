@@ -2,14 +2,20 @@ package firewall
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/userdata"
 
 	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
-// TestTableFollowsNetworks: the table holds the rules of the networks
-// there are, and goes with the last of them.
-func TestTableFollowsNetworks(t *testing.T) {
+// testFirewall is a firewall of a table of the test's own, purged when
+// the test ends.
+func testFirewall(t testing.TB) (*Firewall, string) {
+	t.Helper()
 	testenv.RequireRoot(t, "rules are written into the kernel")
 	table := TableFor(t.TempDir())
 	f, err := New(table)
@@ -17,6 +23,13 @@ func TestTableFollowsNetworks(t *testing.T) {
 		testenv.Skip(t, err.Error())
 	}
 	t.Cleanup(func() { _ = Purge(table) })
+	return f, table
+}
+
+// TestTableFollowsNetworks: the table holds the rules of the networks
+// there are, and goes with the last of them.
+func TestTableFollowsNetworks(t *testing.T) {
+	f, table := testFirewall(t)
 	out := Net{Link: "fly-9990", Subnet: netip.MustParsePrefix("198.18.250.0/30"), Egress: true}
 	island := Net{Link: "fly-9991", Subnet: netip.MustParsePrefix("198.18.250.4/30")}
 	published := island
@@ -47,4 +60,71 @@ func TestTableFollowsNetworks(t *testing.T) {
 	if err := f.Set("bad", Net{Link: "eth0", Subnet: out.Subnet}); err == nil {
 		t.Error("a link not named fly-… was accepted")
 	}
+}
+
+// TestGuardsAreWrittenAndRemoved: each allow of each policy becomes a rule
+// carrying its policy's name, a guarded direction ends in a refusal, and
+// no guard leaves no guard chain.
+func TestGuardsAreWrittenAndRemoved(t *testing.T) {
+	f, table := testFirewall(t)
+	if err := f.Set("db", Net{Link: "fly-9992", Subnet: netip.MustParsePrefix("198.18.250.8/30")}); err != nil {
+		t.Fatal(err)
+	}
+	in := []Allow{{Policy: "from-web", Links: []string{"fly-9993"}, Ports: []Port{{Proto: 6, Port: 5432}, {Proto: 1}}},
+		{Policy: "from-lab", CIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}}}
+	out := []Allow{}
+	if err := f.SetGuards([]Guard{{Link: "fly-9992", Ingress: &in, Egress: &out}}); err != nil {
+		t.Fatal(err)
+	}
+	got := guardRules(t, table)
+	want := map[string][]string{
+		// replies; web's two ports; the lab's range; the refusal.
+		"guard-ingress":     {"", "policy from-web", "policy from-web", "policy from-lab", "policies guard the ingress of fly-9992"},
+		"guard-egress":      {"", "policies guard the egress of fly-9992"},
+		"guard-egress-host": {"", "policies guard the egress of fly-9992"},
+	}
+	for ch, comments := range want {
+		if !slices.Equal(got[ch], comments) {
+			t.Errorf("chain %s holds %q, want %q", ch, got[ch], comments)
+		}
+	}
+	if err := f.SetGuards(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := guardRules(t, table); len(got) != 0 {
+		t.Errorf("no guard left chains %v", got)
+	}
+	if err := f.SetGuards([]Guard{{Link: "eth0", Egress: &out}}); err == nil {
+		t.Error("a guard of a link not named fly-… was accepted")
+	}
+}
+
+// guardRules reads back the comments of the rules of table's guard
+// chains, by chain.
+func guardRules(t *testing.T, table string) map[string][]string {
+	t.Helper()
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseLasting()
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, ch := range chains {
+		if ch.Table.Name != table || !strings.HasPrefix(ch.Name, "guard-") {
+			continue
+		}
+		rs, err := c.GetRules(ch.Table, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+			out[ch.Name] = append(out[ch.Name], comment)
+		}
+	}
+	return out
 }

@@ -89,14 +89,18 @@ func replies() []expr.Any {
 }
 
 // saddrIn matches an IPv4 source address inside the network's subnet.
-func saddrIn(n Net) []expr.Any {
+func saddrIn(n Net) []expr.Any { return addrIn(12, n.Subnet) }
+
+// addrIn matches an IPv4 address of the network header at offset (12 the
+// source, 16 the destination) inside pre.
+func addrIn(offset uint32, pre netip.Prefix) []expr.Any {
 	mask := make([]byte, 4)
-	for i := range n.Subnet.Bits() {
+	for i := range pre.Bits() {
 		mask[i/8] |= 0x80 >> (i % 8)
 	}
-	net := n.Subnet.Masked().Addr().As4()
+	net := pre.Masked().Addr().As4()
 	return []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: net[:]},
 	}

@@ -35,81 +35,105 @@ func (n *Network) Validate() error {
 	return p.err()
 }
 
-// isNetworkDoc says whether a document is a network document.
-func isNetworkDoc(doc *node) bool {
+// docKind is a document's kind key, "" when it has none (a workload's
+// kind says its runtime, never "network" or "policy").
+func docKind(doc *node) string {
 	if doc.kind != mapNode {
-		return false
+		return ""
 	}
 	for i, k := range doc.keys {
-		if k.text == "kind" {
-			return doc.vals[i].kind == stringNode && doc.vals[i].text == KindNetwork
+		if k.text == "kind" && doc.vals[i].kind == stringNode {
+			return doc.vals[i].text
 		}
 	}
-	return false
+	return ""
 }
 
-// buildNetwork decodes and validates a network document, as strictly as a
-// workload.
-func buildNetwork(doc *node) (*Network, error) {
-	n := new(Network)
-	if err := decodeValue(doc, reflect.ValueOf(n).Elem(), ""); err != nil {
+// buildDoc decodes and validates a document of a kind beside workloads
+// (a network, a policy), as strictly as a workload.
+func buildDoc[T any, P interface {
+	*T
+	Validate() error
+}](doc *node) (P, error) {
+	d := P(new(T))
+	if err := decodeValue(doc, reflect.ValueOf(d).Elem(), ""); err != nil {
 		return nil, err
 	}
-	if err := n.Validate(); err != nil {
+	if err := d.Validate(); err != nil {
 		if fe, ok := err.(*FieldError); ok {
 			return nil, atLine(doc.lineOf(fe.Field), fe)
 		}
 		return nil, err
 	}
-	return n, nil
+	return d, nil
 }
 
-// Documents is what a spec file holds: workloads and network documents.
+// Documents is what a spec file holds: workloads, network documents and
+// policies.
 type Documents struct {
 	Workloads []*Workload
 	Networks  []*Network
+	Policies  []*Policy
 }
 
-// ParseAll reads workloads and network documents alike, with the same
-// strictness as Parse.
+// ParseAll reads workloads, network documents and policies alike, with
+// the same strictness as Parse.
 func ParseAll(data []byte) (*Documents, error) {
 	roots, err := readDocuments(data)
 	if err != nil {
 		return nil, err
 	}
 	d := &Documents{}
-	workloads, networks := map[string]bool{}, map[string]bool{}
+	seen := map[string]map[string]bool{}
+	once := func(doc *node, what, name string) error {
+		if seen[what] == nil {
+			seen[what] = map[string]bool{}
+		}
+		if seen[what][name] {
+			return atLine(doc.lineOf("name"), fieldErrorf("name", "%s %q is defined more than once", what, name))
+		}
+		seen[what][name] = true
+		return nil
+	}
 	for _, root := range roots {
 		docs := []*node{root}
 		if root.kind == listNode {
 			docs = root.items
 		}
 		for _, doc := range docs {
-			if isNetworkDoc(doc) {
-				n, err := buildNetwork(doc)
+			switch docKind(doc) {
+			case KindNetwork:
+				n, err := buildDoc[Network](doc)
+				if err == nil {
+					err = once(doc, "network", n.Name)
+				}
 				if err != nil {
 					return nil, err
 				}
-				if networks[n.Name] {
-					return nil, atLine(doc.lineOf("name"), fieldErrorf("name", "network %q is defined more than once", n.Name))
-				}
-				networks[n.Name] = true
 				d.Networks = append(d.Networks, n)
-				continue
+			case KindPolicy:
+				pl, err := buildDoc[Policy](doc)
+				if err == nil {
+					err = once(doc, "policy", pl.Name)
+				}
+				if err != nil {
+					return nil, err
+				}
+				d.Policies = append(d.Policies, pl)
+			default:
+				w, err := build(doc)
+				if err == nil {
+					err = once(doc, "workload", w.Name)
+				}
+				if err != nil {
+					return nil, err
+				}
+				d.Workloads = append(d.Workloads, w)
 			}
-			w, err := build(doc)
-			if err != nil {
-				return nil, err
-			}
-			if workloads[w.Name] {
-				return nil, atLine(doc.lineOf("name"), fieldErrorf("name", "workload %q is defined more than once", w.Name))
-			}
-			workloads[w.Name] = true
-			d.Workloads = append(d.Workloads, w)
 		}
 	}
-	if len(d.Workloads) == 0 && len(d.Networks) == 0 {
-		return nil, fmt.Errorf("no workload or network found")
+	if len(d.Workloads)+len(d.Networks)+len(d.Policies) == 0 {
+		return nil, fmt.Errorf("no workload, network or policy found")
 	}
 	return d, nil
 }
@@ -121,5 +145,5 @@ func DecodeNetworkJSON(r io.Reader) (*Network, error) {
 	if err != nil {
 		return nil, err
 	}
-	return buildNetwork(root)
+	return buildDoc[Network](root)
 }

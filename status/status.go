@@ -130,6 +130,17 @@ type Published struct {
 	Endpoint string
 }
 
+// Policy is a policy document and what it guards now.
+type Policy struct {
+	Name string
+	Spec *spec.Policy
+	// Guards are the networks it is in force for.
+	Guards []string
+	// Problems say what of it is not in force, and why: names of nothing
+	// (yet), workloads on the host's network.
+	Problems []string
+}
+
 // FileProblem is a workloads-directory file that changes nothing until
 // it is fixed.
 type FileProblem struct {

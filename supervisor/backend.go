@@ -318,6 +318,34 @@ func (s *Supervisor) Networks(ctx context.Context) ([]api.Network, error) {
 	return out, nil
 }
 
+func (s *Supervisor) Policies(ctx context.Context) ([]api.Policy, error) {
+	ps := s.policyList()
+	out := make([]api.Policy, len(ps))
+	for i, p := range ps {
+		out[i] = api.FromPolicy(p)
+	}
+	return out, nil
+}
+
+// PutPolicy records a policy and puts it in force: it is answered once
+// its rules are in the kernel.
+func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, error) {
+	if err := s.setPolicy(p.Name, p); err != nil {
+		return nil, err
+	}
+	for _, v := range s.policyList() {
+		if v.Name == p.Name {
+			out := api.FromPolicy(v)
+			return &out, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: policy %s removed meanwhile", errdefs.ErrNotFound, p.Name)
+}
+
+func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
+	return s.setPolicy(name, nil)
+}
+
 func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
 	nw, err := s.putNetwork(ctx, n)
 	if nw == nil {

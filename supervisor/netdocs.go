@@ -19,17 +19,30 @@ const netDocsFile = "networks.json"
 
 // loadNetDocs reads the network documents an earlier daemon recorded.
 func (s *Supervisor) loadNetDocs() {
-	var docs map[string]*spec.Network
-	if _, err := readJSON(filepath.Join(s.cfg.StateDir, netDocsFile), &docs); err != nil {
-		s.log.Error("cannot read the network documents; networks get the defaults", zap.Error(err))
-	}
+	docs := loadDocs[spec.Network](s, netDocsFile, "the network documents; networks get the defaults", func(n *spec.Network) string { return n.Name })
 	s.docMu.Lock()
 	defer s.docMu.Unlock()
-	for name, d := range docs {
-		if d != nil && d.Name == name && d.Validate() == nil {
-			s.netDocs[name] = d
+	s.netDocs = docs
+}
+
+// loadDocs reads documents of one kind that an earlier daemon recorded
+// in file under the state dir, keeping each that is valid and filed
+// under its own name; what says what is lost when it cannot be read.
+func loadDocs[T any, D interface {
+	*T
+	Validate() error
+}](s *Supervisor, file, what string, name func(D) string) map[string]D {
+	var docs map[string]D
+	if _, err := readJSON(filepath.Join(s.cfg.StateDir, file), &docs); err != nil {
+		s.log.Error("cannot read "+what, zap.Error(err))
+	}
+	out := make(map[string]D, len(docs))
+	for n, d := range docs {
+		if d != nil && name(d) == n && d.Validate() == nil {
+			out[n] = d
 		}
 	}
+	return out
 }
 
 // netDoc is a network's document, nil when it has none.

@@ -75,6 +75,15 @@ func (s *Supervisor) forgetLink(name string) {
 		if err := s.cfg.Firewall.Remove(name); err != nil {
 			s.log.Warn("cannot remove a network's rules", zap.String("network", name), zap.Error(err))
 		}
+		s.rewriteGuards()
+	}
+}
+
+// rewriteGuards puts the policies in force again after a change that
+// cannot fail for it (a network or workload gone), saying so if it does.
+func (s *Supervisor) rewriteGuards() {
+	if err := s.writeGuards(); err != nil {
+		s.log.Warn("cannot put the policies in force", zap.Error(err))
 	}
 }
 
@@ -165,6 +174,9 @@ func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]status.Por
 		}
 	}
 	if err := s.writeRules(w.Network); err != nil {
+		return nil, err
+	}
+	if err := s.writeGuards(w); err != nil {
 		return nil, err
 	}
 	return s.mappings(w, res, pub), nil

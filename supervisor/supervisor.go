@@ -93,6 +93,8 @@ type Supervisor struct {
 	links   map[string]*sandbox.Link
 	docMu   sync.Mutex
 	netDocs map[string]*spec.Network
+	// policies are the policy documents in force (policies.go).
+	policies map[string]*spec.Policy
 
 	logs logBook
 
@@ -144,6 +146,7 @@ func New(cfg Config) (*Supervisor, error) {
 		workloads:    map[string]*workload{},
 		links:        map[string]*sandbox.Link{},
 		netDocs:      map[string]*spec.Network{},
+		policies:     map[string]*spec.Policy{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,
@@ -245,8 +248,17 @@ func (s *Supervisor) restore() {
 	s.logQuarantine()
 	s.sweepCarriers(keep)
 	s.loadNetDocs()
+	s.loadPolicies()
 	s.sweepNetworks(specs)
 	s.syncLinks()
+	// In force before any workload's loop can start a run.
+	pending := make([]*spec.Workload, len(recs))
+	for i, r := range recs {
+		pending[i] = r.Spec
+	}
+	if err := s.writeGuards(pending...); err != nil {
+		s.log.Error("cannot put the policies in force", zap.Error(err))
+	}
 	s.sweepCgroups(s.kept(specs))
 	s.sweepDrivers(s.kept(specs))
 	for _, r := range recs {

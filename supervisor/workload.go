@@ -356,6 +356,7 @@ func (w *workload) remove() error {
 	w.s.deleteCgroup(w.name)
 	w.s.release(w.name, "")
 	w.s.dropNetwork(w.spec.Network)
+	w.s.rewriteGuards()
 	w.s.logs.remove(w.name)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil

@@ -52,12 +52,13 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 	}
 	var specs []*spec.Workload
 	var nets []*spec.Network
+	var policies []*spec.Policy
 	for _, f := range files {
 		d, err := readSpecs(f)
 		if err != nil {
 			return err
 		}
-		specs, nets = append(specs, d.Workloads...), append(nets, d.Networks...)
+		specs, nets, policies = append(specs, d.Workloads...), append(nets, d.Networks...), append(policies, d.Policies...)
 	}
 	// Networks first: their settings hold from their workloads' first run.
 	for _, n := range nets {
@@ -67,6 +68,16 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 		}
 		if !c.json {
 			fmt.Fprintf(c.stdout, "network %s egress=%t\n", nw.Name, nw.Egress)
+		}
+	}
+	// Then policies: in force before the workloads they govern run.
+	for _, p := range policies {
+		pl, err := c.client.PutPolicy(ctx, p)
+		if err != nil {
+			return fmt.Errorf("policy %s: %w", p.Name, err)
+		}
+		if !c.json {
+			printPolicyApplied(c.stderr, c.stdout, pl)
 		}
 	}
 	if len(specs) == 0 {
@@ -126,6 +137,7 @@ func readSpecs(path string) (*spec.Documents, error) {
 			return nil, err
 		}
 		out.Workloads, out.Networks = append(out.Workloads, d.Workloads...), append(out.Networks, d.Networks...)
+		out.Policies = append(out.Policies, d.Policies...)
 	}
 	return out, nil
 }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+func init() {
+	register("policies", command{"list the policies in force, or remove one", "[rm NAME]", cmdPolicies})
+}
+
+func cmdPolicies(ctx context.Context, c *cli, args []string) error {
+	pos, err := c.parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 2 && pos[0] == "rm":
+		return c.client.DeletePolicy(ctx, pos[1])
+	case len(pos) > 0:
+		return usagef("unexpected argument %q", pos[0])
+	}
+	ps, err := c.client.Policies(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(c.stdout, ps)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLICY\tGUARDS\tINGRESS\tEGRESS\tNOT IN FORCE")
+	for _, p := range ps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, list(p.Guards), direction(p.Spec.Ingress != nil, ingressRules(p)), direction(p.Spec.Egress != nil, egressRules(p)), list(p.Problems))
+	}
+	return tw.Flush()
+}
+
+func list(xs []string) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return strings.Join(xs, "; ")
+}
+
+func ingressRules(p api.Policy) int {
+	if p.Spec.Ingress == nil {
+		return 0
+	}
+	return len(*p.Spec.Ingress)
+}
+
+func egressRules(p api.Policy) int {
+	if p.Spec.Egress == nil {
+		return 0
+	}
+	return len(*p.Spec.Egress)
+}
+
+// direction says what a policy does to one direction.
+func direction(guarded bool, rules int) string {
+	switch {
+	case !guarded:
+		return "-"
+	case rules == 0:
+		return "denied"
+	}
+	return fmt.Sprintf("%d rules", rules)
+}
+
+// printPolicyApplied says what an applied policy is in force for, and on
+// stderr what of it is not, so that a name of nothing is seen at once.
+func printPolicyApplied(stderr, stdout io.Writer, p *api.Policy) {
+	fmt.Fprintf(stdout, "policy %s guards %s\n", p.Name, list(p.Guards))
+	for _, why := range p.Problems {
+		fmt.Fprintf(stderr, "flyd: warning: policy %s: %s\n", p.Name, why)
+	}
+}

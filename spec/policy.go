@@ -1,0 +1,170 @@
+package spec
+
+import (
+	"io"
+	"net/netip"
+)
+
+// KindPolicy is the kind of a policy document: an allow-list firewall
+// for the workloads it selects.
+const KindPolicy = "policy"
+
+// Policy says who may reach the workloads it selects, and what they may
+// reach. A direction the policy names (ingress, egress) is denied to the
+// selected workloads but for what its rules allow, an empty list denying
+// all of it; a direction it leaves out it says nothing of. Several
+// policies selecting one workload add up: what any of them allows is
+// allowed.
+//
+// On one host the unit a policy governs is an isolated network: the
+// workloads of one network share its namespace and address.
+type Policy struct {
+	Kind   string   `json:"kind"` // "policy"
+	Name   string   `json:"name"`
+	Select Selector `json:"select"`
+	// Ingress is what may reach the selected workloads; nil leaves
+	// ingress alone.
+	Ingress *[]IngressRule `json:"ingress,omitempty"`
+	// Egress is what the selected workloads may reach; nil leaves egress
+	// alone.
+	Egress *[]EgressRule `json:"egress,omitempty"`
+}
+
+// Selector names workloads: those named, and those of the networks named.
+type Selector struct {
+	Workloads []string `json:"workloads,omitempty"`
+	Networks  []string `json:"networks,omitempty"`
+}
+
+// IngressRule allows connections from its peers to its ports.
+type IngressRule struct {
+	From  Peers        `json:"from"`
+	Ports []PolicyPort `json:"ports,omitempty"`
+}
+
+// EgressRule allows connections to its peers at its ports.
+type EgressRule struct {
+	To    Peers        `json:"to"`
+	Ports []PolicyPort `json:"ports,omitempty"`
+}
+
+// Peers are the other end of a rule: workloads (by name, through their
+// network), networks, and address ranges.
+type Peers struct {
+	Workloads []string `json:"workloads,omitempty"`
+	Networks  []string `json:"networks,omitempty"`
+	CIDRs     []string `json:"cidrs,omitempty"`
+	// DNS names cannot be enforced by a packet filter without a resolver
+	// of its own in the path; a rule naming any is refused, saying so.
+	DNS []string `json:"dns,omitempty"`
+}
+
+// PolicyPort is a port and its protocol (tcp unless said); icmp takes no
+// port. A rule without ports allows every port and protocol.
+type PolicyPort struct {
+	Port     int    `json:"port,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// Protocols a policy port may name.
+const (
+	ProtocolTCP  = "tcp"
+	ProtocolUDP  = "udp"
+	ProtocolICMP = "icmp"
+)
+
+// Proto is the port's protocol with its default.
+func (p PolicyPort) Proto() string {
+	if p.Protocol == "" {
+		return ProtocolTCP
+	}
+	return p.Protocol
+}
+
+// Validate checks a policy document, naming the field of each problem.
+func (pl *Policy) Validate() error {
+	var p problems
+	if pl.Kind != KindPolicy {
+		p.add("kind", "must be %q for a policy document", KindPolicy)
+	}
+	if !validName(pl.Name) {
+		p.add("name", "must be %s", nameRule)
+	}
+	if len(pl.Select.Workloads)+len(pl.Select.Networks) == 0 {
+		p.add("select", "must name workloads or networks: a policy that selects nothing governs nothing")
+	}
+	validNames(&p, "select.workloads", pl.Select.Workloads)
+	validNames(&p, "select.networks", pl.Select.Networks)
+	if pl.Ingress != nil {
+		for i, r := range *pl.Ingress {
+			at := indexPath("ingress", i)
+			r.From.validate(&p, joinPath(at, "from"))
+			validPorts(&p, joinPath(at, "ports"), r.Ports)
+		}
+	}
+	if pl.Egress != nil {
+		for i, r := range *pl.Egress {
+			at := indexPath("egress", i)
+			r.To.validate(&p, joinPath(at, "to"))
+			validPorts(&p, joinPath(at, "ports"), r.Ports)
+		}
+	}
+	return p.err()
+}
+
+func validNames(p *problems, field string, names []string) {
+	for i, n := range names {
+		if !validName(n) || n == NetworkHost {
+			p.add(indexPath(field, i), "must be a name of %s, not %q", nameRule, n)
+		}
+	}
+}
+
+func (ps Peers) validate(p *problems, field string) {
+	if len(ps.DNS) > 0 {
+		p.add(joinPath(field, "dns"), "is not enforced: a packet filter sees addresses, not names; list the addresses as cidrs")
+	}
+	if len(ps.Workloads)+len(ps.Networks)+len(ps.CIDRs) == 0 && len(ps.DNS) == 0 {
+		p.add(field, "must name workloads, networks or cidrs (0.0.0.0/0 for anywhere)")
+	}
+	validNames(p, joinPath(field, "workloads"), ps.Workloads)
+	validNames(p, joinPath(field, "networks"), ps.Networks)
+	for i, c := range ps.CIDRs {
+		pre, err := netip.ParsePrefix(c)
+		switch {
+		case err != nil:
+			p.add(indexPath(joinPath(field, "cidrs"), i), "%q is not a CIDR such as 10.0.0.0/8", c)
+		case !pre.Addr().Is4():
+			p.add(indexPath(joinPath(field, "cidrs"), i), "%q is IPv6: flyd's networks and their rules are IPv4", c)
+		case pre.Masked() != pre:
+			p.add(indexPath(joinPath(field, "cidrs"), i), "%q has bits set past its length; did you mean %s?", c, pre.Masked())
+		}
+	}
+}
+
+func validPorts(p *problems, field string, ports []PolicyPort) {
+	for i, pp := range ports {
+		at := indexPath(field, i)
+		switch pp.Proto() {
+		case ProtocolTCP, ProtocolUDP:
+			if pp.Port < 1 || pp.Port > 65535 {
+				p.add(joinPath(at, "port"), "must be 1 to 65535, not %d", pp.Port)
+			}
+		case ProtocolICMP:
+			if pp.Port != 0 {
+				p.add(joinPath(at, "port"), "icmp has no ports")
+			}
+		default:
+			p.add(joinPath(at, "protocol"), "must be tcp, udp or icmp, not %q", pp.Protocol)
+		}
+	}
+}
+
+// DecodePolicyJSON reads one policy document as a JSON object.
+func DecodePolicyJSON(r io.Reader) (*Policy, error) {
+	root, err := readOneJSON(r)
+	if err != nil {
+		return nil, err
+	}
+	return buildDoc[Policy](root)
+}
