@@ -67,8 +67,14 @@ type Net struct {
 	NS string
 }
 
-// Forward takes TCP connections to a host port to a port of a network.
-type Forward struct{ HostPort, Port int }
+// Forward takes TCP connections to a host port to a port of a network:
+// at every address of the host when Exposed, else at loopback and from
+// the host's networks only (an internal endpoint's, never at an address
+// beyond the host).
+type Forward struct {
+	HostPort, Port int
+	Exposed        bool
+}
 
 // Firewall is the table's desired contents. It is safe for concurrent use.
 type Firewall struct {
@@ -77,8 +83,8 @@ type Firewall struct {
 	nets  map[string]Net
 	// served is what each network's own table was last written with.
 	served map[string][]int
-	// guards are what the policies ask of the networks (guard.go).
-	guards []Guard
+	// proj is what the policies and visibilities ask (guard.go).
+	proj Projection
 }
 
 // New checks that the kernel offers nf_tables to flyd and returns an
@@ -192,10 +198,10 @@ func Purge(table string) error {
 
 // write replaces the table in one transaction: the kernel applies all of
 // it or none, so no packet ever sees half a table.
-func (f *Firewall) write() error { return f.writeWith(f.nets, f.guards) }
+func (f *Firewall) write() error { return f.writeWith(f.nets, f.proj) }
 
-// writeWith writes the table of nets and guards.
-func (f *Firewall) writeWith(nets map[string]Net, guards []Guard) error {
+// writeWith writes the table of nets and a projection.
+func (f *Firewall) writeWith(nets map[string]Net, p Projection) error {
 	c, err := nftables.New(nftables.WithSockOptions(roomyWrites))
 	if err != nil {
 		return unavailable(err)
@@ -204,9 +210,10 @@ func (f *Firewall) writeWith(nets map[string]Net, guards []Guard) error {
 	t := &nftables.Table{Name: f.table, Family: nftables.TableFamilyIPv4}
 	c.AddTable(t)
 	c.DelTable(t)
-	if len(nets) > 0 || len(guards) > 0 {
+	if len(nets) > 0 || len(p.Guards) > 0 || len(p.Reach) > 0 {
 		tt := c.AddTable(t)
-		buildGuards(c, tt, guards)
+		buildReach(c, tt, p.Reach)
+		buildGuards(c, tt, p.Guards)
 		if len(nets) > 0 {
 			build(c, tt, sorted(nets))
 		}

@@ -33,7 +33,7 @@ func TestTableFollowsNetworks(t *testing.T) {
 	out := Net{Link: "fly-9990", Subnet: netip.MustParsePrefix("198.18.250.0/30"), Egress: true}
 	island := Net{Link: "fly-9991", Subnet: netip.MustParsePrefix("198.18.250.4/30")}
 	published := island
-	published.Inner, published.Published = netip.MustParseAddr("198.18.250.6"), []Forward{{HostPort: 19000, Port: 80}}
+	published.Inner, published.Published = netip.MustParseAddr("198.18.250.6"), []Forward{{HostPort: 19000, Port: 80, Exposed: true}}
 	for _, tt := range []struct {
 		change func() error
 		rules  int // 0: no table
@@ -73,7 +73,7 @@ func TestGuardsAreWrittenAndRemoved(t *testing.T) {
 	in := []Allow{{Policy: "from-web", Links: []string{"fly-9993"}, Ports: []Port{{Proto: 6, Port: 5432}, {Proto: 1}}},
 		{Policy: "from-lab", CIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}}}
 	out := []Allow{}
-	if err := f.SetGuards([]Guard{{Link: "fly-9992", Ingress: &in, Egress: &out}}); err != nil {
+	if err := f.SetProjection(Projection{Guards: []Guard{{Link: "fly-9992", Ingress: &in, Egress: &out}}}); err != nil {
 		t.Fatal(err)
 	}
 	got := guardRules(t, table)
@@ -88,13 +88,13 @@ func TestGuardsAreWrittenAndRemoved(t *testing.T) {
 			t.Errorf("chain %s holds %q, want %q", ch, got[ch], comments)
 		}
 	}
-	if err := f.SetGuards(nil); err != nil {
+	if err := f.SetProjection(Projection{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := guardRules(t, table); len(got) != 0 {
 		t.Errorf("no guard left chains %v", got)
 	}
-	if err := f.SetGuards([]Guard{{Link: "eth0", Egress: &out}}); err == nil {
+	if err := f.SetProjection(Projection{Guards: []Guard{{Link: "eth0", Egress: &out}}}); err == nil {
 		t.Error("a guard of a link not named fly-… was accepted")
 	}
 }
@@ -127,4 +127,30 @@ func guardRules(t *testing.T, table string) map[string][]string {
 		}
 	}
 	return out
+}
+
+// TestReachIsWritten: an internal port admits networks and refuses the
+// rest; a private one admits its module's networks; a host port admits
+// loopback first.
+func TestReachIsWritten(t *testing.T) {
+	f, table := testFirewall(t)
+	reach := []Reach{
+		{Link: "fly-9995", Port: 80},
+		{Link: "fly-9995", Port: 81, Private: true, From: []string{"fly-9996", "fly-9997"}},
+		{Port: 82},
+	}
+	if err := f.SetProjection(Projection{Reach: reach}); err != nil {
+		t.Fatal(err)
+	}
+	ok, n, err := Exists(table)
+	// reach: replies, 80's two, 81's three; reach-host: replies, 82's three.
+	if err != nil || !ok || n != 10 {
+		t.Fatalf("table %s: exists %v with %d rules (%v), want 10", table, ok, n, err)
+	}
+	if err := f.SetProjection(Projection{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := Exists(table); ok {
+		t.Error("an empty projection left the table")
+	}
 }

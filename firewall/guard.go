@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -44,22 +43,42 @@ type Port struct {
 	Port  int
 }
 
-// SetGuards replaces what the policies ask and rewrites the table.
-func (f *Firewall) SetGuards(gs []Guard) error {
-	for _, g := range gs {
+// Reach is who may reach one endpoint's port, of a network (Link) or of
+// the host's own (Link ""): the visibility of the endpoint. An internal
+// one is reached from the host and every network, never from beyond the
+// host; a private one from the host and the networks From only. Public
+// endpoints need none.
+type Reach struct {
+	Link    string
+	Port    int
+	Private bool
+	From    []string
+}
+
+// Projection is what the policies and the endpoints' visibilities ask
+// of the networks and the host, put in force as one.
+type Projection struct {
+	Guards []Guard
+	Reach  []Reach
+}
+
+// SetProjection replaces the projection and rewrites the table, unless
+// it is the one in force.
+func (f *Firewall) SetProjection(p Projection) error {
+	for _, g := range p.Guards {
 		if !strings.HasPrefix(g.Link, LinkPrefix) {
 			return fmt.Errorf("%w: a guard of link %q", errdefs.ErrInvalid, g.Link)
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if reflect.DeepEqual(f.guards, gs) {
-		return nil // as written: most changes of a workload change no guard
+	if reflect.DeepEqual(f.proj, p) {
+		return nil // as written: most changes of a workload change none of it
 	}
-	if err := f.writeWith(f.nets, gs); err != nil {
+	if err := f.writeWith(f.nets, p); err != nil {
 		return err
 	}
-	f.guards = slices.Clone(gs)
+	f.proj = p
 	return nil
 }
 
@@ -163,4 +182,57 @@ func protoPort(p Port) []expr.Any {
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{byte(p.Port >> 8), byte(p.Port)}},
 	)
+}
+
+// reachPriority runs the visibility chains first of all: they too only
+// refuse.
+var reachPriority = nftables.ChainPriorityRef(-3)
+
+// buildReach writes the endpoints' visibilities: a connection to a
+// guarded port from anywhere but the host and the networks it allows is
+// refused.
+func buildReach(c *nftables.Conn, t *nftables.Table, rs []Reach) {
+	if len(rs) == 0 {
+		return
+	}
+	accept := nftables.ChainPolicyAccept
+	chain := func(name string, hook *nftables.ChainHook) *nftables.Chain {
+		ch := c.AddChain(&nftables.Chain{Name: name, Table: t, Type: nftables.ChainTypeFilter, Hooknum: hook, Priority: reachPriority, Policy: &accept})
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(replies(), verdict(expr.VerdictAccept)...)})
+		return ch
+	}
+	forward := chain("reach", nftables.ChainHookForward)
+	host := chain("reach-host", nftables.ChainHookInput)
+	rule := func(ch *nftables.Chain, exprs ...[]expr.Any) {
+		var all []expr.Any
+		for _, e := range exprs {
+			all = append(all, e...)
+		}
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: all})
+	}
+	for _, r := range rs {
+		port := protoPort(Port{Proto: unix.IPPROTO_TCP, Port: r.Port})
+		ch, self := forward, ifname(expr.MetaKeyOIFNAME, orPrefix(r.Link), false)
+		if r.Link == "" {
+			// The host's own port: the host reaches it over loopback.
+			ch, self = host, nil
+			rule(ch, port, ifname(expr.MetaKeyIIFNAME, "lo", false), verdict(expr.VerdictAccept))
+		}
+		if r.Private {
+			for _, from := range r.From {
+				rule(ch, self, port, ifname(expr.MetaKeyIIFNAME, from, false), verdict(expr.VerdictAccept))
+			}
+		} else {
+			rule(ch, self, port, ifname(expr.MetaKeyIIFNAME, LinkPrefix, false), verdict(expr.VerdictAccept))
+		}
+		rule(ch, self, port, refuse())
+	}
+}
+
+// orPrefix is a link's name, never empty.
+func orPrefix(link string) string {
+	if link == "" {
+		return LinkPrefix
+	}
+	return link
 }

@@ -12,7 +12,8 @@ import (
 // build adds the table's chains and rules for nets:
 //
 //	prerouting, output (nat): a connection to a host address at a published
-//	            port goes to its network (from elsewhere, and from the host).
+//	            port goes to its network (from elsewhere, and from the host);
+//	            an internal endpoint's only at loopback and from networks.
 //	forward     (filter): replies and published ports pass; networks never
 //	            reach each other; a network without egress forwards nothing.
 //	input       (filter): a network without egress reaches nothing of the
@@ -45,8 +46,13 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net) {
 	for _, n := range nets {
 		for _, p := range n.Published {
 			to := dnat(n.Inner, p.Port)
-			rule(pre, toLocal(), tcpDport(p.HostPort), to)
-			rule(out, toLocal(), tcpDport(p.HostPort), to)
+			if p.Exposed {
+				rule(pre, toLocal(), tcpDport(p.HostPort), to)
+				rule(out, toLocal(), tcpDport(p.HostPort), to)
+				continue
+			}
+			rule(pre, ifname(expr.MetaKeyIIFNAME, LinkPrefix, false), toLocal(), tcpDport(p.HostPort), to)
+			rule(out, addrIn(16, loopbackNet), tcpDport(p.HostPort), to)
 		}
 		if len(n.Published) > 0 {
 			rule(post, ifname(expr.MetaKeyOIFNAME, n.Link, false), dnatted(), masquerade())
@@ -60,6 +66,8 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net) {
 		rule(input, ifname(expr.MetaKeyIIFNAME, n.Link, false), refuse())
 	}
 }
+
+var loopbackNet = netip.MustParsePrefix("127.0.0.0/8")
 
 // ifname matches an interface name: whole (NUL-padded, as the kernel
 // holds it) or, for a name ending in "-", as a prefix; negate inverts it.

@@ -54,6 +54,14 @@ func makeOutside(t *testing.T, third int) *outside {
 	return o
 }
 
+// get asks addr from inside the outside host, as a client beyond the
+// host does; it returns what came back and whether the GET succeeded.
+func (o *outside) get(t *testing.T, addr string) (string, bool) {
+	t.Helper()
+	b, err := exec.Command("ip", "netns", "exec", o.ns, progBin, "get", addr).Output()
+	return string(b), err == nil
+}
+
 // serve runs testprog's server inside the outside host until the test ends.
 func (o *outside) serve(t *testing.T, port int) string {
 	t.Helper()
@@ -247,7 +255,7 @@ func TestPublishedPorts(t *testing.T) {
 		d.mustCLI(t, "apply", "-f", d.writeSpec(t, n+".yaml", fmt.Sprintf(`
 name: pub-%s
 command: ["@PROG@", "serve", "${ADDR_HTTP}"]
-endpoints: [{name: http, api: http, port: %d, publish: %d}]
+endpoints: [{name: http, api: http, port: %d, publish: %d, visibility: public, exposure: public}]
 network: %s
 `, n, inner, hp[n], n)))
 	}

@@ -59,3 +59,37 @@ func TestPolicyRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointReachRules: each contradiction of visibility, exposure and
+// publishing is refused by its named rule, on the field it concerns.
+func TestEndpointReachRules(t *testing.T) {
+	for _, tt := range []struct{ endpoint, network, field, rule string }{
+		{"{name: e, port: 80, visibility: module}", "host", "endpoints[0].visibility", "visibility-known"},
+		{"{name: e, port: 80, visibility: public, exposure: internet}", "host", "endpoints[0].exposure", "exposure-known"},
+		{"{name: e, port: 80, visibility: public}", "host", "endpoints[0].exposure", "exposure-declared"},
+		{"{name: e, port: 80, exposure: public}", "host", "endpoints[0].exposure", "exposure-within-reach"},
+		{"{name: e, port: 80, visibility: private, exposure: public}", "host", "endpoints[0].exposure", "exposure-within-reach"},
+		{"{name: e, port: 80, visibility: public, exposure: public}", "ci-1", "endpoints[0].exposure", "exposure-addressed"},
+		{"{name: e, port: 80, visibility: public, exposure: none, publish: 8080}", "ci-1", "endpoints[0].publish", "exposure-unpublished"},
+		{"{name: e, port: 80, visibility: private, publish: 8080}", "ci-1", "endpoints[0].publish", "private-unpublished"},
+		{"{name: e, port: 80, visibility: private}", "host", "endpoints[0].visibility", "private-needs-module"},
+	} {
+		doc := "name: w\ncommand: [/bin/true]\nnetwork: " + tt.network + "\nendpoints: [" + tt.endpoint + "]\n"
+		_, err := ParseAll([]byte(doc))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field || !strings.Contains(err.Error(), "("+tt.rule+")") {
+			t.Errorf("%s on %s: %v; want %s refused by %s", tt.endpoint, tt.network, err, tt.field, tt.rule)
+		}
+	}
+	for _, ok := range []string{
+		"network: host\nendpoints: [{name: e, port: 80, visibility: public, exposure: public}]",
+		"network: ci-1\nendpoints: [{name: e, port: 80, visibility: public, exposure: public, publish: 8080}]",
+		"network: ci-1\nendpoints: [{name: e, port: 80, visibility: public, exposure: none}]",
+		"network: ci-1\nidentity: {module: billing}\nendpoints: [{name: e, port: 80, visibility: private}]",
+		"network: ci-1\nendpoints: [{name: e, port: 80, publish: 8080}]",
+	} {
+		if _, err := ParseAll([]byte("name: w\ncommand: [/bin/true]\n" + ok + "\n")); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}

@@ -45,6 +45,40 @@ func (w *Workload) validateEndpoints(p *problems) {
 		default:
 			p.add(joinPath(field, "publish"), "must be hashed, ephemeral or a port number")
 		}
+		w.validateReach(p, field, e)
+	}
+}
+
+// validateReach judges an endpoint's visibility and exposure by the
+// endpoint model's named rules, in their order, and flyd's own for what
+// a host can address.
+func (w *Workload) validateReach(p *problems, field string, e Endpoint) {
+	published := e.Publish.Mode != ""
+	switch e.Visibility {
+	case "", VisibilityPrivate, VisibilityInternal, VisibilityPublic:
+	default:
+		p.add(joinPath(field, "visibility"), "must be private, internal or public, not %q (visibility-known)", e.Visibility)
+		return
+	}
+	switch e.Exposure {
+	case "", ExposurePublic, ExposureNone:
+	default:
+		p.add(joinPath(field, "exposure"), "must be public or none, not %q (exposure-known)", e.Exposure)
+		return
+	}
+	switch {
+	case e.Visibility == VisibilityPublic && e.Exposure == "":
+		p.add(joinPath(field, "exposure"), "a public endpoint states its exposure: public (addressed beyond the host) or none (exposure-declared)")
+	case e.Exposure == ExposurePublic && e.Visibility != VisibilityPublic:
+		p.add(joinPath(field, "exposure"), "public is only for a visibility: public endpoint; a %s one is not reached from beyond the host (exposure-within-reach)", e.Reach())
+	case e.Exposed() && w.Network != NetworkHost && !published:
+		p.add(joinPath(field, "exposure"), "public on an isolated network's endpoint needs publish: the host port it is addressed at (exposure-addressed)")
+	case e.Visibility == VisibilityPublic && e.Exposure == ExposureNone && published:
+		p.add(joinPath(field, "publish"), "an endpoint of exposure none is published nowhere; say exposure: public (exposure-unpublished)")
+	case e.Visibility == VisibilityPrivate && published:
+		p.add(joinPath(field, "publish"), "a private endpoint is for its own module; a published port is open to every process of the host (private-unpublished)")
+	case e.Visibility == VisibilityPrivate && (w.Identity == nil || w.Identity.Module == ""):
+		p.add(joinPath(field, "visibility"), "private needs identity.module: it is the module whose workloads may reach the endpoint (private-needs-module)")
 	}
 }
 

@@ -64,7 +64,35 @@ type Endpoint struct {
 	// host at a host port: hashed, ephemeral or a number. Zero: not
 	// published.
 	Publish Port `json:"publish,omitzero"`
+	// Visibility says who may reach the endpoint: private (workloads of
+	// the same identity.module), internal (the default: any workload of
+	// this host) or public (from beyond the host too).
+	Visibility string `json:"visibility,omitempty"`
+	// Exposure says whether it has an address beyond the host: public
+	// (its `public` instance, at --advertise-address) or none. A public
+	// endpoint states it; the others cannot be exposed.
+	Exposure string `json:"exposure,omitempty"`
 }
+
+// Endpoint visibilities and exposures.
+const (
+	VisibilityPrivate  = "private"
+	VisibilityInternal = "internal"
+	VisibilityPublic   = "public"
+	ExposurePublic     = "public"
+	ExposureNone       = "none"
+)
+
+// Reach is the endpoint's visibility with its default.
+func (e Endpoint) Reach() string {
+	if e.Visibility == "" {
+		return VisibilityInternal
+	}
+	return e.Visibility
+}
+
+// Exposed says whether the endpoint has an address beyond the host.
+func (e Endpoint) Exposed() bool { return e.Exposure == ExposurePublic }
 
 // Stop says how to ask the workload to exit before it is killed.
 type Stop struct {

@@ -149,6 +149,7 @@ func requests(w *spec.Workload) []netalloc.Request {
 func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]status.PortMapping, error) {
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
+	s.declare(w)
 	nw, err := s.network(w.Network)
 	if err != nil {
 		return nil, err
@@ -176,7 +177,7 @@ func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]status.Por
 	if err := s.writeRules(w.Network); err != nil {
 		return nil, err
 	}
-	if err := s.writeGuards(w); err != nil {
+	if err := s.writeGuards(); err != nil {
 		return nil, err
 	}
 	return s.mappings(w, res, pub), nil
@@ -302,7 +303,7 @@ func (s *Supervisor) rulesOf(network string, l *sandbox.Link) firewall.Net {
 	}
 	slices.Sort(n.Served)
 	for _, p := range s.publishedIn(network) {
-		n.Published = append(n.Published, firewall.Forward{HostPort: p.HostPort, Port: p.Port})
+		n.Published = append(n.Published, firewall.Forward{HostPort: p.HostPort, Port: p.Port, Exposed: s.exposed(p.Workload, p.Endpoint)})
 	}
 	return n
 }
@@ -313,9 +314,9 @@ func (s *Supervisor) rulesOf(network string, l *sandbox.Link) firewall.Net {
 // read: native from the host, container from its own network, public from
 // elsewhere.
 func (s *Supervisor) mappings(w *spec.Workload, res, published []netalloc.Reservation) []status.PortMapping {
-	apis := map[string]string{}
+	apis, exposed := map[string]string{}, map[string]bool{}
 	for _, ep := range w.Endpoints {
-		apis[ep.Name] = ep.API
+		apis[ep.Name], exposed[ep.Name] = ep.API, ep.Exposed()
 	}
 	hostPort := map[string]int{}
 	for _, r := range published {
@@ -337,7 +338,8 @@ func (s *Supervisor) mappings(w *spec.Workload, res, published []netalloc.Reserv
 			native = netip.AddrPortFrom(l.Inner, uint16(r.Port)).String()
 		}
 		inst := []status.Instance{{Access: "native", Address: native}, {Access: "container", Address: "localhost:" + p}}
-		if public != "" && s.cfg.AdvertiseAddress != "" {
+		// Only an exposed endpoint is addressed beyond the host.
+		if public != "" && exposed[r.Endpoint] && s.cfg.AdvertiseAddress != "" {
 			inst = append(inst, status.Instance{Access: "public", Address: s.cfg.AdvertiseAddress + ":" + public})
 		}
 		out = append(out, status.PortMapping{
@@ -388,7 +390,9 @@ func (s *Supervisor) release(workload, network string) {
 	}
 	if network != "" {
 		s.dropNetwork(network)
+		return
 	}
+	s.undeclare(workload) // gone whole
 }
 
 func (s *Supervisor) dropNetwork(name string) {

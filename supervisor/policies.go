@@ -58,54 +58,54 @@ func (s *Supervisor) setPolicy(name string, p *spec.Policy) error {
 	if err != nil {
 		return err
 	}
-	if err := s.writeGuardsOf(next, nil); err != nil {
+	if err := s.writeGuardsOf(next); err != nil {
 		return err
 	}
 	if err := atomicfile.Write(filepath.Join(s.cfg.StateDir, policiesFile), b, 0o600); err != nil {
-		_ = s.writeGuardsOf(s.policies, nil) // back to what is recorded
+		_ = s.writeGuardsOf(s.policies) // back to what is recorded
 		return fmt.Errorf("cannot record the policies: %w", err)
 	}
 	s.policies = next
 	return nil
 }
 
-// writeGuards puts the recorded policies in force for the networks and
-// workloads there are, pending ones (being applied, or being restored)
-// counted with the networks their specs name.
-func (s *Supervisor) writeGuards(pending ...*spec.Workload) error {
+// writeGuards puts in force the recorded policies and the endpoints'
+// visibilities, for the networks and the declared workloads there are.
+func (s *Supervisor) writeGuards() error {
 	s.docMu.Lock()
 	defer s.docMu.Unlock()
-	return s.writeGuardsOf(s.policies, pending)
+	return s.writeGuardsOf(s.policies)
 }
 
 // writeGuardsOf is writeGuards for policies; the caller holds docMu.
-func (s *Supervisor) writeGuardsOf(policies map[string]*spec.Policy, pending []*spec.Workload) error {
+func (s *Supervisor) writeGuardsOf(policies map[string]*spec.Policy) error {
 	if s.cfg.Firewall == nil {
 		return nil
 	}
-	return s.cfg.Firewall.SetGuards(s.guards(policies, pending).guards)
+	pr := s.project(policies)
+	return s.cfg.Firewall.SetProjection(firewall.Projection{Guards: pr.guards, Reach: pr.reach})
 }
 
-// projection is what the policies come to: a guard per network they
-// select, and what each policy could not put in force.
+// projection is what the policies and visibilities come to: a guard per
+// network the policies select, the ports visibilities guard, and what
+// each policy could not put in force.
 type projection struct {
 	guards   []firewall.Guard
+	reach    []firewall.Reach
 	selects  map[string][]string // policy → the networks it guards
 	problems map[string][]string // policy → why some of it is not enforced
 }
 
-// guards projects policies onto the networks: a policy guards the
+// project projects policies onto the networks: a policy guards the
 // networks it names and those of the workloads it names; its peers are
 // networks by their links and workloads by their networks'. A name of
 // nothing (yet) or of a workload on the host's network is left out, and
 // said so.
-func (s *Supervisor) guards(policies map[string]*spec.Policy, pending []*spec.Workload) projection {
+func (s *Supervisor) project(policies map[string]*spec.Policy) projection {
+	decls := s.declarations()
 	networkOf := map[string]string{}
-	for _, w := range s.all() {
-		networkOf[w.name] = w.networkName()
-	}
-	for _, w := range pending {
-		networkOf[w.Name] = w.Network
+	for name, d := range decls {
+		networkOf[name] = d.network
 	}
 	links := map[string]string{}
 	s.linkMu.Lock()
@@ -114,7 +114,7 @@ func (s *Supervisor) guards(policies map[string]*spec.Policy, pending []*spec.Wo
 	}
 	s.linkMu.Unlock()
 
-	pr := projection{selects: map[string][]string{}, problems: map[string][]string{}}
+	pr := projection{selects: map[string][]string{}, problems: map[string][]string{}, reach: s.reachRules(decls, links)}
 	say := func(policy, format string, args ...any) {
 		pr.problems[policy] = append(pr.problems[policy], fmt.Sprintf(format, args...))
 	}
@@ -218,7 +218,7 @@ func allowOf(policy string, links, cidrs []string, ports []spec.PolicyPort) fire
 func (s *Supervisor) policyList() []status.Policy {
 	s.docMu.Lock()
 	defer s.docMu.Unlock()
-	pr := s.guards(s.policies, nil)
+	pr := s.project(s.policies)
 	out := make([]status.Policy, 0, len(s.policies))
 	for name, p := range s.policies {
 		out = append(out, status.Policy{Name: name, Spec: p, Guards: pr.selects[name], Problems: pr.problems[name]})

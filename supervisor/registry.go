@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"sort"
 
 	"github.com/flyd-dev/flyd/registryclient"
@@ -36,23 +37,20 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 	healthy := w.Health == nil || (s.healthOf(w.Name))
 	out := make([]registryclient.Instance, 0, len(ports))
 	for _, p := range ports {
-		address, port := s.cfg.AdvertiseAddress, p.Port
+		address, port := "127.0.0.1", p.Port
 		switch {
+		case instanceOf(p, "public") != "":
+			// Exposed: its address beyond the host, whoever looks.
+			address, port = s.cfg.AdvertiseAddress, cmp.Or(p.Published, p.Port)
 		case p.Published != 0:
-			// Published: the host's address and port, whoever looks.
+			// Published on the host's loopback, for this host's own.
 			port = p.Published
-			if address == "" {
-				address = "127.0.0.1"
-			}
 		case p.Network != spec.NetworkHost:
 			// The address the host reaches it on: its network's own, or
 			// loopback for an island.
-			address = "127.0.0.1"
 			if l := s.linkOf(p.Network); l != nil {
 				address = l.Inner.String()
 			}
-		case address == "":
-			address = "127.0.0.1"
 		}
 		md := map[string]string{
 			"flyd.workload": w.Name,
@@ -109,4 +107,14 @@ func (s *Supervisor) healthOf(name string) bool {
 	}
 	v := w.snapshot(false)
 	return v.Healthy != nil && *v.Healthy
+}
+
+// instanceOf is a mapping's address for access, "" when it has none.
+func instanceOf(p status.PortMapping, access string) string {
+	for _, in := range p.Instances {
+		if in.Access == access {
+			return in.Address
+		}
+	}
+	return ""
 }

@@ -96,6 +96,10 @@ type Supervisor struct {
 	// policies are the policy documents in force (policies.go).
 	policies map[string]*spec.Policy
 
+	// decls are the workloads' specs as the firewall needs them (reach.go).
+	declMu sync.Mutex
+	decls  map[string]declared
+
 	logs logBook
 
 	mu           sync.Mutex
@@ -147,6 +151,7 @@ func New(cfg Config) (*Supervisor, error) {
 		links:        map[string]*sandbox.Link{},
 		netDocs:      map[string]*spec.Network{},
 		policies:     map[string]*spec.Policy{},
+		decls:        map[string]declared{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,
@@ -249,14 +254,13 @@ func (s *Supervisor) restore() {
 	s.sweepCarriers(keep)
 	s.loadNetDocs()
 	s.loadPolicies()
+	for _, r := range recs {
+		s.declare(r.Spec)
+	}
 	s.sweepNetworks(specs)
 	s.syncLinks()
 	// In force before any workload's loop can start a run.
-	pending := make([]*spec.Workload, len(recs))
-	for i, r := range recs {
-		pending[i] = r.Spec
-	}
-	if err := s.writeGuards(pending...); err != nil {
+	if err := s.writeGuards(); err != nil {
 		s.log.Error("cannot put the policies in force", zap.Error(err))
 	}
 	s.sweepCgroups(s.kept(specs))

@@ -64,19 +64,16 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 // addresses). Two isolated networks are walled apart: an endpoint of one
 // that is not published cannot be reached from another.
 func (s *Supervisor) reach(consumer, producer *spec.Workload, p status.PortMapping) (string, error) {
-	instance := func(access string) string {
-		for _, in := range p.Instances {
-			if in.Access == access {
-				return in.Address
-			}
+	for _, e := range producer.Endpoints {
+		if e.Name == p.Endpoint && e.Reach() == spec.VisibilityPrivate && moduleOf(consumer) != moduleOf(producer) {
+			return "", fmt.Errorf("endpoint %s of %s is private to module %q, and %s is of module %q", p.Endpoint, producer.Name, moduleOf(producer), consumer.Name, moduleOf(consumer))
 		}
-		return ""
 	}
 	switch {
 	case consumer.Network == producer.Network:
-		return instance("container"), nil
+		return instanceOf(p, "container"), nil
 	case consumer.Network == spec.NetworkHost:
-		return instance("native"), nil
+		return instanceOf(p, "native"), nil
 	}
 	hostPort := p.Published
 	if producer.Network == spec.NetworkHost {
@@ -90,4 +87,11 @@ func (s *Supervisor) reach(consumer, producer *spec.Workload, p status.PortMappi
 		return "", fmt.Errorf("network %s has no link to the host (--network-pool off), so %s's endpoint %s is out of its reach", consumer.Network, producer.Name, p.Endpoint)
 	}
 	return net.JoinHostPort(l.Host.String(), strconv.Itoa(hostPort)), nil
+}
+
+func moduleOf(w *spec.Workload) string {
+	if w.Identity == nil {
+		return ""
+	}
+	return w.Identity.Module
 }

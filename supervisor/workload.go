@@ -240,6 +240,7 @@ func (w *workload) create(start bool, owner string) error {
 	w.update(func(v *status.Workload) { v.Owner = owner })
 	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner}); err != nil {
 		w.s.release(w.name, w.spec.Network)
+		w.s.undeclare(w.name)
 		w.gone = true
 		w.s.forget(w)
 		return fmt.Errorf("cannot record workload %s, so it is not created: %w", w.name, err)

@@ -1,0 +1,104 @@
+package supervisor
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// declared is what the firewall needs of a workload's spec: its network,
+// its module and its endpoints. It is declared when the spec is applied,
+// before any port or network is made for it, and kept until the
+// workload is removed, so that rules written for a workload's first run
+// already know it.
+type declared struct {
+	network, module string
+	endpoints       []spec.Endpoint
+}
+
+func (s *Supervisor) declare(w *spec.Workload) {
+	d := declared{network: w.Network, endpoints: slices.Clone(w.Endpoints)}
+	if w.Identity != nil {
+		d.module = w.Identity.Module
+	}
+	s.declMu.Lock()
+	defer s.declMu.Unlock()
+	s.decls[w.Name] = d
+}
+
+func (s *Supervisor) undeclare(name string) {
+	s.declMu.Lock()
+	defer s.declMu.Unlock()
+	delete(s.decls, name)
+}
+
+func (s *Supervisor) declarations() map[string]declared {
+	s.declMu.Lock()
+	defer s.declMu.Unlock()
+	out := make(map[string]declared, len(s.decls))
+	for k, v := range s.decls {
+		out[k] = v
+	}
+	return out
+}
+
+// exposed says whether a workload's endpoint is exposed beyond the host.
+func (s *Supervisor) exposed(workload, endpoint string) bool {
+	s.declMu.Lock()
+	defer s.declMu.Unlock()
+	for _, e := range s.decls[workload].endpoints {
+		if e.Name == endpoint {
+			return e.Exposed()
+		}
+	}
+	return false
+}
+
+// reachRules projects the endpoints' visibilities onto the ports they hold:
+// an internal port is reached from the host and its networks, a private
+// one from the host and the networks of its module's workloads; public
+// ports need no rule. links maps networks to their host links.
+func (s *Supervisor) reachRules(decls map[string]declared, links map[string]string) []firewall.Reach {
+	moduleLinks := map[string][]string{}
+	for _, d := range decls {
+		if l, ok := links[d.network]; ok && d.module != "" {
+			moduleLinks[d.module] = append(moduleLinks[d.module], l)
+		}
+	}
+	for m, ls := range moduleLinks {
+		slices.Sort(ls)
+		moduleLinks[m] = slices.Compact(ls)
+	}
+	var out []firewall.Reach
+	for _, r := range s.ports.List() {
+		d, ok := decls[r.Workload]
+		if !ok || d.network != r.Network {
+			continue // a published port's host reservation, or a stale one
+		}
+		i := slices.IndexFunc(d.endpoints, func(e spec.Endpoint) bool { return e.Name == r.Endpoint })
+		if i < 0 || d.endpoints[i].Reach() == spec.VisibilityPublic {
+			continue
+		}
+		rr := firewall.Reach{Port: r.Port}
+		if r.Network != spec.NetworkHost {
+			l, ok := links[r.Network]
+			if !ok {
+				continue // an island: nothing reaches it but its own
+			}
+			rr.Link = l
+		}
+		if d.endpoints[i].Reach() == spec.VisibilityPrivate {
+			rr.Private, rr.From = true, moduleLinks[d.module]
+		}
+		out = append(out, rr)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Link != out[j].Link {
+			return out[i].Link < out[j].Link
+		}
+		return out[i].Port < out[j].Port
+	})
+	return out
+}
