@@ -54,6 +54,18 @@ func makeOutside(t *testing.T, third int) *outside {
 	return o
 }
 
+// gateways are the networks' ways to the host: the host end of each link.
+func (d *daemon) gateways(t *testing.T) map[string]string {
+	t.Helper()
+	var nets []api.Network
+	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &nets)
+	gw := map[string]string{}
+	for _, n := range nets {
+		gw[n.Name] = n.Gateway
+	}
+	return gw
+}
+
 // get asks addr from inside the outside host, as a client beyond the
 // host does; it returns what came back and whether the GET succeeded.
 func (o *outside) get(t *testing.T, addr string) (string, bool) {

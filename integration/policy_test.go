@@ -40,12 +40,7 @@ network: ci-lab
 	db := d.waitState(t, "db", api.StateRunning)
 	d.waitState(t, "web", api.StateRunning)
 	d.waitState(t, "lab", api.StateRunning)
-	gw := map[string]string{}
-	var nets []api.Network
-	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &nets)
-	for _, n := range nets {
-		gw[n.Name] = n.Gateway
-	}
+	gw := d.gateways(t)
 	reaches := func(network, addr string) bool {
 		t.Helper()
 		o, _, code := runCLI(t, d.socket, "exec", "--network", network, "--", d.prog, "get", addr)

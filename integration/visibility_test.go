@@ -124,12 +124,7 @@ network: ci-vshop
 
 	// Private: its module's network reaches it through the host, another
 	// module's does not.
-	var nets []api.Network
-	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &nets)
-	gw := map[string]string{}
-	for _, n := range nets {
-		gw[n.Name] = n.Gateway
-	}
+	gw := d.gateways(t)
 	reaches := func(network string) bool {
 		o, _, code := runCLI(t, d.socket, "exec", "--network", network, "--", d.prog, "get", at(gw[network], private))
 		return code == 0 && strings.Contains(o, "hello from testprog")
