@@ -117,7 +117,7 @@ func TestBadRequests(t *testing.T) {
 			if msg := errorMessage(t, w); !strings.Contains(msg, tt.msg) {
 				t.Fatalf("message %q does not say %q", msg, tt.msg)
 			}
-			if n := len(h.s.store.all()); n != 0 {
+			if n := len(h.s.mem.all()); n != 0 {
 				t.Fatalf("a refused registration stored %d instances", n)
 			}
 		})

@@ -109,7 +109,7 @@ func TestR3Reap(t *testing.T) {
 	if n := h.s.Reap(h.clk.Now()); n != 1 { // "short" went with its heartbeat
 		t.Fatalf("reaped %d; want 1", n)
 	}
-	if n := len(h.s.store.all()); n != 1 {
+	if n := len(h.s.mem.all()); n != 1 {
 		t.Fatalf("%d instances stored after the reap", n)
 	}
 }
@@ -127,7 +127,7 @@ func TestReaperRunsInServe(t *testing.T) {
 	go func() { done <- h.s.Serve(ctx, l) }()
 	h.clk.Add(time.Second)
 	deadline := time.Now().Add(5 * time.Second)
-	for len(h.s.store.all()) != 0 {
+	for len(h.s.mem.all()) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the reaper did not remove the expired instance")
 		}
