@@ -73,21 +73,23 @@ func TestR3Lease(t *testing.T) {
 }
 
 func TestR3HeartbeatBumpsUpdatedAt(t *testing.T) {
-	h := newHarness(t)
-	h.register(`{"id":"i","name":"s","address":"h","port":1}`)
-	h.clk.Add(30 * time.Second)
-	if c := h.heartbeat("i"); c != http.StatusOK {
-		t.Fatalf("heartbeat: HTTP %d", c)
-	}
-	in := h.instances("")[0]
-	if !in.UpdatedAt.Equal(t0.Add(30*time.Second)) || !in.RegisteredAt.Equal(t0) {
-		t.Fatalf("registered_at %v updated_at %v", in.RegisteredAt, in.UpdatedAt)
-	}
-	if w := h.req(http.MethodPost, PathHeartbeat, `{"id":"nobody"}`); w.Code != http.StatusGone {
-		t.Fatalf("unknown id: HTTP %d; want 410", w.Code)
-	} else {
-		errorMessage(t, w)
-	}
+	eachStore(t, func(t *testing.T, st storeKind) {
+		h := newHarnessOn(t, st)
+		h.register(`{"id":"i","name":"s","address":"h","port":1}`)
+		h.clk.Add(30 * time.Second)
+		if c := h.heartbeat("i"); c != http.StatusOK {
+			t.Fatalf("heartbeat: HTTP %d", c)
+		}
+		in := h.instances("")[0]
+		if !in.UpdatedAt.Equal(t0.Add(30*time.Second)) || !in.RegisteredAt.Equal(t0) {
+			t.Fatalf("registered_at %v updated_at %v", in.RegisteredAt, in.UpdatedAt)
+		}
+		if w := h.req(http.MethodPost, PathHeartbeat, `{"id":"nobody"}`); w.Code != http.StatusGone {
+			t.Fatalf("unknown id: HTTP %d; want 410", w.Code)
+		} else {
+			errorMessage(t, w)
+		}
+	})
 }
 
 func TestR3Reap(t *testing.T) {
