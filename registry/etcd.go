@@ -279,54 +279,57 @@ func (s *EtcdStore) contended(id string) error {
 // Heartbeat implements Store: a keep-alive of the instance's lease, then
 // updated_at rewritten on the same lease.
 func (s *EtcdStore) Heartbeat(ctx context.Context, id string, now time.Time) (Instance, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	for range casAttempts {
-		kv, rec, err := s.registered(ctx, id)
-		if err != nil {
-			return Instance{}, err
-		}
+	return s.onRegistered(ctx, id, func(ctx context.Context, kv *mvccpb.KeyValue, rec *record) (bool, error) {
 		lease := clientv3.LeaseID(kv.Lease)
 		if lease != 0 {
 			_, err := s.cli.KeepAliveOnce(ctx, lease)
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return Instance{}, ErrNotRegistered
+				return false, ErrNotRegistered
 			}
 			if err != nil {
-				return Instance{}, s.unavailable("a lease keep-alive", err)
+				return false, s.unavailable("a lease keep-alive", err)
 			}
 		}
 		rec.Instance.UpdatedAt = now.UTC()
-		ok, err := s.put(ctx, rec, kv.ModRevision, lease)
-		if err != nil {
-			return Instance{}, err
-		}
-		if ok {
-			return rec.Instance, nil
-		}
-	}
-	return Instance{}, s.contended(id)
+		return s.put(ctx, *rec, kv.ModRevision, lease)
+	})
 }
 
 // Remove implements Store.
 func (s *EtcdStore) Remove(ctx context.Context, id string, _ time.Time) (Instance, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	for range casAttempts {
-		kv, rec, err := s.registered(ctx, id)
-		if err != nil {
-			return Instance{}, err
-		}
+	return s.onRegistered(ctx, id, func(ctx context.Context, kv *mvccpb.KeyValue, _ *record) (bool, error) {
 		key := s.key(id)
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(key)).
 			Commit()
 		if err != nil {
-			return Instance{}, s.unavailable("a delete", err)
+			return false, s.unavailable("a delete", err)
 		}
 		if resp.Succeeded {
 			s.revoke(clientv3.LeaseID(kv.Lease))
+		}
+		return resp.Succeeded, nil
+	})
+}
+
+// onRegistered runs write on the key of a registered id, reading it again
+// when another replica's write came first (write says false), and returns
+// the instance as write left it.
+func (s *EtcdStore) onRegistered(ctx context.Context, id string,
+	write func(context.Context, *mvccpb.KeyValue, *record) (bool, error)) (Instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	for range casAttempts {
+		kv, rec, err := s.registered(ctx, id)
+		if err != nil {
+			return Instance{}, err
+		}
+		ok, err := write(ctx, kv, &rec)
+		if err != nil {
+			return Instance{}, err
+		}
+		if ok {
 			return rec.Instance, nil
 		}
 	}
