@@ -134,13 +134,14 @@ func (s *EtcdStore) Prefix() string { return s.prefix }
 func (s *EtcdStore) key(id string) string { return s.prefix + id }
 
 // unavailable wraps an etcd failure as ErrUnavailable, with words a
-// registrant's operator can act on.
+// registrant's operator can act on. Without a quorum etcd fails in several
+// ways (our deadline, its own, "no leader"), all meaning the same here.
 func (s *EtcdStore) unavailable(op string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w: etcd at %s did not answer %s within %s: it has no quorum or cannot be reached",
-			ErrUnavailable, s.where, op, s.timeout)
+		err = fmt.Errorf("no answer within %s", s.timeout)
 	}
-	return fmt.Errorf("%w: etcd at %s refused %s: %v", ErrUnavailable, s.where, op, err)
+	return fmt.Errorf("%w: etcd at %s did not complete %s: it has no quorum or cannot be reached (%v)",
+		ErrUnavailable, s.where, op, err)
 }
 
 // get reads id's key: nil when there is none. A value that is not our
