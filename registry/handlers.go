@@ -126,7 +126,11 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	in, created := s.store.upsert(in, s.now())
+	in, created, err := s.store.Upsert(r.Context(), in, s.now())
+	if err != nil {
+		s.storeError(w, "register", in.ID, err)
+		return
+	}
 	s.changed()
 	if created {
 		s.log.Info("instance registered", zap.String("id", in.ID), zap.String("name", in.Name),
@@ -158,9 +162,13 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	in, ok := s.store.heartbeat(id, s.now())
-	if !ok {
+	in, err := s.store.Heartbeat(r.Context(), id, s.now())
+	if errors.Is(err, ErrNotRegistered) {
 		writeError(w, http.StatusGone, fmt.Sprintf("instance %q is unknown or its lease expired: register again", id))
+		return
+	}
+	if err != nil {
+		s.storeError(w, "heartbeat", id, err)
 		return
 	}
 	s.leasesDirty.Store(true)
@@ -175,9 +183,13 @@ func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	in, ok := s.store.remove(id, s.now())
-	if !ok {
+	in, err := s.store.Remove(r.Context(), id, s.now())
+	if errors.Is(err, ErrNotRegistered) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("instance %q is not registered", id))
+		return
+	}
+	if err != nil {
+		s.storeError(w, "deregister", id, err)
 		return
 	}
 	s.changed()
@@ -210,7 +222,10 @@ func (s *Server) services(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ins := s.store.list(s.now(), healthy)
+	ins, ok := s.list(w, r, healthy)
+	if !ok {
+		return
+	}
 	if detail {
 		writeJSON(w, http.StatusOK, struct {
 			Instances []Instance `json:"instances"`
@@ -231,8 +246,42 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	ins, ok := s.list(w, r, healthy)
+	if !ok {
+		return
+	}
 	w.Header().Set("Content-Type", "application/toml; charset=utf-8")
 	w.Header().Set("Content-Disposition", `inline; filename="koder-service-ports.toml"`)
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = io.WriteString(w, RenderTOML(s.store.list(s.now(), healthy)))
+	_, _ = io.WriteString(w, RenderTOML(ins))
+}
+
+// list reads the live instances, sorted, and answers the request itself
+// when the store cannot.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, healthy bool) ([]Instance, bool) {
+	ins, err := s.store.List(r.Context(), s.now(), healthy)
+	if err != nil {
+		s.storeError(w, "list", "", err)
+		return nil, false
+	}
+	sortInstances(ins)
+	return ins, true
+}
+
+// storeError answers a store failure other than ErrNotRegistered, which
+// means something different to each route. This is the one place store
+// errors become statuses.
+func (s *Server) storeError(w http.ResponseWriter, op, id string, err error) {
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		s.log.Warn("registry store unavailable", zap.String("op", op), zap.String("id", id), zap.Error(err))
+		// Registrants retry 5xx with their own backoff; this is a hint.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, op+": "+err.Error())
+	case errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, op+": "+err.Error())
+	default:
+		s.log.Error("registry store failed", zap.String("op", op), zap.String("id", id), zap.Error(err))
+		writeError(w, http.StatusInternalServerError, op+": "+err.Error())
+	}
 }

@@ -1,18 +1,97 @@
 package registry
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+
+	"github.com/flyd-dev/flyd/internal/etcdtest"
+	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(stopsEtcd{m}) }
+
+// stopsEtcd stops the shared etcd cluster after the tests and before the
+// leak check, which would otherwise see its client's goroutines.
+type stopsEtcd struct{ m *testing.M }
+
+func (s stopsEtcd) Run() int {
+	code := s.m.Run()
+	if shared.c != nil {
+		shared.c.Stop()
+		os.RemoveAll(shared.dir)
+	}
+	return code
+}
+
+// shared is the 3-member etcd cluster of the tests that do not kill
+// members, started by the first that needs it. Each test keeps to a
+// prefix of its own.
+var shared struct {
+	once sync.Once
+	c    *etcdtest.Cluster
+	dir  string
+	err  error
+}
+
+func sharedEtcd(t testing.TB) *etcdtest.Cluster {
+	t.Helper()
+	bin := etcdtest.Binary(t)
+	shared.once.Do(func() {
+		shared.dir, shared.err = os.MkdirTemp("", "flyd-etcd-")
+		if shared.err == nil {
+			shared.c, shared.err = etcdtest.Start(bin, shared.dir, 3, func() int { return testenv.FreePort(t) })
+		}
+	})
+	if shared.err != nil {
+		t.Fatalf("starting the shared etcd cluster: %v", shared.err)
+	}
+	return shared.c
+}
+
+var prefixes atomic.Int64
+
+// openEtcd opens an etcd store on endpoints under a prefix no other test
+// uses, closed when the test ends.
+func openEtcd(t testing.TB, endpoints []string, mod ...func(*EtcdConfig)) *EtcdStore {
+	t.Helper()
+	cfg := EtcdConfig{Endpoints: endpoints, Prefix: fmt.Sprintf("/flyd-test/%d-%d/", os.Getpid(), prefixes.Add(1))}
+	for _, f := range mod {
+		f(&cfg)
+	}
+	st, err := OpenEtcd(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// storeKind names a Store the contract checks run against.
+type storeKind string
+
+const (
+	memory storeKind = "memory"
+	etcd   storeKind = "etcd"
+)
+
+// eachStore runs f as a subtest per store: one suite, two stores.
+func eachStore(t *testing.T, f func(t *testing.T, st storeKind)) {
+	for _, st := range []storeKind{memory, etcd} {
+		t.Run(string(st), func(t *testing.T) { f(t, st) })
+	}
+}
 
 const testKey = "k3y-0123456789abcdef"
 
@@ -39,17 +118,29 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// harness is a server driven through its handler, with its own clock.
+// harness is a server driven through its handler, with its own clock:
+// the stamps follow it, and with the memory store the leases too.
 type harness struct {
-	t   *testing.T
-	s   *Server
-	clk *clock
+	t    *testing.T
+	s    *Server
+	clk  *clock
+	etcd *EtcdStore // nil with the memory store
 }
 
 func newHarness(t *testing.T, mod ...func(*Config)) *harness {
 	t.Helper()
+	return newHarnessOn(t, memory, mod...)
+}
+
+func newHarnessOn(t *testing.T, st storeKind, mod ...func(*Config)) *harness {
+	t.Helper()
 	clk := newClock()
 	cfg := Config{DefaultTTL: DefaultTTL, Key: testKey, Now: clk.Now}
+	h := &harness{t: t, clk: clk}
+	if st == etcd {
+		h.etcd = openEtcd(t, sharedEtcd(t).Endpoints())
+		cfg.Store = h.etcd
+	}
 	for _, f := range mod {
 		f(&cfg)
 	}
@@ -57,7 +148,37 @@ func newHarness(t *testing.T, mod ...func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, s: s, clk: clk}
+	h.s = s
+	return h
+}
+
+// lapse makes the lease of id pass: the memory store's clock moves past
+// it; etcd's lease is revoked, which is what its expiry does.
+func (h *harness) lapse(id string) {
+	h.t.Helper()
+	if h.etcd == nil {
+		for _, in := range h.instances("") {
+			if in.ID == id {
+				h.clk.Add(time.Duration(in.TTL) + time.Nanosecond)
+				return
+			}
+		}
+		h.t.Fatalf("lapse: %q is not listed", id)
+	}
+	ctx := context.Background()
+	resp, err := h.etcd.cli.Get(ctx, h.etcd.key(id))
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+		h.t.Fatalf("lapse: no leased key for %q (%v)", id, err)
+	}
+	if _, err := h.etcd.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// count is how many instances are listed, healthy or not.
+func (h *harness) count() int {
+	h.t.Helper()
+	return len(h.instances(""))
 }
 
 func withDefaultTTL(d time.Duration) func(*Config) {

@@ -73,21 +73,23 @@ func TestR3Lease(t *testing.T) {
 }
 
 func TestR3HeartbeatBumpsUpdatedAt(t *testing.T) {
-	h := newHarness(t)
-	h.register(`{"id":"i","name":"s","address":"h","port":1}`)
-	h.clk.Add(30 * time.Second)
-	if c := h.heartbeat("i"); c != http.StatusOK {
-		t.Fatalf("heartbeat: HTTP %d", c)
-	}
-	in := h.instances("")[0]
-	if !in.UpdatedAt.Equal(t0.Add(30*time.Second)) || !in.RegisteredAt.Equal(t0) {
-		t.Fatalf("registered_at %v updated_at %v", in.RegisteredAt, in.UpdatedAt)
-	}
-	if w := h.req(http.MethodPost, PathHeartbeat, `{"id":"nobody"}`); w.Code != http.StatusGone {
-		t.Fatalf("unknown id: HTTP %d; want 410", w.Code)
-	} else {
-		errorMessage(t, w)
-	}
+	eachStore(t, func(t *testing.T, st storeKind) {
+		h := newHarnessOn(t, st)
+		h.register(`{"id":"i","name":"s","address":"h","port":1}`)
+		h.clk.Add(30 * time.Second)
+		if c := h.heartbeat("i"); c != http.StatusOK {
+			t.Fatalf("heartbeat: HTTP %d", c)
+		}
+		in := h.instances("")[0]
+		if !in.UpdatedAt.Equal(t0.Add(30*time.Second)) || !in.RegisteredAt.Equal(t0) {
+			t.Fatalf("registered_at %v updated_at %v", in.RegisteredAt, in.UpdatedAt)
+		}
+		if w := h.req(http.MethodPost, PathHeartbeat, `{"id":"nobody"}`); w.Code != http.StatusGone {
+			t.Fatalf("unknown id: HTTP %d; want 410", w.Code)
+		} else {
+			errorMessage(t, w)
+		}
+	})
 }
 
 func TestR3Reap(t *testing.T) {
@@ -109,7 +111,7 @@ func TestR3Reap(t *testing.T) {
 	if n := h.s.Reap(h.clk.Now()); n != 1 { // "short" went with its heartbeat
 		t.Fatalf("reaped %d; want 1", n)
 	}
-	if n := len(h.s.store.all()); n != 1 {
+	if n := len(h.s.mem.all()); n != 1 {
 		t.Fatalf("%d instances stored after the reap", n)
 	}
 }
@@ -127,7 +129,7 @@ func TestReaperRunsInServe(t *testing.T) {
 	go func() { done <- h.s.Serve(ctx, l) }()
 	h.clk.Add(time.Second)
 	deadline := time.Now().Add(5 * time.Second)
-	for len(h.s.store.all()) != 0 {
+	for len(h.s.mem.all()) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the reaper did not remove the expired instance")
 		}

@@ -4,10 +4,12 @@
 // registry as koder-service-ports.toml. `flyd registry serve` runs it, and
 // the daemon can embed it.
 //
-// It is for one host or a small fleet: the state is an in-memory table,
-// snapshotted to one file so that a restart keeps the leases. It is not a
-// replicated store, a DNS server (SRV answers are the producer's own
-// business) or a health checker: healthy is what the registrant says.
+// The state is a Store. By default it is an in-memory table, snapshotted to
+// one file so that a restart keeps the leases: right for one host. The etcd
+// store (EtcdStore) keeps it in an etcd cluster instead, so that several
+// replicas are one registry and etcd's lease expiry is the reaper. It is not
+// a DNS server (SRV answers are the producer's own business) or a health
+// checker: healthy is what the registrant says.
 package registry
 
 import (
@@ -27,7 +29,11 @@ import (
 // Config configures a Server. The zero DefaultTTL means leases never expire
 // (static entries); callers wanting the contract's default pass DefaultTTL.
 type Config struct {
-	DefaultTTL   time.Duration // lease of an instance without its own; 0 = never expire
+	DefaultTTL time.Duration // lease of an instance without its own; 0 = never expire
+	// Store holds the instances; nil is the in-memory store. Reaping and
+	// snapshots are the in-memory store's: a Store of its own expires
+	// leases and keeps its state itself.
+	Store        Store
 	ReapInterval time.Duration // how often expired instances are removed; 0 = DefaultReapInterval
 	SnapshotPath string        // where the state survives restarts; "" = memory only
 	Key          string        // the X-API-Key every request must carry
@@ -41,7 +47,8 @@ type Server struct {
 	log     *zap.Logger
 	now     func() time.Time
 	keyHash [sha256.Size]byte
-	store   *store
+	store   Store
+	mem     *memStore // the store when it is the in-memory one, else nil
 	handler http.Handler
 
 	// dirty asks the snapshot loop for a write soon: the set of instances
@@ -61,6 +68,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DefaultTTL < 0 || cfg.ReapInterval < 0 {
 		return nil, errors.New("registry: the default TTL and the reap interval must not be negative")
 	}
+	if cfg.Store != nil && cfg.SnapshotPath != "" {
+		return nil, errors.New("registry: a snapshot is for the in-memory store: an external store keeps its own state")
+	}
 	if cfg.ReapInterval == 0 {
 		cfg.ReapInterval = DefaultReapInterval
 	}
@@ -71,8 +81,12 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		now:     cfg.Now,
 		keyHash: keyHash,
-		store:   newStore(),
+		store:   cfg.Store,
 		dirty:   make(chan struct{}, 1),
+	}
+	if s.store == nil {
+		s.mem = newMemStore()
+		s.store = s.mem
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -86,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		if found {
-			s.store.load(ins)
+			s.mem.load(ins)
 			s.log.Info("registry state loaded", zap.String("snapshot", cfg.SnapshotPath), zap.Int("instances", len(ins)))
 			s.Reap(s.now()) // what expired while the registry was down
 		}
@@ -100,9 +114,13 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Reap removes the instances whose lease has passed at now and returns how
-// many it removed.
+// many it removed. With a Store of its own it does nothing: that store
+// expires leases itself, and a second reaper could only disagree with it.
 func (s *Server) Reap(now time.Time) int {
-	gone := s.store.reap(now)
+	if s.mem == nil {
+		return 0
+	}
+	gone := s.mem.reap(now)
 	for _, in := range gone {
 		s.log.Info("instance expired", zap.String("id", in.ID), zap.String("name", in.Name),
 			zap.Time("updated_at", in.UpdatedAt), zap.Stringer("ttl", time.Duration(in.TTL)))
@@ -129,7 +147,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { s.reapLoop(bg) })
+	if s.mem != nil {
+		wg.Go(func() { s.reapLoop(bg) })
+	}
 	if s.cfg.SnapshotPath != "" {
 		wg.Go(func() { s.snapshotLoop(bg) })
 	}

@@ -63,7 +63,7 @@ func readSnapshot(path string) (ins []Instance, found bool, err error) {
 // file or the new one, never half of one.
 func (s *Server) writeSnapshot() error {
 	s.leasesDirty.Store(false)
-	b, err := json.Marshal(snapshotFile{Version: snapshotVersion, Instances: s.store.all()})
+	b, err := json.Marshal(snapshotFile{Version: snapshotVersion, Instances: s.mem.all()})
 	if err != nil {
 		return fmt.Errorf("registry: encoding snapshot: %w", err)
 	}

@@ -90,7 +90,8 @@ func TestSnapshotAcrossRestart(t *testing.T) {
 	if c := post(t, hc, base+PathHeartbeat, `{"id":"long"}`); c != http.StatusOK {
 		t.Fatalf("heartbeat: HTTP %d", c)
 	}
-	want := s.store.list(clk.Now(), false)
+	want, _ := s.mem.List(context.Background(), clk.Now(), false)
+	sortInstances(want)
 	if err := stop(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
@@ -122,14 +123,14 @@ func TestSnapshotAcrossRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			var ids []string
-			for _, in := range s2.store.all() { // reaped at start, not merely hidden
+			for _, in := range s2.mem.all() { // reaped at start, not merely hidden
 				ids = append(ids, in.ID)
 			}
 			if !reflect.DeepEqual(ids, tt.ids) {
 				t.Fatalf("after restart: %v; want %v", ids, tt.ids)
 			}
 			for _, in := range want {
-				if got, ok := s2.store.byID[in.ID]; ok && !reflect.DeepEqual(*got, in) {
+				if got, ok := s2.mem.byID[in.ID]; ok && !reflect.DeepEqual(*got, in) {
 					t.Fatalf("instance changed across the restart:\n got %+v\nwant %+v", *got, in)
 				}
 			}

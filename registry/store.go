@@ -2,23 +2,67 @@ package registry
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 )
 
-// store is the lease table. An expired instance that the reaper has not
+// Store keeps the instances a Server serves: the lease table. The handlers
+// validate, stamp nothing and map errors; a Store applies the rules of R2–R4
+// to its own state, so that the wire is the same whichever store is behind
+// it. now is the replica's clock, for the registered_at and updated_at
+// stamps; whether a lease has passed is the store's to decide (the memory
+// store reads now, etcd its own lease clock).
+type Store interface {
+	// Upsert registers in or refreshes the instance with its id (R2):
+	// mutable fields replaced, lease renewed, registered_at kept, updated_at
+	// now. An expired instance is replaced as if new; created says so.
+	Upsert(ctx context.Context, in Instance, now time.Time) (out Instance, created bool, err error)
+	// Heartbeat renews the lease of id and stamps updated_at (R3);
+	// ErrNotRegistered when it is unknown or its lease passed.
+	Heartbeat(ctx context.Context, id string, now time.Time) (Instance, error)
+	// Remove deregisters id (R4); ErrNotRegistered when it is not registered.
+	Remove(ctx context.Context, id string, now time.Time) (Instance, error)
+	// List returns the live instances in any order, only the healthy ones
+	// when healthyOnly (R6).
+	List(ctx context.Context, now time.Time, healthyOnly bool) ([]Instance, error)
+}
+
+// Errors a Store returns, mapped to statuses once, in handlers.go.
+var (
+	// ErrNotRegistered: the id is unknown, or its lease passed.
+	ErrNotRegistered = errors.New("instance not registered")
+	// ErrUnavailable: the store cannot answer now (no quorum, unreachable);
+	// the request may succeed later.
+	ErrUnavailable = errors.New("registry store unavailable")
+	// ErrConflict: the store holds something under the id that is not this
+	// registry's, which it does not overwrite.
+	ErrConflict = errors.New("conflicting entry in the registry store")
+)
+
+// sortInstances orders a listing by name, then id: every store lists the
+// same way.
+func sortInstances(ins []Instance) {
+	slices.SortFunc(ins, func(a, b Instance) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// memStore is the in-memory lease table, the default store and the
+// embedded registry's. An expired instance that the reaper has not
 // removed yet is already gone for every operation (R3): the registry never
 // serves a dead endpoint, whatever the reap interval.
-type store struct {
+type memStore struct {
 	mu   sync.RWMutex
 	byID map[string]*Instance
 }
 
-func newStore() *store { return &store{byID: map[string]*Instance{}} }
+func newMemStore() *memStore { return &memStore{byID: map[string]*Instance{}} }
 
 // live returns the instance with id if its lease holds at now.
-func (s *store) live(id string, now time.Time) (*Instance, bool) {
+func (s *memStore) live(id string, now time.Time) (*Instance, bool) {
 	in, ok := s.byID[id]
 	if !ok || in.expired(now) {
 		return nil, false
@@ -26,10 +70,8 @@ func (s *store) live(id string, now time.Time) (*Instance, bool) {
 	return in, true
 }
 
-// upsert registers in or refreshes the instance with its id (R2): mutable
-// fields replaced, lease renewed, registered_at kept. An expired instance
-// is replaced as if new.
-func (s *store) upsert(in Instance, now time.Time) (Instance, bool) {
+// Upsert implements Store.
+func (s *memStore) Upsert(_ context.Context, in Instance, now time.Time) (Instance, bool, error) {
 	now = now.UTC() // stamps read the same wherever the registry runs
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -39,38 +81,37 @@ func (s *store) upsert(in Instance, now time.Time) (Instance, bool) {
 		in.RegisteredAt = old.RegisteredAt
 	}
 	s.byID[in.ID] = &in
-	return in, !ok
+	return in, !ok, nil
 }
 
-// heartbeat renews the lease of id (R3); false when it is unknown or
-// expired, which the caller answers with 410.
-func (s *store) heartbeat(id string, now time.Time) (Instance, bool) {
+// Heartbeat implements Store.
+func (s *memStore) Heartbeat(_ context.Context, id string, now time.Time) (Instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in, ok := s.live(id, now)
 	if !ok {
 		// Reaped here rather than at the next tick: it is gone anyway.
 		delete(s.byID, id)
-		return Instance{}, false
+		return Instance{}, ErrNotRegistered
 	}
 	in.UpdatedAt = now.UTC()
-	return *in, true
+	return *in, nil
 }
 
-// remove deregisters id (R4); false when it is unknown or expired.
-func (s *store) remove(id string, now time.Time) (Instance, bool) {
+// Remove implements Store.
+func (s *memStore) Remove(_ context.Context, id string, now time.Time) (Instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in, ok := s.live(id, now)
 	delete(s.byID, id)
 	if !ok {
-		return Instance{}, false
+		return Instance{}, ErrNotRegistered
 	}
-	return *in, true
+	return *in, nil
 }
 
 // reap removes every instance expired at now and returns them.
-func (s *store) reap(now time.Time) []Instance {
+func (s *memStore) reap(now time.Time) []Instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var gone []Instance
@@ -83,9 +124,8 @@ func (s *store) reap(now time.Time) []Instance {
 	return gone
 }
 
-// list returns copies of the live instances, sorted by name then id, only
-// the healthy ones when healthyOnly (R6).
-func (s *store) list(now time.Time, healthyOnly bool) []Instance {
+// List implements Store.
+func (s *memStore) List(_ context.Context, now time.Time, healthyOnly bool) ([]Instance, error) {
 	s.mu.RLock()
 	out := make([]Instance, 0, len(s.byID))
 	for _, in := range s.byID {
@@ -94,14 +134,11 @@ func (s *store) list(now time.Time, healthyOnly bool) []Instance {
 		}
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b Instance) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
-	})
-	return out
+	return out, nil
 }
 
 // all returns copies of every instance, expired or not, for the snapshot.
-func (s *store) all() []Instance {
+func (s *memStore) all() []Instance {
 	s.mu.RLock()
 	out := make([]Instance, 0, len(s.byID))
 	for _, in := range s.byID {
@@ -113,7 +150,7 @@ func (s *store) all() []Instance {
 }
 
 // load replaces the table with ins.
-func (s *store) load(ins []Instance) {
+func (s *memStore) load(ins []Instance) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.byID = make(map[string]*Instance, len(ins))

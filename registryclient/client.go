@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,9 +28,13 @@ const (
 	MaxResponseBytes = 4 << 20
 )
 
-// Client talks to one registry. It is safe for concurrent use.
+// Client talks to one registry, served by one or several replicas. It is
+// safe for concurrent use.
 type Client struct {
-	base    string // scheme://host[:port][/prefix], no trailing slash
+	bases []string // scheme://host[:port][/prefix], no trailing slash
+	// cur is the replica that answered last: requests go there first, and
+	// to the next one when it cannot answer (see do).
+	cur     atomic.Uint32
 	key     string
 	timeout time.Duration
 	hc      *http.Client
@@ -56,7 +62,9 @@ func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = h
 func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
 
 // New returns a client for the registry at baseURL (http://host:port) with
-// the key read once from keyFile (see ReadKey).
+// the key read once from keyFile (see ReadKey). baseURL may name several
+// replicas of one registry, comma-separated; a request that one cannot
+// answer (no connection, a timeout, 502, 503 or 504) goes to the next.
 func New(baseURL, keyFile string, opts ...Option) (*Client, error) {
 	o := options{timeout: DefaultTimeout, maxConns: DefaultMaxConns}
 	for _, f := range opts {
@@ -65,9 +73,16 @@ func New(baseURL, keyFile string, opts ...Option) (*Client, error) {
 	if o.timeout <= 0 || o.maxConns <= 0 {
 		return nil, errors.New("registry client: the timeout and the connection limit must be positive")
 	}
-	base, err := parseBase(baseURL)
-	if err != nil {
-		return nil, err
+	var bases []string
+	for _, raw := range strings.Split(baseURL, ",") {
+		base, err := parseBase(strings.TrimSpace(raw))
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(bases, base) {
+			return nil, fmt.Errorf("registry URL %q is named twice", base)
+		}
+		bases = append(bases, base)
 	}
 	key, err := ReadKey(keyFile)
 	if err != nil {
@@ -79,7 +94,7 @@ func New(baseURL, keyFile string, opts ...Option) (*Client, error) {
 	}
 	cp := *hc
 	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Client{base: base, key: key, timeout: o.timeout, hc: &cp}, nil
+	return &Client{bases: bases, key: key, timeout: o.timeout, hc: &cp}, nil
 }
 
 // parseBase refuses what would put a secret in a URL or send the key
@@ -131,49 +146,82 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // do sends one request and decodes a 2xx JSON answer into out (unless nil).
 // expect maps the statuses that mean something for this call to their
 // sentinels; any other error status wraps none, except 400 and 401/403.
+//
+// With several replicas it starts at the one that answered last and moves
+// on while a replica cannot answer; each try has the whole timeout. Every
+// request of the contract is safe to send twice: register is an upsert, a
+// second heartbeat renews again, and a deregister that landed before its
+// answer was lost comes back 404, which a caller shutting down takes as
+// done. The last replica's error is returned.
 func (c *Client) do(ctx context.Context, op, method, path string, body, out any, expect map[int]error) error {
+	var b []byte
+	if body != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			return fmt.Errorf("registry %s: encoding the request: %w", op, err)
+		}
+	}
+	first := int(c.cur.Load())
+	var err error
+	for i := range c.bases {
+		n := (first + i) % len(c.bases)
+		var retry bool
+		err, retry = c.try(ctx, c.bases[n], op, method, path, b, body != nil, out, expect)
+		if !retry || ctx.Err() != nil {
+			if err == nil || !retry {
+				c.cur.Store(uint32(n))
+			}
+			return err
+		}
+	}
+	return err
+}
+
+// try sends the request to one replica; retry says another replica might
+// answer it.
+func (c *Client) try(ctx context.Context, base, op, method, path string, body []byte, hasBody bool, out any, expect map[int]error) (err error, retry bool) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("registry %s: encoding the request: %w", op, err)
-		}
-		rd = bytes.NewReader(b)
+	if hasBody {
+		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
-		return fmt.Errorf("registry %s: %w", op, err)
+		return fmt.Errorf("registry %s: %w", op, err), false
 	}
 	req.Header.Set("X-API-Key", c.key)
-	if body != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("registry %s: %w", op, err)
+		return fmt.Errorf("registry %s: %w", op, err), true
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if err != nil {
-		return fmt.Errorf("registry %s: reading the answer: %w", op, err)
+		return fmt.Errorf("registry %s: reading the answer: %w", op, err), true
 	}
 	if len(b) > MaxResponseBytes {
-		return fmt.Errorf("registry %s: answer larger than %d bytes refused", op, MaxResponseBytes)
+		return fmt.Errorf("registry %s: answer larger than %d bytes refused", op, MaxResponseBytes), false
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return c.statusError(op, resp.StatusCode, b, expect)
+		switch resp.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			retry = true
+		}
+		return c.statusError(op, resp.StatusCode, b, expect), retry
 	}
 	switch o := out.(type) {
 	case nil:
-		return nil
+		return nil, false
 	case *[]byte:
 		*o = b
-		return nil
+		return nil, false
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("registry %s: malformed answer (HTTP %d, %s): %w", op, resp.StatusCode, snippet(b, c.key), err)
+		return fmt.Errorf("registry %s: malformed answer (HTTP %d, %s): %w", op, resp.StatusCode, snippet(b, c.key), err), false
 	}
-	return nil
+	return nil, false
 }

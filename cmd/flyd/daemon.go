@@ -71,7 +71,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.workloadsDir, "workloads-dir", "/etc/flyd/workloads.d", "spec files applied and watched; a workload created by a file changes only through it")
 	fs.StringVar(&cfg.containerdSock, "containerd-socket", ctrdriver.DefaultSocket, "the containerd daemon that runs kind containerd")
 	fs.StringVar(&cfg.cgroupParent, "cgroup-parent", "flyd", "the cgroup, under each hierarchy's root, that holds one cgroup per workload")
-	fs.StringVar(&cfg.registry, "registry", "embedded", "embedded, off, or the base URL of a registry (http://host:port)")
+	fs.StringVar(&cfg.registry, "registry", "embedded", "embedded, off, or the base URL of a registry (http://host:port), or of its replicas, comma-separated")
 	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
 	fs.StringVar(&cfg.registryListen, "registry-listen", defaultRegistryListen, "where the embedded registry listens")
 	fs.StringVar(&cfg.advertise, "advertise-address", "127.0.0.1", "address published as the public instance of host-network endpoints")

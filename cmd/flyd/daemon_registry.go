@@ -25,7 +25,9 @@ type daemonRegistry struct {
 }
 
 // startRegistry sets up --registry: "off", "embedded" (a reference registry
-// in this process, its key created 0600 when missing) or a base URL.
+// in this process, its key created 0600 when missing) or base URLs: one
+// registry's replicas, comma-separated, which the client fails over
+// between.
 func startRegistry(ctx context.Context, cfg daemonConfig, log *zap.Logger, onError func(owner, id string, err error)) (*daemonRegistry, error) {
 	d := &daemonRegistry{}
 	if cfg.registry == "off" {

@@ -175,3 +175,33 @@ func TestPortHashOffline(t *testing.T) {
 		}
 	}
 }
+
+// `flyd registry serve` refuses store flags that do not go together before
+// it touches a key file or a port.
+func TestRegistryServeStoreFlags(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "registry.key")
+	serve := []string{"registry", "serve", "--listen", "127.0.0.1:0", "--key-file", key}
+	tests := []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"--store", "redis"}, 2, `--store "redis": memory or etcd`},
+		{[]string{"--store", "etcd"}, 2, "--store etcd needs --etcd-endpoints"},
+		{[]string{"--etcd-endpoints", "http://127.0.0.1:2379"}, 2, "--etcd-endpoints is for --store etcd"},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "http://h:1", "--snapshot", "s.json"}, 2, "--snapshot is for --store memory"},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "http://h:1", "--reap-interval", "1s"}, 2, "etcd's lease expiry is the reaper"},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "http://h:1", "--etcd-cert", "c.pem"}, 2, "--etcd-cert and --etcd-key go together"},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "http://h:1", "--etcd-timeout", "0s"}, 2, "--etcd-timeout must be positive"},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379"}, 1, "give a URL, http:// or https://"},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "http://h:1", "--etcd-prefix", "flyd"}, 1, `prefix "flyd" must start with /`},
+		{[]string{"--store", "etcd", "--etcd-endpoints", "http://h:1", "--etcd-cacert", "/nonexistent/ca.pem"}, 1, "--etcd-cacert"},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		code := run(append(serve, tt.args...), &out, &errb)
+		if code != tt.code || !strings.Contains(errb.String(), tt.stderr) {
+			t.Errorf("flyd registry serve %q: exit %d, stderr %q; want %d and %q", tt.args, code, errb.String(), tt.code, tt.stderr)
+		}
+	}
+}

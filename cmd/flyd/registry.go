@@ -27,8 +27,9 @@ const (
 )
 
 const (
-	registryServeUsage = "serve [--listen ADDR] [--key-file F] [--default-ttl 90s] [--reap-interval 30s] [--snapshot FILE] [--log-level L]"
-	registryLsUsage    = "ls [--registry URL] [--registry-key-file F] [--healthy-only] [--json] [--socket S]"
+	registryServeUsage = "serve [--listen ADDR] [--key-file F] [--default-ttl 90s] [--reap-interval 30s] [--snapshot FILE] [--log-level L]\n" +
+		"             [--store memory|etcd --etcd-endpoints URL,... [--etcd-prefix P] [--etcd-timeout 2s] [--etcd-cacert F --etcd-cert F --etcd-key F]]"
+	registryLsUsage = "ls [--registry URL] [--registry-key-file F] [--healthy-only] [--json] [--socket S]"
 )
 
 func init() {
@@ -69,6 +70,8 @@ func registryServe(ctx context.Context, c *cli, args []string) error {
 	reap := fs.Duration("reap-interval", registry.DefaultReapInterval, "how often expired instances are removed")
 	snapshot := fs.String("snapshot", "", "file keeping the state across restarts (default: memory only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	var ef etcdFlags
+	ef.add(fs)
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -81,11 +84,19 @@ func registryServe(ctx context.Context, c *cli, args []string) error {
 	case *reap <= 0:
 		return usagef("--reap-interval must be positive")
 	}
+	if err := ef.check(fs); err != nil {
+		return err
+	}
 	log, err := newLogger(*level)
 	if err != nil {
 		return usagef("--log-level: %v", err)
 	}
 	defer log.Sync()
+	store, closeStore, err := ef.open(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
 
 	key, created, err := registry.LoadOrCreateKey(*keyFile)
 	if err != nil {
@@ -96,6 +107,7 @@ func registryServe(ctx context.Context, c *cli, args []string) error {
 	}
 	srv, err := registry.New(registry.Config{
 		DefaultTTL:   *defTTL,
+		Store:        store,
 		ReapInterval: *reap,
 		SnapshotPath: *snapshot,
 		Key:          key,
@@ -109,7 +121,7 @@ func registryServe(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	log.Info("registry listening", zap.String("addr", l.Addr().String()), zap.String("key_file", *keyFile),
-		zap.Stringer("default_ttl", *defTTL), zap.Stringer("reap_interval", *reap), zap.String("snapshot", *snapshot))
+		zap.Stringer("default_ttl", *defTTL), zap.String("store", ef.store), zap.Stringer("reap_interval", *reap), zap.String("snapshot", *snapshot))
 	err = srv.Serve(ctx, l)
 	if err != nil {
 		log.Error("registry stopped", zap.Error(err))

@@ -1,0 +1,367 @@
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Defaults of the etcd store.
+const (
+	DefaultEtcdPrefix = "/flyd/registry/"
+	// DefaultEtcdTimeout bounds each request's work in etcd. Without a
+	// quorum etcd does not answer at all, so this is also how long a
+	// registrant waits for its 503: shorter than registryclient's 5 s.
+	DefaultEtcdTimeout = 2 * time.Second
+	// casAttempts bounds the retries of a write that raced another
+	// replica's write of the same id.
+	casAttempts = 4
+)
+
+// recordFormat marks the values this registry writes; a value under the
+// prefix without it is someone else's and is left alone.
+const recordFormat = "flyd.registry/v1"
+
+// record is the value of an instance's key.
+type record struct {
+	Format   string   `json:"format"`
+	Instance Instance `json:"instance"`
+}
+
+// EtcdConfig configures an EtcdStore.
+type EtcdConfig struct {
+	Endpoints []string    // client URLs of the cluster's members
+	Prefix    string      // keys live under it; "" = DefaultEtcdPrefix
+	TLS       *tls.Config // nil = plain http endpoints
+	Timeout   time.Duration
+	Logger    *zap.Logger
+}
+
+// EtcdStore keeps the instances in etcd: one key per instance under the
+// prefix, attached to a lease of the instance's TTL (none for a static
+// entry), so that etcd's lease expiry is the reaper and every replica on
+// the same cluster serves the same registry. Reads go to etcd every time,
+// linearizable: a listing is never staler than the last write any replica
+// acknowledged. Whether a lease has passed is etcd's to say, on etcd's
+// clock: a replica's clock only stamps registered_at and updated_at.
+//
+// Leases are whole seconds, so a TTL is rounded up to the next second,
+// and etcd raises it to its own minimum (1.5 election timeouts); a lease
+// also survives a leader change with its time reset, never cut short.
+type EtcdStore struct {
+	cli     *clientv3.Client
+	prefix  string
+	timeout time.Duration
+	log     *zap.Logger
+	where   string // the endpoints, for messages
+}
+
+// OpenEtcd connects to the cluster and checks that it answers a
+// linearizable read within the timeout: a serve pointed at a wrong address
+// or a cluster without quorum refuses to start with a clear error, rather
+// than answering 503 until someone reads its log. Once open, a lost quorum
+// is answered with 503s while the client keeps reconnecting.
+func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("registry: the etcd store needs at least one endpoint")
+	}
+	for _, ep := range cfg.Endpoints {
+		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
+			return nil, fmt.Errorf("registry: etcd endpoint %q: give a URL, http:// or https://", ep)
+		}
+		if strings.HasPrefix(ep, "https://") && cfg.TLS == nil {
+			cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+	}
+	prefix := cfg.Prefix
+	if prefix == "" {
+		prefix = DefaultEtcdPrefix
+	}
+	if !strings.HasPrefix(prefix, "/") {
+		return nil, fmt.Errorf("registry: etcd prefix %q must start with /", prefix)
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		// "/flyd/registry" must not take in "/flyd/registry-old/...".
+		prefix += "/"
+	}
+	if cfg.Timeout < 0 {
+		return nil, errors.New("registry: the etcd timeout must not be negative")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultEtcdTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		TLS:                  cfg.TLS,
+		DialTimeout:          cfg.Timeout,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: cfg.Timeout,
+		Logger:               log.Named("etcd-client"),
+		Context:              context.Background(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registry: etcd client: %w", err)
+	}
+	s := &EtcdStore{cli: cli, prefix: prefix, timeout: cfg.Timeout, log: log, where: strings.Join(cfg.Endpoints, ",")}
+	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if _, err := cli.Get(pctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("registry: etcd at %s does not answer (is it running, with a quorum of its members up?): %w", s.where, err)
+	}
+	return s, nil
+}
+
+// Close ends the connections to etcd.
+func (s *EtcdStore) Close() error { return s.cli.Close() }
+
+// Prefix is the prefix the instances' keys live under.
+func (s *EtcdStore) Prefix() string { return s.prefix }
+
+func (s *EtcdStore) key(id string) string { return s.prefix + id }
+
+// unavailable wraps an etcd failure as ErrUnavailable, with words a
+// registrant's operator can act on. Without a quorum etcd fails in several
+// ways (our deadline, its own, "no leader"), all meaning the same here.
+func (s *EtcdStore) unavailable(op string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("no answer within %s", s.timeout)
+	}
+	return fmt.Errorf("%w: etcd at %s did not complete %s: it has no quorum or cannot be reached (%v)",
+		ErrUnavailable, s.where, op, err)
+}
+
+// get reads id's key: nil when there is none. A value that is not our
+// record, or that names another id, is someone else's: ErrConflict.
+func (s *EtcdStore) get(ctx context.Context, id string) (*mvccpb.KeyValue, record, error) {
+	resp, err := s.cli.Get(ctx, s.key(id))
+	if err != nil {
+		return nil, record{}, s.unavailable("a read", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, record{}, nil
+	}
+	kv := resp.Kvs[0]
+	rec, ok := decodeRecord(kv, s.prefix)
+	if !ok {
+		return kv, record{}, fmt.Errorf("%w: the etcd key %q holds a value this registry did not write; it is left alone", ErrConflict, kv.Key)
+	}
+	return kv, rec, nil
+}
+
+// registered is get for an id that must be registered: absent, or not
+// ours (so unknown to this registry), is ErrNotRegistered.
+func (s *EtcdStore) registered(ctx context.Context, id string) (*mvccpb.KeyValue, record, error) {
+	kv, rec, err := s.get(ctx, id)
+	switch {
+	case errors.Is(err, ErrConflict):
+		return nil, record{}, ErrNotRegistered
+	case err == nil && kv == nil:
+		return nil, record{}, ErrNotRegistered
+	}
+	return kv, rec, err
+}
+
+// decodeRecord reads kv as an instance of ours.
+func decodeRecord(kv *mvccpb.KeyValue, prefix string) (record, bool) {
+	var rec record
+	if json.Unmarshal(kv.Value, &rec) != nil || rec.Format != recordFormat ||
+		rec.Instance.ID == "" || prefix+rec.Instance.ID != string(kv.Key) {
+		return record{}, false
+	}
+	return rec, true
+}
+
+// put writes rec under its key, attached to lease (0 = none), if the key
+// is still at rev (0 = absent); false when another write came first.
+func (s *EtcdStore) put(ctx context.Context, rec record, rev int64, lease clientv3.LeaseID) (bool, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return false, fmt.Errorf("registry: encoding instance %q: %w", rec.Instance.ID, err)
+	}
+	key := s.key(rec.Instance.ID)
+	var opts []clientv3.OpOption
+	if lease != 0 {
+		opts = append(opts, clientv3.WithLease(lease))
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpPut(key, string(b), opts...)).
+		Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return false, ErrNotRegistered
+	}
+	if err != nil {
+		return false, s.unavailable("a write", err)
+	}
+	return resp.Succeeded, nil
+}
+
+// leaseSeconds is the etcd lease of a TTL: whole seconds, rounded up.
+func leaseSeconds(ttl int64) int64 {
+	return (ttl + int64(time.Second) - 1) / int64(time.Second)
+}
+
+// revoke ends a lease nobody needs any more. Failing is harmless: an
+// unused lease expires on its own.
+func (s *EtcdStore) revoke(lease clientv3.LeaseID) {
+	if lease == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	if _, err := s.cli.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.log.Debug("could not revoke an unused etcd lease; it will expire", zap.Int64("lease", int64(lease)), zap.Error(err))
+	}
+}
+
+// Upsert implements Store. The instance moves to a new lease of its TTL,
+// in one compare-and-swap with the value, and the old lease is revoked:
+// a TTL that changed takes effect at once.
+func (s *EtcdStore) Upsert(ctx context.Context, in Instance, now time.Time) (Instance, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	now = now.UTC()
+	for range casAttempts {
+		kv, old, err := s.get(ctx, in.ID)
+		if err != nil {
+			return Instance{}, false, err
+		}
+		created := kv == nil
+		in.RegisteredAt, in.UpdatedAt = now, now
+		var rev int64
+		var oldLease clientv3.LeaseID
+		if !created {
+			in.RegisteredAt, rev, oldLease = old.Instance.RegisteredAt, kv.ModRevision, clientv3.LeaseID(kv.Lease)
+		}
+		var lease clientv3.LeaseID
+		if in.TTL > 0 {
+			g, err := s.cli.Grant(ctx, leaseSeconds(in.TTL))
+			if err != nil {
+				return Instance{}, false, s.unavailable("a lease grant", err)
+			}
+			lease = g.ID
+		}
+		ok, err := s.put(ctx, record{Format: recordFormat, Instance: in}, rev, lease)
+		if err != nil || !ok {
+			s.revoke(lease)
+		}
+		if err != nil {
+			if errors.Is(err, ErrNotRegistered) {
+				continue // the lease we just got is gone already: etcd is struggling; try again
+			}
+			return Instance{}, false, err
+		}
+		if ok {
+			s.revoke(oldLease)
+			return in, created, nil
+		}
+	}
+	return Instance{}, false, s.contended(in.ID)
+}
+
+func (s *EtcdStore) contended(id string) error {
+	return fmt.Errorf("%w: instance %q was rewritten %d times while this replica wrote it; retry", ErrUnavailable, id, casAttempts)
+}
+
+// Heartbeat implements Store: a keep-alive of the instance's lease, then
+// updated_at rewritten on the same lease.
+func (s *EtcdStore) Heartbeat(ctx context.Context, id string, now time.Time) (Instance, error) {
+	return s.onRegistered(ctx, id, func(ctx context.Context, kv *mvccpb.KeyValue, rec *record) (bool, error) {
+		lease := clientv3.LeaseID(kv.Lease)
+		if lease != 0 {
+			_, err := s.cli.KeepAliveOnce(ctx, lease)
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return false, ErrNotRegistered
+			}
+			if err != nil {
+				return false, s.unavailable("a lease keep-alive", err)
+			}
+		}
+		rec.Instance.UpdatedAt = now.UTC()
+		return s.put(ctx, *rec, kv.ModRevision, lease)
+	})
+}
+
+// Remove implements Store.
+func (s *EtcdStore) Remove(ctx context.Context, id string, _ time.Time) (Instance, error) {
+	return s.onRegistered(ctx, id, func(ctx context.Context, kv *mvccpb.KeyValue, _ *record) (bool, error) {
+		key := s.key(id)
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil {
+			return false, s.unavailable("a delete", err)
+		}
+		if resp.Succeeded {
+			s.revoke(clientv3.LeaseID(kv.Lease))
+		}
+		return resp.Succeeded, nil
+	})
+}
+
+// onRegistered runs write on the key of a registered id, reading it again
+// when another replica's write came first (write says false), and returns
+// the instance as write left it.
+func (s *EtcdStore) onRegistered(ctx context.Context, id string,
+	write func(context.Context, *mvccpb.KeyValue, *record) (bool, error)) (Instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	for range casAttempts {
+		kv, rec, err := s.registered(ctx, id)
+		if err != nil {
+			return Instance{}, err
+		}
+		ok, err := write(ctx, kv, &rec)
+		if err != nil {
+			return Instance{}, err
+		}
+		if ok {
+			return rec.Instance, nil
+		}
+	}
+	return Instance{}, s.contended(id)
+}
+
+// List implements Store. Values under the prefix that are not ours are
+// skipped, not deleted: the prefix may be shared by mistake, and deleting
+// what another program wrote would be worse than ignoring it.
+func (s *EtcdStore) List(ctx context.Context, _ time.Time, healthyOnly bool) ([]Instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.unavailable("a listing", err)
+	}
+	out := make([]Instance, 0, len(resp.Kvs))
+	foreign := 0
+	for _, kv := range resp.Kvs {
+		rec, ok := decodeRecord(kv, s.prefix)
+		if !ok {
+			foreign++
+			continue
+		}
+		if rec.Instance.Healthy || !healthyOnly {
+			out = append(out, rec.Instance)
+		}
+	}
+	if foreign > 0 {
+		s.log.Debug("keys under the registry prefix that are not instances were ignored",
+			zap.String("prefix", s.prefix), zap.Int("keys", foreign))
+	}
+	return out, nil
+}
