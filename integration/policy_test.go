@@ -115,6 +115,22 @@ egress:
 		t.Error("removing one policy removed another's rules")
 	}
 
+	// Derived from the declared dependencies: who uses db reaches it, at
+	// its endpoint's port, and no one else.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "users.yaml", "kind: policy\nname: db-users\nselect: {workloads: [db]}\ningress: [{from: {users: true}}]\n"))
+	if reaches("ci-lab", toDB("ci-lab")) {
+		t.Error("a workload that does not use db reached it under a derived allow-list")
+	}
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "lab-uses.yaml", "name: lab\ncommand: [\"@PROG@\", signals]\nnetwork: ci-lab\nuses: [db]\n"))
+	d.waitState(t, "lab", api.StateRunning)
+	if !reaches("ci-lab", toDB("ci-lab")) {
+		t.Error("a workload that uses db was refused by the derived allow-list")
+	}
+	if reaches("ci-web", toDB("ci-web")) {
+		t.Error("the derived allow-list let in a workload that does not use db")
+	}
+	d.mustCLI(t, "policies", "rm", "db-users")
+
 	// Refused at apply, naming the field; nothing of it kept.
 	bad := d.writeSpec(t, "bad.yaml", "kind: policy\nname: bad\nselect: {networks: [ci-web]}\negress: [{to: {cidrs: [10.0.0.300/8]}}]\n")
 	if _, errOut, code := runCLI(t, d.socket, "apply", "-f", bad); code != 1 || !strings.Contains(errOut, "egress[0].to.cidrs[0]") {

@@ -54,6 +54,10 @@ type Peers struct {
 	Workloads []string `json:"workloads,omitempty"`
 	Networks  []string `json:"networks,omitempty"`
 	CIDRs     []string `json:"cidrs,omitempty"`
+	// Users, in an ingress rule, are the workloads whose `uses` name a
+	// selected workload: who reaches it follows from the declared
+	// dependencies, at its endpoints' ports unless the rule names ports.
+	Users bool `json:"users,omitempty"`
 	// DNS names cannot be enforced by a packet filter without a resolver
 	// of its own in the path; a rule naming any is refused, saying so.
 	DNS []string `json:"dns,omitempty"`
@@ -106,6 +110,9 @@ func (pl *Policy) Validate() error {
 		for i, r := range *pl.Egress {
 			at := indexPath("egress", i)
 			r.To.validate(&p, joinPath(at, "to"))
+			if r.To.Users {
+				p.add(joinPath(at, "to.users"), "is for ingress: the users of a workload reach it, not the other way")
+			}
 			validPorts(&p, joinPath(at, "ports"), r.Ports)
 		}
 	}
@@ -124,8 +131,8 @@ func (ps Peers) validate(p *problems, field string) {
 	if len(ps.DNS) > 0 {
 		p.add(joinPath(field, "dns"), "is not enforced: a packet filter sees addresses, not names; list the addresses as cidrs")
 	}
-	if len(ps.Workloads)+len(ps.Networks)+len(ps.CIDRs) == 0 && len(ps.DNS) == 0 {
-		p.add(field, "must name workloads, networks or cidrs (0.0.0.0/0 for anywhere)")
+	if len(ps.Workloads)+len(ps.Networks)+len(ps.CIDRs) == 0 && len(ps.DNS) == 0 && !ps.Users {
+		p.add(field, "must name workloads, networks, cidrs (0.0.0.0/0 for anywhere) or users")
 	}
 	validNames(p, joinPath(field, "workloads"), ps.Workloads)
 	validNames(p, joinPath(field, "networks"), ps.Networks)

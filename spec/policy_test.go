@@ -51,6 +51,7 @@ func TestPolicyRefusals(t *testing.T) {
 		{"kind: policy\nname: p\nselect: {}\n", "select", "selects nothing"},
 		{"kind: policy\nname: p\nselect: {networks: [host]}\n", "select.networks[0]", "not \"host\""},
 		{base + "ingres: []\n", "ingres", "unknown field"},
+		{base + "egress: [{to: {users: true}}]\n", "egress[0].to.users", "is for ingress"},
 	} {
 		_, err := ParseAll([]byte(tt.doc))
 		var fe *FieldError

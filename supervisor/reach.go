@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -16,10 +18,11 @@ import (
 type declared struct {
 	network, module string
 	endpoints       []spec.Endpoint
+	uses            []string
 }
 
 func (s *Supervisor) declare(w *spec.Workload) {
-	d := declared{network: w.Network, endpoints: slices.Clone(w.Endpoints)}
+	d := declared{network: w.Network, endpoints: slices.Clone(w.Endpoints), uses: slices.Clone(w.Uses)}
 	if w.Identity != nil {
 		d.module = w.Identity.Module
 	}
@@ -100,5 +103,45 @@ func (s *Supervisor) reachRules(decls map[string]declared, links map[string]stri
 		}
 		return out[i].Port < out[j].Port
 	})
+	return out
+}
+
+// usersOf derives an ingress rule's `users` peers for the guard of link:
+// for each workload the policy selects there, an allow from the networks
+// of the workloads that use it, at its endpoints' ports (or the rule's).
+// A user on the host's network is the host, which is never refused.
+func (s *Supervisor) usersOf(policy string, sel spec.Selector, link string, ports []spec.PolicyPort, decls map[string]declared, links map[string]string) []firewall.Allow {
+	var out []firewall.Allow
+	names := make([]string, 0, len(decls))
+	for n := range decls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	reserved := s.ports.List()
+	for _, x := range names {
+		d := decls[x]
+		if links[d.network] != link || !slices.Contains(sel.Workloads, x) && !slices.Contains(sel.Networks, d.network) {
+			continue
+		}
+		var from []string
+		for _, u := range names {
+			if l, ok := links[decls[u].network]; ok && slices.Contains(decls[u].uses, x) {
+				from = append(from, l)
+			}
+		}
+		slices.Sort(from)
+		a := allowOf(policy, slices.Compact(from), nil, ports)
+		if len(ports) == 0 {
+			for _, r := range reserved {
+				if r.Workload == x && r.Network == d.network {
+					a.Ports = append(a.Ports, firewall.Port{Proto: unix.IPPROTO_TCP, Port: r.Port})
+				}
+			}
+			if len(a.Ports) == 0 {
+				continue // no endpoint: nothing to reach
+			}
+		}
+		out = append(out, a)
+	}
 	return out
 }
