@@ -25,26 +25,41 @@ func echo(l net.Listener) {
 	}
 }
 
-// servers starts one echo server on the host's loopback, and one on
-// 127.0.0.1 inside a linked network published on a host port: the same
-// server code reached directly and through flyd's published port.
-func servers(b *testing.B) (direct, published string) {
-	testenv.RequireRoot(b, "a network is linked and published")
+// benchNets is a server network with an echo server on its loopback,
+// published on a host port, beside a client network: the way from one
+// network to another's published port goes through the host's forward
+// path, where policies act.
+type benchNets struct {
+	f              *Firewall
+	server, client *sandbox.Network
+	serverLink     *sandbox.Link
+	clientLink     *sandbox.Link
+	port, hostPort int
+}
+
+func linkedNets(b *testing.B) *benchNets {
+	testenv.RequireRoot(b, "networks are linked and published")
 	nets, err := sandbox.NewNetworks(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	nw, err := nets.Ensure("bench")
-	if err != nil {
-		b.Fatal(err)
+	bn := &benchNets{}
+	link := func(name string) (*sandbox.Network, *sandbox.Link) {
+		nw, err := nets.Ensure(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = nets.Delete(name) })
+		l, err := nets.Connect(nw, benchPool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return nw, l
 	}
-	b.Cleanup(func() { _ = nets.Delete("bench") })
-	l, err := nets.Connect(nw, benchPool)
-	if err != nil {
-		b.Fatal(err)
-	}
+	bn.server, bn.serverLink = link("bench")
+	bn.client, bn.clientLink = link("bench-client")
 	var inside net.Listener
-	if err := nw.Do(func() error {
+	if err := bn.server.Do(func() error {
 		var err error
 		inside, err = net.Listen("tcp", "127.0.0.1:0")
 		return err
@@ -53,25 +68,35 @@ func servers(b *testing.B) (direct, published string) {
 	}
 	b.Cleanup(func() { inside.Close() })
 	go echo(inside)
+	bn.port, bn.hostPort = inside.Addr().(*net.TCPAddr).Port, freeHostPort(b)
+	bn.f, _ = testFirewall(b)
+	if _, err := Forwarding(); err != nil {
+		b.Fatal(err)
+	}
+	l := bn.serverLink
+	if err := bn.f.Set("bench", Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: true, NS: bn.server.Path,
+		Published: []Forward{{HostPort: bn.hostPort, Port: bn.port}}, Served: []int{bn.port}}); err != nil {
+		b.Fatal(err)
+	}
+	c := bn.clientLink
+	if err := bn.f.Set("bench-client", Net{Link: c.Name, Subnet: c.Subnet, Inner: c.Inner, Egress: true}); err != nil {
+		b.Fatal(err)
+	}
+	return bn
+}
+
+// servers starts one echo server on the host's loopback, and one on
+// 127.0.0.1 inside a linked network published on a host port: the same
+// server code reached directly and through flyd's published port.
+func servers(b *testing.B) (direct, published string) {
+	bn := linkedNets(b)
 	host, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { host.Close() })
 	go echo(host)
-
-	port := inside.Addr().(*net.TCPAddr).Port
-	hostPort := freeHostPort(b)
-	f, _ := testFirewall(b)
-	if _, err := Forwarding(); err != nil {
-		b.Fatal(err)
-	}
-	n := Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: true, NS: nw.Path,
-		Published: []Forward{{HostPort: hostPort, Port: port}}, Served: []int{port}}
-	if err := f.Set("bench", n); err != nil {
-		b.Fatal(err)
-	}
-	return host.Addr().String(), "127.0.0.1:" + strconv.Itoa(hostPort)
+	return host.Addr().String(), "127.0.0.1:" + strconv.Itoa(bn.hostPort)
 }
 
 func freeHostPort(b *testing.B) int {
@@ -111,7 +136,6 @@ func BenchmarkRoundTrip(b *testing.B) {
 // BenchmarkThroughput is 1 MiB sent and echoed back per op, both ways.
 func BenchmarkThroughput(b *testing.B) {
 	direct, published := servers(b)
-	const size = 1 << 20
 	for _, tt := range []struct{ name, addr string }{{"direct", direct}, {"published", published}} {
 		b.Run(tt.name, func(b *testing.B) {
 			c, err := net.Dial("tcp", tt.addr)
@@ -119,19 +143,59 @@ func BenchmarkThroughput(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			out, in := make([]byte, size), make([]byte, size)
-			b.SetBytes(2 * size)
-			for b.Loop() {
-				done := make(chan error, 1)
-				go func() { _, err := c.Write(out); done <- err }()
-				if _, err := io.ReadFull(c, in); err != nil {
-					b.Fatal(err)
-				}
-				if err := <-done; err != nil {
-					b.Fatal(err)
-				}
-			}
+			pump(b, c)
 		})
+	}
+}
+
+// BenchmarkGuardedThroughput is BenchmarkThroughput from one network to
+// another's published port, through the host's forward path: with no
+// policy, and with both directions guarded by an allow for it (the
+// connection is judged once; what follows passes as a reply).
+func BenchmarkGuardedThroughput(b *testing.B) {
+	bn := linkedNets(b)
+	to := net.JoinHostPort(bn.clientLink.Host.String(), strconv.Itoa(bn.hostPort))
+	in := []Allow{{Policy: "bench", Links: []string{bn.clientLink.Name}, Ports: []Port{{Proto: 6, Port: bn.port}}}}
+	out := []Allow{{Policy: "bench", Links: []string{bn.serverLink.Name}}}
+	for _, tt := range []struct {
+		name string
+		proj Projection
+	}{
+		{"no-policy", Projection{}},
+		{"allowed", Projection{Guards: []Guard{{Link: bn.serverLink.Name, Ingress: &in}, {Link: bn.clientLink.Name, Egress: &out}}}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			if err := bn.f.SetProjection(tt.proj); err != nil {
+				b.Fatal(err)
+			}
+			var c net.Conn
+			if err := bn.client.Do(func() error {
+				var err error
+				c, err = net.Dial("tcp", to)
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			pump(b, c)
+		})
+	}
+}
+
+// pump sends 1 MiB per op over c and reads it back.
+func pump(b *testing.B, c net.Conn) {
+	const size = 1 << 20
+	out, in := make([]byte, size), make([]byte, size)
+	b.SetBytes(2 * size)
+	for b.Loop() {
+		done := make(chan error, 1)
+		go func() { _, err := c.Write(out); done <- err }()
+		if _, err := io.ReadFull(c, in); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
