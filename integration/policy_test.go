@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flyd-dev/flyd/api"
 )
@@ -25,8 +26,9 @@ func TestPolicies(t *testing.T) {
 	inner, published := freePort(t), freePort(t)
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "nets.yaml", fmt.Sprintf(`
 name: db
-command: ["@PROG@", "serve", "${ADDR_SQL}"]
+command: ["@PROG@", "serve", "0.0.0.0:${PORT_SQL}"]
 endpoints: [{name: sql, api: tcp, port: %d, publish: %d}]
+health: {tcp: sql, interval: 100ms, timeout: 1s, failures: 1}
 network: ci-db
 ---
 name: web
@@ -130,6 +132,26 @@ egress:
 		t.Error("the derived allow-list let in a workload that does not use db")
 	}
 	d.mustCLI(t, "policies", "rm", "db-users")
+
+	// A policy cannot lock flyd out: with all ingress denied, the host's
+	// health checks still reach db.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "closed.yaml", "kind: policy\nname: db-closed\nselect: {networks: [ci-db]}\ningress: []\n"))
+	if reaches("ci-lab", toDB("ci-lab")) {
+		t.Error("a policy denying all ingress let ci-lab in")
+	}
+	before := d.get(t, "db")
+	eventually(t, "db's health checks passing under a deny-all ingress", func() error {
+		w := d.get(t, "db")
+		if w.Healthy == nil || !*w.Healthy || w.PID != before.PID {
+			return fmt.Errorf("db healthy %v, pid %d (was %d)", w.Healthy, w.PID, before.PID)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // five checks' worth
+	if w := d.get(t, "db"); w.Healthy == nil || !*w.Healthy {
+		t.Errorf("db's health checks fail under a deny-all ingress: %+v", w.Healthy)
+	}
+	d.mustCLI(t, "policies", "rm", "db-closed")
 
 	// Refused at apply, naming the field; nothing of it kept.
 	bad := d.writeSpec(t, "bad.yaml", "kind: policy\nname: bad\nselect: {networks: [ci-web]}\negress: [{to: {cidrs: [10.0.0.300/8]}}]\n")
