@@ -49,6 +49,9 @@ type Backend interface {
 	Policies(ctx context.Context) ([]Policy, error)
 	PutPolicy(ctx context.Context, p *spec.Policy) (*Policy, error)
 	DeletePolicy(ctx context.Context, name string) error
+	// Stats samples the running workloads' usage, at most once an
+	// interval (the sample says which).
+	Stats(ctx context.Context) (*Stats, error)
 	// Events streams events until ctx is done. The channel is closed when
 	// the stream ends, including when a reader too slow to keep up is dropped.
 	// With after > 0 it first replays the kept events numbered after it.

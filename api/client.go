@@ -249,6 +249,11 @@ func (c *Client) DeleteNetwork(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
 }
 
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	var st Stats
+	return &st, c.do(ctx, http.MethodGet, "/v1/stats", nil, nil, &st)
+}
+
 func (c *Client) Policies(ctx context.Context) ([]Policy, error) {
 	var ps []Policy
 	return ps, c.do(ctx, http.MethodGet, "/v1/policies", nil, nil, &ps)

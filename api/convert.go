@@ -67,3 +67,12 @@ func FromQuarantined(q status.Quarantined) Quarantined { return Quarantined(q) }
 func FromPolicy(p status.Policy) Policy {
 	return Policy{Name: p.Name, Spec: p.Spec, Guards: append([]string{}, p.Guards...), Problems: p.Problems}
 }
+
+// FromStats is a sample as the API shows it.
+func FromStats(st status.Stats) Stats {
+	out := Stats{At: st.At, IntervalMS: st.Interval.Milliseconds(), Workloads: make([]Usage, len(st.Workloads))}
+	for i, u := range st.Workloads {
+		out.Workloads[i] = Usage{Workload: u.Workload, CPUSeconds: u.CPU.Seconds(), MemoryBytes: u.Memory, Processes: u.Procs}
+	}
+	return out
+}

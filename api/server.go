@@ -133,6 +133,10 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/events", s.events)
 	m.HandleFunc("POST /v1/batch/apply", s.applyBatch)
 	m.HandleFunc("POST /v1/batch/{action}", s.runBatch)
+	m.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		st, err := s.backend.Stats(r.Context())
+		respond(w, st, err)
+	})
 	m.HandleFunc("GET /v1/ports", func(w http.ResponseWriter, r *http.Request) {
 		ps, err := s.backend.Ports(r.Context())
 		respond(w, emptyIfNil(ps), err)

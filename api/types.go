@@ -137,6 +137,23 @@ type Policy struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
+// Stats is one sample of the running workloads' usage: GET /v1/stats.
+type Stats struct {
+	At time.Time `json:"at"`
+	// IntervalMS is how often the daemon samples; polling faster reads
+	// the same sample.
+	IntervalMS int64   `json:"interval_ms"`
+	Workloads  []Usage `json:"workloads"`
+}
+
+// Usage is what one workload's processes use, from its cgroup.
+type Usage struct {
+	Workload    string  `json:"workload"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	Processes   int     `json:"processes"`
+}
+
 // Status describes the daemon.
 type Status struct {
 	Version   string          `json:"version"`

@@ -188,3 +188,22 @@ const (
 	// reached for, and its recovery.
 	EventRegistry = "registry"
 )
+
+// Usage is what a workload's processes use, read from its cgroup.
+type Usage struct {
+	Workload string
+	// CPU is the CPU time its processes used; a reader's rate is the
+	// difference between two samples over their interval.
+	CPU    time.Duration
+	Memory int64
+	Procs  int
+}
+
+// Stats is one sample of every running workload's usage.
+type Stats struct {
+	At time.Time
+	// Interval is how often the daemon samples: no sooner is a new one
+	// there to be read.
+	Interval  time.Duration
+	Workloads []Usage
+}

@@ -318,6 +318,11 @@ func (s *Supervisor) Networks(ctx context.Context) ([]api.Network, error) {
 	return out, nil
 }
 
+func (s *Supervisor) Stats(ctx context.Context) (*api.Stats, error) {
+	out := api.FromStats(s.stats())
+	return &out, nil
+}
+
 func (s *Supervisor) Policies(ctx context.Context) ([]api.Policy, error) {
 	ps := s.policyList()
 	out := make([]api.Policy, len(ps))

@@ -102,6 +102,8 @@ type Supervisor struct {
 
 	logs logBook
 
+	statsCache statsCache
+
 	mu           sync.Mutex
 	workloads    map[string]*workload
 	fileProblems map[string]string

@@ -1,0 +1,179 @@
+package top
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+// Messages the feeds send the model.
+type (
+	// snapshotMsg is the daemon's workloads and networks, read anew.
+	snapshotMsg struct {
+		workloads []api.Workload
+		networks  []api.Network
+	}
+	statsMsg     struct{ stats *api.Stats }
+	eventMsg     struct{ ev api.Event }
+	logLineMsg   struct{ workload, line string }
+	connectedMsg struct{}
+	// goneMsg says the daemon went away; the feeds are reconnecting.
+	goneMsg struct{ err error }
+	// doneMsg is the outcome of an action on a workload.
+	doneMsg struct {
+		what string
+		err  error
+	}
+)
+
+// feeds are the goroutines that read the daemon for the model: the
+// event stream (and a snapshot after each burst of events), usage once
+// an interval, and the selected workload's log.
+type feeds struct {
+	ctx  context.Context
+	c    *api.Client
+	send func(tea.Msg)
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex
+	logCancel context.CancelFunc
+}
+
+func newFeeds(ctx context.Context, c *api.Client, send func(tea.Msg)) *feeds {
+	return &feeds{ctx: ctx, c: c, send: send}
+}
+
+func (f *feeds) wait() { f.wg.Wait() }
+
+func (f *feeds) goFn(fn func()) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		fn()
+	}()
+}
+
+// connect opens the event stream after event `after` (0: from now),
+// retrying every second while the daemon does not answer, then follows it
+// until it ends, and connects again.
+func (f *feeds) connect(after uint64) {
+	f.goFn(func() {
+		for f.ctx.Err() == nil {
+			ch, err := f.c.Events(f.ctx, after)
+			if err != nil {
+				f.send(goneMsg{err})
+				if !f.sleep(time.Second) {
+					return
+				}
+				continue
+			}
+			f.send(connectedMsg{})
+			f.snapshot()
+			burst := time.NewTimer(time.Hour)
+			burst.Stop()
+		stream:
+			for {
+				select {
+				case ev, ok := <-ch:
+					if !ok {
+						break stream
+					}
+					after = ev.Seq
+					f.send(eventMsg{ev})
+					// One snapshot per burst of events, not one per event.
+					burst.Reset(50 * time.Millisecond)
+				case <-burst.C:
+					f.snapshot()
+				case <-f.ctx.Done():
+					return
+				}
+			}
+			burst.Stop()
+			if f.ctx.Err() == nil {
+				f.send(goneMsg{})
+			}
+		}
+	})
+}
+
+func (f *feeds) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-f.ctx.Done():
+		return false
+	}
+}
+
+func (f *feeds) snapshot() {
+	ws, err := f.c.List(f.ctx)
+	if err != nil {
+		return
+	}
+	ns, err := f.c.Networks(f.ctx)
+	if err != nil {
+		return
+	}
+	f.send(snapshotMsg{ws, ns})
+}
+
+// stats reads one sample, nil when the daemon does not answer; the model
+// asks for the next one after the sample's interval (statsTick).
+func (f *feeds) stats() {
+	f.goFn(func() {
+		st, err := f.c.Stats(f.ctx)
+		if err != nil {
+			st = nil
+		}
+		f.send(statsMsg{st})
+	})
+}
+
+// follow shows name's log from its last lines on, replacing what was
+// followed before; "" follows nothing.
+func (f *feeds) follow(name string, lines int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.logCancel != nil {
+		f.logCancel()
+		f.logCancel = nil
+	}
+	if name == "" {
+		return
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	f.logCancel = cancel
+	f.goFn(func() {
+		var part []byte
+		sink := api.LogFunc(func(r api.LogRecord) error {
+			part = append(part, r.Data...)
+			for {
+				i := bytes.IndexByte(part, '\n')
+				if i < 0 {
+					break
+				}
+				f.send(logLineMsg{name, string(part[:i])})
+				part = part[i+1:]
+			}
+			return nil
+		})
+		// Ends with the daemon; the next connect follows again.
+		_ = f.c.Logs(ctx, name, api.LogQuery{Tail: lines, Follow: true}, sink)
+	})
+}
+
+// act runs an action on the daemon and reports its outcome.
+func (f *feeds) act(what string, do func(ctx context.Context) error) {
+	f.goFn(func() {
+		ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
+		defer cancel()
+		f.send(doneMsg{what, do(ctx)})
+	})
+}
