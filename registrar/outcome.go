@@ -22,8 +22,9 @@ const (
 	// classRefused: the key was refused. Retrying cannot help until an
 	// operator fixes the key, so retry rarely.
 	classRefused
-	// classInvalid: the registry refused this content (400). Only new
-	// content can help; until then retry rarely.
+	// classInvalid: the registry refused this content (400), or its id is
+	// held by something else (409). Only new content, or someone clearing
+	// the id, can help; until then retry rarely.
 	classInvalid
 	// classAborted: the request was cut short by its own cancellation (the
 	// engine stopping or the work being superseded); it says nothing about
@@ -39,7 +40,7 @@ func classify(err error) class {
 		return classGone
 	case errors.Is(err, registryclient.ErrUnauthorized):
 		return classRefused
-	case errors.Is(err, registryclient.ErrBadRequest):
+	case errors.Is(err, registryclient.ErrBadRequest), errors.Is(err, registryclient.ErrConflict):
 		return classInvalid
 	case errors.Is(err, context.Canceled):
 		// A per-request timeout is DeadlineExceeded and lands in classDown:

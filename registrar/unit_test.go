@@ -22,6 +22,7 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("deregister: %w", registryclient.ErrNotFound), classGone},
 		{fmt.Errorf("x: %w", registryclient.ErrUnauthorized), classRefused},
 		{fmt.Errorf("x: %w", registryclient.ErrBadRequest), classInvalid},
+		{fmt.Errorf("register: %w", registryclient.ErrConflict), classInvalid},
 		{errRefused, classDown},
 		{fmt.Errorf("heartbeat: 503 Service Unavailable"), classDown},
 		{fmt.Errorf("post: %w", context.DeadlineExceeded), classDown},

@@ -13,7 +13,7 @@ const maxMessage = 300
 
 // StatusError is an error answer of the registry. It unwraps to the
 // sentinel its status means for the call (ErrGone, ErrNotFound,
-// ErrUnauthorized, ErrBadRequest), or to nothing: a 5xx, say, is worth
+// ErrUnauthorized, ErrBadRequest, ErrConflict), or to nothing: a 5xx, say, is worth
 // retrying, an ErrUnauthorized is not.
 type StatusError struct {
 	Op         string // register, heartbeat, ...
@@ -42,6 +42,8 @@ func (c *Client) statusError(op string, status int, body []byte, expect map[int]
 		e.kind = ErrUnauthorized
 	case http.StatusBadRequest:
 		e.kind = ErrBadRequest
+	case http.StatusConflict:
+		e.kind = ErrConflict
 	}
 	var eb struct {
 		Error string `json:"error"`

@@ -36,7 +36,7 @@ var calls = []call{
 	{"export", func(ctx context.Context, c *registryclient.Client) error { _, err := c.Export(ctx); return err }},
 }
 
-var sentinels = []error{registryclient.ErrGone, registryclient.ErrNotFound, registryclient.ErrUnauthorized, registryclient.ErrBadRequest}
+var sentinels = []error{registryclient.ErrGone, registryclient.ErrNotFound, registryclient.ErrUnauthorized, registryclient.ErrBadRequest, registryclient.ErrConflict}
 
 // Each status maps to its sentinel, for the calls where it means one; any
 // other error wraps none of them.
@@ -56,7 +56,9 @@ func TestStatusMapping(t *testing.T) {
 			"instances": registryclient.ErrBadRequest, "export": registryclient.ErrBadRequest}},
 		{410, map[string]error{"heartbeat": registryclient.ErrGone}},
 		{404, map[string]error{"deregister": registryclient.ErrNotFound}},
-		{409, nil},
+		{409, map[string]error{"register": registryclient.ErrConflict, "heartbeat": registryclient.ErrConflict,
+			"deregister": registryclient.ErrConflict, "names": registryclient.ErrConflict,
+			"instances": registryclient.ErrConflict, "export": registryclient.ErrConflict}},
 		{413, nil},
 		{500, nil},
 		{503, nil},

@@ -40,4 +40,8 @@ var (
 	ErrUnauthorized = errors.New("registry: key refused")
 	// ErrBadRequest: the registry refused the body (400).
 	ErrBadRequest = errors.New("registry: bad request")
+	// ErrConflict: the id is held by something that is not an instance
+	// of this contract (409, a foreign key in a shared store). Only
+	// someone clearing it can help.
+	ErrConflict = errors.New("registry: the id is held by something else")
 )
