@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Defaults of the etcd store.
@@ -109,8 +110,10 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
 		DialTimeout:          cfg.Timeout,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: cfg.Timeout,
-		Logger:               log.Named("etcd-client"),
-		Context:              context.Background(),
+		// The client warns on every retry while a member is down; the
+		// registry's own 503s say it once per request already.
+		Logger:  log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel)),
+		Context: context.Background(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("registry: etcd client: %w", err)
