@@ -183,16 +183,18 @@ func (f *Firewall) writeInside(name string, n Net) error {
 // Table is the name of the firewall's table.
 func (f *Firewall) Table() string { return f.table }
 
-// Purge deletes a table of flyd's.
+// Purge deletes a table of flyd's, both families.
 func Purge(table string) error {
 	c, err := nftables.New()
 	if err != nil {
 		return unavailable(err)
 	}
 	defer c.CloseLasting()
-	t := &nftables.Table{Name: table, Family: nftables.TableFamilyIPv4}
-	c.AddTable(t) // so that the delete cannot fail for a missing table
-	c.DelTable(t)
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		t := &nftables.Table{Name: table, Family: fam}
+		c.AddTable(t) // so that the delete cannot fail for a missing table
+		c.DelTable(t)
+	}
 	return c.Flush()
 }
 
@@ -217,6 +219,15 @@ func (f *Firewall) writeWith(nets map[string]Net, p Projection) error {
 		if len(nets) > 0 {
 			build(c, tt, sorted(nets))
 		}
+	}
+	// The networks are IPv4; what the host serves on IPv6 is guarded in
+	// a table of the same name in the ip6 family, in the same
+	// transaction.
+	t6 := &nftables.Table{Name: f.table, Family: nftables.TableFamilyIPv6}
+	c.AddTable(t6)
+	c.DelTable(t6)
+	if hostReach(p.Reach) {
+		buildReach6(c, c.AddTable(t6), p.Reach)
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("write nftables table %s: %w", f.table, err)

@@ -147,10 +147,27 @@ func TestReachIsWritten(t *testing.T) {
 	if err != nil || !ok || n != 10 {
 		t.Fatalf("table %s: exists %v with %d rules (%v), want 10", table, ok, n, err)
 	}
+	if !hasTable6(t, table) {
+		t.Error("the host's port is not guarded on IPv6")
+	}
 	if err := f.SetProjection(Projection{}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, _ := Exists(table); ok {
-		t.Error("an empty projection left the table")
+	if ok, _, _ := Exists(table); ok || hasTable6(t, table) {
+		t.Error("an empty projection left a table")
 	}
+}
+
+func hasTable6(t *testing.T, table string) bool {
+	t.Helper()
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseLasting()
+	ts, err := c.ListTablesOfFamily(nftables.TableFamilyIPv6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(ts, func(x *nftables.Table) bool { return x.Name == table })
 }

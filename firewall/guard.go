@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -235,4 +236,31 @@ func orPrefix(link string) string {
 		return LinkPrefix
 	}
 	return link
+}
+
+func hostReach(rs []Reach) bool {
+	for _, r := range rs {
+		if r.Link == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// buildReach6 guards the host's own internal and private ports on IPv6,
+// where no network of flyd's is: the host reaches them over loopback,
+// nothing else does (refused with a TCP reset, which every family has).
+func buildReach6(c *nftables.Conn, t *nftables.Table, rs []Reach) {
+	accept := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{Name: "reach-host", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: reachPriority, Policy: &accept})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(replies(), verdict(expr.VerdictAccept)...)})
+	for _, r := range rs {
+		if r.Link != "" {
+			continue
+		}
+		port := protoPort(Port{Proto: unix.IPPROTO_TCP, Port: r.Port})
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(port, ifname(expr.MetaKeyIIFNAME, "lo", false), verdict(expr.VerdictAccept))})
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(port, []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})})
+	}
 }

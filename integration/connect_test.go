@@ -26,6 +26,7 @@ import (
 // host like any network the host is on. Nothing leaves the machine.
 type outside struct {
 	ns, addr string
+	link     string // the host's end
 }
 
 func makeOutside(t *testing.T, third int) *outside {
@@ -33,8 +34,8 @@ func makeOutside(t *testing.T, third int) *outside {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	o := &outside{ns: "flyd-out-" + id, addr: fmt.Sprintf("198.18.%d.2", third)}
 	host, peer := "fot"+id, "foi"+id
+	o := &outside{ns: "flyd-out-" + id, addr: fmt.Sprintf("198.18.%d.2", third), link: host}
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {

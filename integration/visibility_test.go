@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,11 +37,11 @@ endpoints: [{name: http, port: %d, publish: %d}]
 network: ci-vint
 ---
 name: host-int
-command: ["@PROG@", "serve", "0.0.0.0:${PORT_HTTP}"]
+command: ["@PROG@", "serve", "[::]:${PORT_HTTP}"]
 endpoints: [{name: http, port: %d}]
 ---
 name: host-pub
-command: ["@PROG@", "serve", "0.0.0.0:${PORT_HTTP}"]
+command: ["@PROG@", "serve", "[::]:${PORT_HTTP}"]
 endpoints: [{name: http, port: %d, visibility: public, exposure: public}]
 ---
 name: ledger
@@ -80,7 +81,28 @@ network: ci-vshop
 			t.Errorf("an internal endpoint was reached at the advertise address %s", a)
 		}
 	}
-	for _, a := range []string{at("127.0.0.1", intHost), at("127.0.0.1", hostInt)} {
+	// The same on IPv6, which no network of flyd's has: a server of the
+	// host's network on [::] is its internal self there too.
+	v6host, v6out := "fd18:221::1", "fd18:221::2"
+	for _, args := range [][]string{
+		{"addr", "add", v6host + "/64", "dev", out.link, "nodad"},
+		{"-n", out.ns, "addr", "add", v6out + "/64", "dev", "foi" + strings.TrimPrefix(out.link, "fot"), "nodad"},
+	} {
+		if o, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, o)
+		}
+	}
+	v6 := func(p int) string { return "[" + v6host + "]:" + strconv.Itoa(p) }
+	eventually(t, "the exposed host endpoint reached over IPv6", func() error {
+		if !fromOutside(v6(hostPub)) {
+			return fmt.Errorf("%s not reached", v6(hostPub))
+		}
+		return nil
+	})
+	if fromOutside(v6(hostInt)) {
+		t.Errorf("an internal endpoint was reached over IPv6 at %s", v6(hostInt))
+	}
+	for _, a := range []string{at("127.0.0.1", intHost), at("127.0.0.1", hostInt), "[::1]:" + strconv.Itoa(hostInt)} {
 		if _, err := httpGet(a, "/"); err != nil {
 			t.Errorf("the host does not reach the internal endpoint at %s: %v", a, err)
 		}
