@@ -79,8 +79,11 @@ func TestWorkloadsDirectory(t *testing.T) {
 func TestWorkloadsDirectoryOrder(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
-	dir := filepath.Join(d.dir, "workloads.d")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Written aside and renamed into place whole: the watcher sees all
+	// three files in one reconcile however slow this machine is, which
+	// is what the test is about.
+	staging := filepath.Join(d.dir, "staging")
+	if err := os.MkdirAll(staging, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for name, text := range map[string]string{
@@ -88,9 +91,12 @@ func TestWorkloadsDirectoryOrder(t *testing.T) {
 		"cache.yaml":    "name: cache\ncommand: [\"@PROG@\", \"signals\"]\nafter: [postgres]\n",
 		"postgres.yaml": "name: postgres\ncommand: [\"@PROG@\", \"signals\"]\n",
 	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.ReplaceAll(text, "@PROG@", d.prog)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(staging, name), []byte(strings.ReplaceAll(text, "@PROG@", d.prog)), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.Rename(staging, filepath.Join(d.dir, "workloads.d")); err != nil {
+		t.Fatal(err)
 	}
 	for _, n := range []string{"postgres", "cache", "api"} {
 		d.waitState(t, n, api.StateRunning)
