@@ -164,13 +164,21 @@ func TestPeerPolicy(t *testing.T) {
 	}
 }
 
-func TestStreamsEndWithTheirClients(t *testing.T) {
+// serveTalker is serve with a workload "talker" that prints a line every
+// 50 ms.
+func serveTalker(t *testing.T) *api.Client {
+	t.Helper()
 	c, _ := serve(t, allowAll)
-	ctx := context.Background()
 	w := &spec.Workload{Name: "talker", Command: []string{"/bin/sh", "-c", "while true; do echo tick; sleep 0.05; done"}}
-	if _, err := c.Put(ctx, w, true); err != nil {
+	if _, err := c.Put(context.Background(), w, true); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func TestStreamsEndWithTheirClients(t *testing.T) {
+	c := serveTalker(t)
+	ctx := context.Background()
 	sctx, cancel := context.WithCancel(ctx)
 	events, err := c.Events(sctx, 0)
 	if err != nil {
@@ -213,5 +221,27 @@ func waitStreams(t *testing.T, c *api.Client, want int64) {
 			t.Fatalf("%d open streams, want %d", st.Streams, want)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLogsCancelledAtAnyMoment: a follow whose context is cancelled at any
+// point, while the request is dialled, written, answered or streamed,
+// returns nil: the caller ended it.
+func TestLogsCancelledAtAnyMoment(t *testing.T) {
+	c := serveTalker(t)
+	ctx := context.Background()
+	for i := range 300 {
+		lctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.Logs(lctx, "talker", api.LogQuery{Tail: -1, Follow: true}, api.WriteLog(io.Discard)) }()
+		time.Sleep(time.Duration(i%60) * 25 * time.Microsecond)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("cancelled after %s: Logs returned %v, want nil", time.Duration(i%60)*25*time.Microsecond, err)
+		}
+	}
+	waitStreams(t, c, 0)
+	if err := c.Delete(ctx, "talker"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +34,18 @@ var (
 	notRoot string
 )
 
-// waitFor bounds every wait for a state change.
-const waitFor = 10 * time.Second
+// waitFor bounds every wait for a state change: 10 s, times
+// FLYD_TEST_TIME_SCALE on a machine that is that many times slower (an
+// emulated guest: scripts/test-systemd).
+var waitFor = 10 * time.Second * time.Duration(timeScale())
+
+func timeScale() int {
+	n, err := strconv.Atoi(os.Getenv("FLYD_TEST_TIME_SCALE"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
 
 func TestMain(m *testing.M) {
 	flag.Parse()

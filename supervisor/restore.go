@@ -97,11 +97,12 @@ func (w *workload) resume() {
 		w.rest(status.Stopped, "")
 		return
 	}
-	w.setState(status.Running, "adopted")
 	// Running since the run started, not since this daemon did.
+	since := time.Now()
 	if st := w.proc.State(); !st.StartedAt.IsZero() {
-		w.update(func(v *status.Workload) { v.Since = st.StartedAt })
+		since = st.StartedAt
 	}
+	w.setStateSince(status.Running, "adopted", since)
 	w.startHealth()
 }
 

@@ -164,10 +164,15 @@ func (w *workload) publish(ev status.Event) {
 	w.s.publish(ev)
 }
 
-func (w *workload) setState(st status.State, msg string) {
+func (w *workload) setState(st status.State, msg string) { w.setStateSince(st, msg, time.Now()) }
+
+// setStateSince is setState for a state entered at another moment than
+// now (an adopted run's start): state and time change in one update, so no
+// reader sees the one without the other.
+func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 	w.update(func(v *status.Workload) {
 		v.State, v.Reason = st, msg
-		v.Since = time.Now()
+		v.Since = since
 		if st != status.Backoff {
 			v.NextStart = nil
 		}

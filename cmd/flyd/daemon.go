@@ -23,6 +23,7 @@ import (
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/declarative"
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/metrics"
 	"github.com/flyd-dev/flyd/reaper"
@@ -278,6 +279,14 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	sup.Close()
 	if cfg.stopOnExit {
 		reg.flush(log)
+	}
+	if cgroups != nil {
+		// An empty parent goes with the daemon, so that a host without
+		// workloads keeps no cgroup of flyd's; one that holds workloads
+		// stays for them and for the next daemon.
+		if err := cgroups.RemoveParent(); err != nil && !errors.Is(err, errdefs.ErrConflict) {
+			log.Warn("cannot remove the workloads' parent cgroup", zap.Error(err))
+		}
 	}
 	log.Info("flyd daemon stopped")
 	return serveErr

@@ -134,9 +134,18 @@ func TestDevShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := p.State()
-	exe, _ := os.Readlink("/proc/" + strconv.Itoa(st.PID) + "/exe")
-	comm, _ := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/comm")
-	if !strings.HasPrefix(exe, "/nix/store/") || strings.TrimSpace(string(comm)) != "sleep" {
+	// Start may return before the child's exec: it is born in its cgroup
+	// as a fork of this binary, then becomes the program.
+	var exe, comm string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		exe, _ = os.Readlink("/proc/" + strconv.Itoa(st.PID) + "/exe")
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/comm")
+		comm = strings.TrimSpace(string(b))
+		if strings.HasPrefix(exe, "/nix/store/") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.HasPrefix(exe, "/nix/store/") || comm != "sleep" {
 		t.Errorf("pid %d: exe %q comm %q, want the flake's sleep", st.PID, exe, comm)
 	}
 	if st.Driver != spec.KindNix {
