@@ -1,10 +1,7 @@
 package registry
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"slices"
@@ -41,25 +38,7 @@ func benchStore(b *testing.B, st storeKind, n int) {
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	conns := 4 * runtime.GOMAXPROCS(0)
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
-	defer hc.CloseIdleConnections()
-	send := func(path string, body []byte) error {
-		req, err := http.NewRequest(http.MethodPost, srv.URL+path, bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("X-API-Key", testKey)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
-		}
-		return nil
-	}
+	send := benchSender(b, srv.URL, conns)
 	reg := func(i int) []byte {
 		return fmt.Appendf(nil, `{"id":"bench-%d","name":"bench","address":"10.0.0.1","port":%d,"tags":["api=http"],"metadata":{"flyd.workload":"w"}}`, i, 1+i%65535)
 	}
