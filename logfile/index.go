@@ -46,12 +46,14 @@ type mark struct {
 	at  time.Time
 }
 
-// index is an open index. Its own lock serialises its file; the shape
-// of the log (base against the live file) is guarded by Log's.
+// index is a log's index: what it holds is kept in memory, and the file
+// is open only during an operation (a daemon with thousands of logs
+// holds no descriptor for each). Its own lock serialises its file; the
+// shape of the log (base against the live file) is guarded by Log's.
 type index struct {
 	mu   sync.Mutex
 	path string
-	f    *os.File
+	f    *os.File // open during an operation only
 	base int64
 	n    int  // marks on disk
 	last mark // the newest mark, zero when there is none
@@ -67,11 +69,27 @@ func openIndex(path string) (*index, error) {
 		return nil, err
 	}
 	x := &index{path: ip, f: f}
-	if err := x.load(); err != nil {
-		f.Close()
+	err = x.load()
+	f.Close()
+	x.f = nil
+	if err != nil {
 		return nil, err
 	}
 	return x, nil
+}
+
+// opened runs op with the index's file open; the caller holds mu.
+func (x *index) opened(op func() error) error {
+	f, err := os.OpenFile(x.path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	x.f = f
+	defer func() {
+		x.f.Close()
+		x.f = nil
+	}()
+	return op()
 }
 
 func (x *index) load() error {
@@ -110,11 +128,9 @@ func (x *index) at(i int) (mark, error) {
 	return m[0], nil
 }
 
-func (x *index) close() error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.f.Close()
-}
+// close is what a Log does with its index when it is done: nothing is
+// held between operations, so there is nothing to release.
+func (x *index) close() error { return nil }
 
 // livePos is the position of the live file's first byte.
 func (x *index) livePos() int64 {
@@ -139,7 +155,10 @@ func (x *index) add(pos int64, t time.Time) error {
 	var b [markSize]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(pos))
 	binary.LittleEndian.PutUint64(b[8:], uint64(t.UnixNano()))
-	if _, err := x.f.WriteAt(b[:], headerSize+int64(x.n)*markSize); err != nil {
+	if err := x.opened(func() error {
+		_, err := x.f.WriteAt(b[:], headerSize+int64(x.n)*markSize)
+		return err
+	}); err != nil {
 		return err
 	}
 	x.n++
@@ -154,9 +173,12 @@ func (x *index) add(pos int64, t time.Time) error {
 func (x *index) rebase(base, keep int64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	first := x.search(func(m mark) bool { return m.pos > keep })
-	marks, err := x.read(first, x.n)
-	if err != nil {
+	var marks []mark
+	if err := x.opened(func() error {
+		var err error
+		marks, err = x.read(x.search(func(m mark) bool { return m.pos > keep }), x.n)
+		return err
+	}); err != nil {
 		return err
 	}
 	tmp := x.path + ".new"
@@ -172,16 +194,17 @@ func (x *index) rebase(base, keep int64) error {
 		buf = binary.LittleEndian.AppendUint64(buf, uint64(m.pos))
 		buf = binary.LittleEndian.AppendUint64(buf, uint64(m.at.UnixNano()))
 	}
-	if _, err := f.Write(buf); err != nil {
-		f.Close()
+	_, err = f.Write(buf)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, x.path); err != nil {
-		f.Close()
 		return err
 	}
-	x.f.Close()
-	x.f, x.base, x.n = f, base, len(marks)
+	x.base, x.n = base, len(marks)
 	return nil
 }
 
@@ -214,10 +237,14 @@ func (x *index) read(i, j int) ([]mark, error) {
 
 // marksFrom returns the marks past pos, oldest first: those that date
 // the bytes from pos on.
-func (x *index) marksFrom(pos int64) ([]mark, error) {
+func (x *index) marksFrom(pos int64) (marks []mark, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.read(x.search(func(m mark) bool { return m.pos > pos }), x.n)
+	err = x.opened(func() error {
+		marks, err = x.read(x.search(func(m mark) bool { return m.pos > pos }), x.n)
+		return err
+	})
+	return marks, err
 }
 
 // posBefore is the position of the last mark older than t: every byte
@@ -225,16 +252,22 @@ func (x *index) marksFrom(pos int64) ([]mark, error) {
 func (x *index) posBefore(t time.Time) (pos int64, ok bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	i := x.search(func(m mark) bool { return !m.at.Before(t) })
-	if i == 0 {
-		return 0, false
-	}
-	m, err := x.at(i - 1)
-	return m.pos, err == nil
+	err := x.opened(func() error {
+		i := x.search(func(m mark) bool { return !m.at.Before(t) })
+		if i == 0 {
+			return errNoMark
+		}
+		m, err := x.at(i - 1)
+		pos = m.pos
+		return err
+	})
+	return pos, err == nil
 }
 
 // removeIndex deletes the index of the log at path, and a rewrite a
 // crash left behind.
+var errNoMark = errors.New("no mark before that time")
+
 func removeIndex(path string) []error {
 	var errs []error
 	for _, p := range []string{indexPath(path), indexPath(path) + ".new"} {
