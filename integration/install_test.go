@@ -298,10 +298,12 @@ func TestInstallScript(t *testing.T) {
 		t.Logf("scripts/install:\n%s", out)
 
 		bin := filepath.Join(root, "usr/local/bin/flyd")
+		daemonBin := filepath.Join(root, "usr/local/libexec/flyd/flyd-daemon")
 		unit := filepath.Join(root, "etc/systemd/system/flyd.service")
 		etc := filepath.Join(root, "etc/flyd")
 		config := filepath.Join(etc, "flyd.yaml")
 		wantMode(t, bin, false, 0o755)
+		wantMode(t, daemonBin, false, 0o755)
 		wantMode(t, unit, false, 0o644)
 		wantMode(t, etc, true, 0o755)
 		wantMode(t, filepath.Join(etc, "workloads.d"), true, 0o755)
@@ -358,6 +360,7 @@ func TestInstallScript(t *testing.T) {
 		}
 		runScript(t, uninstallFile, env)
 		mustExist(t, bin, false)
+		mustExist(t, filepath.Dir(daemonBin), false)
 		mustExist(t, unit, false)
 		mustExist(t, config, true)
 		mustExist(t, spec, true)
@@ -378,6 +381,7 @@ func TestInstallScript(t *testing.T) {
 			"FLYD_BIN="+flydBin, "FLYD_INSTALL_SKIP_GROUP=1", "FLYD_INSTALL_NO_START=1"))
 		t.Logf("scripts/install:\n%s", out)
 		wantMode(t, filepath.Join(prefix, "bin/flyd"), false, 0o755)
+		wantMode(t, filepath.Join(prefix, "libexec/flyd/flyd-daemon"), false, 0o755)
 		wantMode(t, filepath.Join(etc, "workloads.d"), true, 0o755)
 		wantMode(t, filepath.Join(etc, "flyd.yaml"), false, 0o644)
 		unit := filepath.Join(units, "flyd.service")
@@ -407,8 +411,17 @@ func TestInstallScript(t *testing.T) {
 		if code != 0 || !strings.HasPrefix(got, "flyd ") || strings.TrimSpace(got) == "flyd" {
 			t.Errorf("built flyd version: exit %d, %q (stderr %q); want flyd VERSION", code, got, errOut)
 		}
-		if out, err := exec.Command("file", bin).Output(); err == nil && !bytes.Contains(out, []byte("statically linked")) {
-			t.Errorf("built flyd is not static (CGO_ENABLED=0): %s", out)
+		daemonBin := filepath.Join(root, "usr/local/libexec/flyd/flyd-daemon")
+		for _, b := range []string{bin, daemonBin} {
+			if out, err := exec.Command("file", b).Output(); err == nil && !bytes.Contains(out, []byte("statically linked")) {
+				t.Errorf("built %s is not static (CGO_ENABLED=0): %s", b, out)
+			}
+		}
+		// The installed flyd finds its daemon program where the script put
+		// it, and both carry the same version.
+		help, errOut, code := runCmd(t, exec.CommandContext(t.Context(), bin, "daemon", "--help"))
+		if code != 0 || !strings.Contains(help+errOut, "-state-dir") {
+			t.Errorf("installed flyd daemon --help: exit %d, %q %q; want the daemon's flags", code, help, errOut)
 		}
 	})
 }
@@ -477,4 +490,52 @@ func checkExampleConfig(t *testing.T, example string) {
 	}
 	d := startDaemon(t, withArgs("--config", path, "--registry-key-file", filepath.Join(t.TempDir(), "registry.key")))
 	d.terminate(t)
+}
+
+// TestDaemonProgram: `flyd daemon` execs the flyd-daemon beside it, and
+// refuses one that someone who could not change flyd itself could change:
+// run as root, it would run what they put there.
+func TestDaemonProgram(t *testing.T) {
+	t.Parallel()
+	requireRoot(t) // the copies are given to another user
+	dir := t.TempDir()
+	bin, daemonBin := filepath.Join(dir, "flyd"), filepath.Join(dir, "flyd-daemon")
+	// Copies, not links: the modes and owners changed below are their own.
+	cp := func(from, to string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp(flydBin, bin)
+	daemonHelp := func() (string, int) {
+		out, errOut, code := runCmd(t, exec.CommandContext(t.Context(), bin, "daemon", "--help"))
+		return out + errOut, code
+	}
+
+	if out, code := daemonHelp(); code != 1 || !strings.Contains(out, "the daemon program flyd-daemon is in neither") {
+		t.Errorf("without flyd-daemon: exit %d, %q; want 1 and where it was looked for", code, out)
+	}
+	cp(filepath.Join(filepath.Dir(flydBin), "flyd-daemon"), daemonBin)
+	if out, code := daemonHelp(); code != 0 || !strings.Contains(out, "-state-dir") {
+		t.Errorf("beside flyd: exit %d, %q; want the daemon's flags", code, out)
+	}
+	if err := os.Chown(daemonBin, 65534, -1); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := daemonHelp(); code != 1 || !strings.Contains(out, "refusing the daemon program") || !strings.Contains(out, "owned by uid 65534") {
+		t.Errorf("flyd-daemon owned by another user: exit %d, %q; want 1 and the reason", code, out)
+	}
+	if err := os.Chown(daemonBin, 0, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(daemonBin, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := daemonHelp(); code != 1 || !strings.Contains(out, "writable by group or others") {
+		t.Errorf("flyd-daemon writable by all: exit %d, %q; want 1 and the reason", code, out)
+	}
 }

@@ -144,7 +144,7 @@ func TestSystemdHost(t *testing.T) {
 	}
 
 	t.Log(runScript(t, uninstallFile, scriptEnv(), "--purge"))
-	for _, p := range []string{"/usr/local/bin/flyd", "/etc/systemd/system/flyd.service", "/etc/flyd", "/var/lib/flyd", "/run/flyd",
+	for _, p := range []string{"/usr/local/bin/flyd", "/usr/local/libexec/flyd", "/etc/systemd/system/flyd.service", "/etc/flyd", "/var/lib/flyd", "/run/flyd",
 		"/sys/fs/cgroup/system.slice/flyd.service", "/sys/fs/cgroup/flyd"} {
 		mustExist(t, p, false)
 	}

@@ -16,6 +16,14 @@ import (
 	"time"
 )
 
+// Where `flyd registry serve` listens and keeps its key unless told
+// otherwise, and so where a client looks when not told.
+const (
+	DefaultURL     = "http://127.0.0.1:9471"
+	DefaultListen  = "127.0.0.1:9471"
+	DefaultKeyFile = "/var/lib/flyd/registry.key"
+)
+
 const (
 	// DefaultTimeout bounds each request, from dial to the last byte.
 	DefaultTimeout = 5 * time.Second

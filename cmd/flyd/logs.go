@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 )
 
 func init() {
-	register("logs", command{"print workloads' logs", "[-f] [--tail N] [--since D] [-t] NAME... | --all", cmdLogs})
-	register("events", command{"stream the daemon's events, across daemon restarts", "[--reconnect D]", cmdEvents})
-	register("version", command{"print the version", "", cmdVersion})
+	cli.Register("logs", "print workloads' logs", "[-f] [--tail N] [--since D] [-t] NAME... | --all", cmdLogs)
+	cli.Register("events", "stream the daemon's events, across daemon restarts", "[--reconnect D]", cmdEvents)
+	cli.Register("version", "print the version", "", cmdVersion)
 }
 
-func cmdLogs(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
+func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
 	follow := fs.Bool("f", false, "follow the logs as they grow, across daemon restarts")
 	fs.BoolVar(follow, "follow", false, "same as -f")
 	tail := fs.Int("tail", -1, "print only the last N lines of each; -1 prints all")
@@ -27,22 +28,22 @@ func cmdLogs(ctx context.Context, c *cli, args []string) error {
 	fs.BoolVar(stamps, "t", false, "same as --timestamps")
 	patience := fs.Duration("reconnect", 30*time.Second, "with -f, how long to wait for a daemon that went away (a restart); 0 gives up at once")
 	all := fs.Bool("all", false, "every workload")
-	pos, err := c.parse(fs, args)
+	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	q := api.LogQuery{Tail: *tail, Follow: *follow}
 	if *since != "" {
 		if q.Since, err = parseSince(*since, time.Now()); err != nil {
-			return usagef("--since: %v", err)
+			return cli.Usagef("--since: %v", err)
 		}
 	}
 	names := pos
 	if *all {
 		if len(pos) > 0 {
-			return usagef("names or --all, not both")
+			return cli.Usagef("names or --all, not both")
 		}
-		ws, err := c.client.List(ctx)
+		ws, err := c.Client.List(ctx)
 		if err != nil {
 			return err
 		}
@@ -53,13 +54,13 @@ func cmdLogs(ctx context.Context, c *cli, args []string) error {
 	}
 	switch {
 	case len(names) == 0 && !*all:
-		return usagef("a workload name, or --all, is needed")
+		return cli.Usagef("a workload name, or --all, is needed")
 	case len(names) == 0:
 		return nil
 	}
-	p := newLogPrinter(c.stdout, names, len(names) > 1 || *all, *stamps)
+	p := newLogPrinter(c.Stdout, names, len(names) > 1 || *all, *stamps)
 	return mergeLogs(ctx, len(names), p, func(ctx context.Context, i int, out func(logItem) error) error {
-		return c.streamLog(ctx, names[i], q, *patience, func(kind itemKind, r api.LogRecord) error {
+		return streamLog(c, ctx, names[i], q, *patience, func(kind itemKind, r api.LogRecord) error {
 			return out(logItem{src: i, kind: kind, rec: r})
 		})
 	})
@@ -86,20 +87,20 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 // the position after the last record it had, so no line is lost or
 // repeated. A gap it cannot fill (rotated away meanwhile, or a log
 // that started over) is said on stderr.
-func (c *cli) streamLog(ctx context.Context, name string, q api.LogQuery, patience time.Duration, out func(itemKind, api.LogRecord) error) error {
+func streamLog(c *cli.Env, ctx context.Context, name string, q api.LogQuery, patience time.Duration, out func(itemKind, api.LogRecord) error) error {
 	var next *int64
 	var deadline time.Time
 	for {
 		connected := false
-		err := c.client.Logs(ctx, name, q, api.LogFunc(func(r api.LogRecord) error {
+		err := c.Client.Logs(ctx, name, q, api.LogFunc(func(r api.LogRecord) error {
 			if !connected {
 				connected = true
 				if !deadline.IsZero() {
-					fmt.Fprintf(c.stderr, "flyd logs: %s: reconnected\n", name)
+					fmt.Fprintf(c.Stderr, "flyd logs: %s: reconnected\n", name)
 					deadline = time.Time{}
 				}
 				if next != nil && r.Pos != *next {
-					c.logGap(name, *next, r.Pos)
+					logGap(c, name, *next, r.Pos)
 				}
 			}
 			end := r.End()
@@ -121,7 +122,7 @@ func (c *cli) streamLog(ctx context.Context, name string, q api.LogQuery, patien
 		case patience <= 0:
 			return fmt.Errorf("%s: the daemon went away; the log was followed up to here", name)
 		case deadline.IsZero():
-			fmt.Fprintf(c.stderr, "flyd logs: %s: the daemon went away; waiting up to %s for it\n", name, patience)
+			fmt.Fprintf(c.Stderr, "flyd logs: %s: the daemon went away; waiting up to %s for it\n", name, patience)
 			deadline = time.Now().Add(patience)
 			if err := out(reconnecting, api.LogRecord{}); err != nil {
 				return err
@@ -140,21 +141,21 @@ func (c *cli) streamLog(ctx context.Context, name string, q api.LogQuery, patien
 	}
 }
 
-func (c *cli) logGap(name string, want, got int64) {
+func logGap(c *cli.Env, name string, want, got int64) {
 	if got > want {
-		fmt.Fprintf(c.stderr, "flyd logs: %s: %d bytes were rotated away before they could be read\n", name, got-want)
+		fmt.Fprintf(c.Stderr, "flyd logs: %s: %d bytes were rotated away before they could be read\n", name, got-want)
 		return
 	}
-	fmt.Fprintf(c.stderr, "flyd logs: %s: the log started over (the workload was replaced)\n", name)
+	fmt.Fprintf(c.Stderr, "flyd logs: %s: the log started over (the workload was replaced)\n", name)
 }
 
-func cmdEvents(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
+func cmdEvents(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
 	patience := fs.Duration("reconnect", 30*time.Second, "how long to wait for a daemon that went away (a restart) before giving up; 0 gives up at once")
-	if _, err := c.parse(fs, args); err != nil {
+	if _, err := c.Parse(fs, args); err != nil {
 		return err
 	}
-	ch, err := c.client.Events(ctx, 0)
+	ch, err := c.Client.Events(ctx, 0)
 	if err != nil {
 		return err
 	}
@@ -162,16 +163,16 @@ func cmdEvents(ctx context.Context, c *cli, args []string) error {
 	for {
 		for ev := range ch {
 			if last > 0 && ev.Seq > last+1 {
-				fmt.Fprintf(c.stderr, "flyd events: %d events were lost: the daemon keeps no more\n", ev.Seq-last-1)
+				fmt.Fprintf(c.Stderr, "flyd events: %d events were lost: the daemon keeps no more\n", ev.Seq-last-1)
 			}
 			last = max(last, ev.Seq)
-			if c.json {
-				if err := printJSONLine(c.stdout, ev); err != nil {
+			if c.JSON {
+				if err := printJSONLine(c.Stdout, ev); err != nil {
 					return err
 				}
 				continue
 			}
-			printEvent(c.stdout, ev)
+			printEvent(c.Stdout, ev)
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -185,16 +186,16 @@ func cmdEvents(ctx context.Context, c *cli, args []string) error {
 // reconnect opens the event stream again after the daemon ended it, as a
 // daemon restart does, trying for up to patience, and resumes after the
 // last event it had: the next daemon replays what was missed.
-func reconnect(ctx context.Context, c *cli, patience time.Duration, last uint64) (<-chan api.Event, error) {
+func reconnect(ctx context.Context, c *cli.Env, patience time.Duration, last uint64) (<-chan api.Event, error) {
 	if patience <= 0 {
 		return nil, errors.New("the daemon ended the stream")
 	}
-	fmt.Fprintf(c.stderr, "flyd %s: the daemon went away; waiting up to %s for it\n", c.name, patience)
+	fmt.Fprintf(c.Stderr, "flyd %s: the daemon went away; waiting up to %s for it\n", c.Name, patience)
 	deadline := time.Now().Add(patience)
 	for {
-		s, err := c.client.Events(ctx, last)
+		s, err := c.Client.Events(ctx, last)
 		if err == nil {
-			fmt.Fprintf(c.stderr, "flyd %s: reconnected\n", c.name)
+			fmt.Fprintf(c.Stderr, "flyd %s: reconnected\n", c.Name)
 			return s, nil
 		}
 		if ctx.Err() != nil {
@@ -211,15 +212,15 @@ func reconnect(ctx context.Context, c *cli, patience time.Duration, last uint64)
 	}
 }
 
-func cmdVersion(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
-	if _, err := c.parse(fs, args); err != nil {
+func cmdVersion(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
+	if _, err := c.Parse(fs, args); err != nil {
 		return err
 	}
-	if c.json {
-		return printJSONLine(c.stdout, map[string]string{"version": version})
+	if c.JSON {
+		return printJSONLine(c.Stdout, map[string]string{"version": cli.Version})
 	}
-	fmt.Fprintf(c.stdout, "flyd %s\n", version)
+	fmt.Fprintf(c.Stdout, "flyd %s\n", cli.Version)
 	return nil
 }
 

@@ -12,33 +12,34 @@ import (
 	"text/tabwriter"
 
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
 func init() {
-	register("ports", command{"list every endpoint's port and addresses", "", cmdPorts})
-	register("networks", command{"list isolated networks, or delete one", "[rm NAME]", cmdNetworks})
-	register("exec", command{"run a command inside an isolated network", "--network NET -- CMD [ARGS...]", cmdExec})
-	register("port", command{"compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A] [--mode host|container]", cmdPort})
+	cli.Register("ports", "list every endpoint's port and addresses", "", cmdPorts)
+	cli.Register("networks", "list isolated networks, or delete one", "[rm NAME]", cmdNetworks)
+	cli.Register("exec", "run a command inside an isolated network", "--network NET -- CMD [ARGS...]", cmdExec)
+	cli.Register("port", "compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A] [--mode host|container]", cmdPort)
 }
 
-func cmdPorts(ctx context.Context, c *cli, args []string) error {
-	pos, err := c.parse(c.flags(), args)
+func cmdPorts(ctx context.Context, c *cli.Env, args []string) error {
+	pos, err := c.Parse(c.Flags(), args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
+		return cli.Usagef("unexpected argument %q", pos[0])
 	}
-	ps, err := c.client.Ports(ctx)
+	ps, err := c.Client.Ports(ctx)
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return printJSON(c.stdout, ps)
+	if c.JSON {
+		return printJSON(c.Stdout, ps)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKLOAD\tENDPOINT\tAPI\tNETWORK\tPORT\tADDRESSES")
 	for _, p := range ps {
 		addrs := make([]string, len(p.Instances))
@@ -50,25 +51,25 @@ func cmdPorts(ctx context.Context, c *cli, args []string) error {
 	return tw.Flush()
 }
 
-func cmdNetworks(ctx context.Context, c *cli, args []string) error {
-	pos, err := c.parse(c.flags(), args)
+func cmdNetworks(ctx context.Context, c *cli.Env, args []string) error {
+	pos, err := c.Parse(c.Flags(), args)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(pos) == 2 && pos[0] == "rm":
-		return c.client.DeleteNetwork(ctx, pos[1])
+		return c.Client.DeleteNetwork(ctx, pos[1])
 	case len(pos) > 0:
-		return usagef("unexpected argument %q", pos[0])
+		return cli.Usagef("unexpected argument %q", pos[0])
 	}
-	ns, err := c.client.Networks(ctx)
+	ns, err := c.Client.Networks(ctx)
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return printJSON(c.stdout, ns)
+	if c.JSON {
+		return printJSON(c.Stdout, ns)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NETWORK\tADDRESS\tEGRESS\tPUBLISHED\tWORKLOADS\tPATH")
 	for _, n := range ns {
 		users := strings.Join(n.Workloads, ",")
@@ -88,17 +89,17 @@ func cmdNetworks(ctx context.Context, c *cli, args []string) error {
 // cmdExec replaces this process with CMD inside the network's namespace:
 // the caller's stdio and environment, and CMD's exit status, pass through
 // untouched. The daemon only says where the namespace is.
-func cmdExec(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
+func cmdExec(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
 	network := fs.String("network", "", "the isolated network to run in")
-	pos, err := c.parseCommand(fs, args)
+	pos, err := c.ParseCommand(fs, args)
 	if err != nil {
 		return err
 	}
 	if *network == "" || len(pos) == 0 {
-		return usagef("--network and a command are needed")
+		return cli.Usagef("--network and a command are needed")
 	}
-	ns, err := c.client.Networks(ctx)
+	ns, err := c.Client.Networks(ctx)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func cmdExec(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	c.client.Close()
+	c.Client.Close()
 	nw := &sandbox.Network{Name: *network, Path: path}
 	if err := nw.Enter(); err != nil {
 		return fmt.Errorf("entering network %s: %w", *network, err)
@@ -123,8 +124,8 @@ func cmdExec(ctx context.Context, c *cli, args []string) error {
 	return syscall.Exec(prog, pos, os.Environ())
 }
 
-func cmdPort(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
+func cmdPort(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
 	var in netalloc.HashInput
 	fs.StringVar(&in.Workspace, "workspace", "", "workspace")
 	fs.StringVar(&in.Module, "module", "", "module")
@@ -132,27 +133,27 @@ func cmdPort(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&in.Endpoint, "endpoint", "", "endpoint name")
 	fs.StringVar(&in.API, "api", "tcp", "tcp, http, rest, grpc or other")
 	mode := fs.String("mode", "host", "host (native and nix workloads) or container (containerd workloads)")
-	pos, err := c.parse(fs, args)
+	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 || pos[0] != "hash" {
-		return usagef("only `port hash` exists")
+		return cli.Usagef("only `port hash` exists")
 	}
 	if in.Workspace == "" || in.Module == "" || in.Service == "" || in.Endpoint == "" {
-		return usagef("--workspace, --module, --service and --endpoint are needed")
+		return cli.Usagef("--workspace, --module, --service and --endpoint are needed")
 	}
 	switch *mode {
 	case "host":
 	case "container":
 		in.Mode = netalloc.ModeContainer
 	default:
-		return usagef("--mode is host or container, not %q", *mode)
+		return cli.Usagef("--mode is host or container, not %q", *mode)
 	}
 	port := netalloc.HashedPort(in)
-	if c.json {
-		return printJSONLine(c.stdout, map[string]int{"port": port})
+	if c.JSON {
+		return printJSONLine(c.Stdout, map[string]int{"port": port})
 	}
-	fmt.Fprintln(c.stdout, strconv.Itoa(port))
+	fmt.Fprintln(c.Stdout, strconv.Itoa(port))
 	return nil
 }

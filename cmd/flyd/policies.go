@@ -8,31 +8,32 @@ import (
 	"text/tabwriter"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 )
 
 func init() {
-	register("policies", command{"list the policies in force, or remove one", "[rm NAME]", cmdPolicies})
+	cli.Register("policies", "list the policies in force, or remove one", "[rm NAME]", cmdPolicies)
 }
 
-func cmdPolicies(ctx context.Context, c *cli, args []string) error {
-	pos, err := c.parse(c.flags(), args)
+func cmdPolicies(ctx context.Context, c *cli.Env, args []string) error {
+	pos, err := c.Parse(c.Flags(), args)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(pos) == 2 && pos[0] == "rm":
-		return c.client.DeletePolicy(ctx, pos[1])
+		return c.Client.DeletePolicy(ctx, pos[1])
 	case len(pos) > 0:
-		return usagef("unexpected argument %q", pos[0])
+		return cli.Usagef("unexpected argument %q", pos[0])
 	}
-	ps, err := c.client.Policies(ctx)
+	ps, err := c.Client.Policies(ctx)
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return printJSON(c.stdout, ps)
+	if c.JSON {
+		return printJSON(c.Stdout, ps)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POLICY\tGUARDS\tINGRESS\tEGRESS\tNOT IN FORCE")
 	for _, p := range ps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, list(p.Guards), direction(p.Spec.Ingress != nil, ingressRules(p)), direction(p.Spec.Egress != nil, egressRules(p)), list(p.Problems))

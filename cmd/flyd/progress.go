@@ -10,13 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 )
 
 // showProgress prints, on a terminal, what the workloads being applied
 // are preparing (a Nix environment, an image) until stop is called: such
 // work can take long, and a silent CLI looks hung.
-func (c *cli) showProgress(ctx context.Context, names []string) (stop func()) {
-	f, ok := c.stderr.(*os.File)
+func showProgress(c *cli.Env, ctx context.Context, names []string) (stop func()) {
+	f, ok := c.Stderr.(*os.File)
 	if !ok || !isTerminal(f) {
 		return func() {}
 	}
@@ -37,7 +38,7 @@ func (c *cli) showProgress(ctx context.Context, names []string) (stop func()) {
 				return
 			case <-t.C:
 			}
-			ws, err := c.client.List(ctx)
+			ws, err := c.Client.List(ctx)
 			if err != nil {
 				continue
 			}

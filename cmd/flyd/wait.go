@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 )
 
 // settle is how long a workload without a health check must have run to
@@ -26,10 +27,10 @@ func waitFlags(fs *flag.FlagSet) (wait *bool, timeout *time.Duration) {
 // one, has run for a second), or exited 0; it failed when it is failed,
 // exited with an error, or stopped. The error names those that failed or
 // were not up in time.
-func (c *cli) waitUp(ctx context.Context, names []string, timeout time.Duration) error {
+func waitUp(c *cli.Env, ctx context.Context, names []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		ws, err := c.client.List(ctx)
+		ws, err := c.Client.List(ctx)
 		if err != nil {
 			return err
 		}

@@ -11,20 +11,21 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/spec"
 )
 
 func init() {
-	register("apply", command{"create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--start=false] [--force] [--wait [--timeout 1m]]", cmdApply})
-	register("ps", command{"list workloads", "", cmdPs})
-	register("inspect", command{"show a workload as JSON", "NAME", cmdInspect})
-	register("start", command{"start workloads", "NAME...|--all", lifecycleCmd(api.ActionStart)})
-	register("stop", command{"stop workloads", "NAME...|--all [--force]", lifecycleCmd(api.ActionStop)})
-	register("restart", command{"restart workloads", "NAME...|--all", lifecycleCmd(api.ActionRestart)})
-	register("rm", command{"stop and remove workloads", "NAME...|--all [--force]", cmdRm})
-	register("reload", command{"have workloads take their configuration again, as their spec's reload says", "NAME...|--all", lifecycleCmd(api.ActionReload)})
-	register("signal", command{"send a signal to workloads", "NAME...|--all SIGNAL", cmdSignal})
-	register("status", command{"show the daemon's status", "", cmdStatus})
+	cli.Register("apply", "create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--start=false] [--force] [--wait [--timeout 1m]]", cmdApply)
+	cli.Register("ps", "list workloads", "", cmdPs)
+	cli.Register("inspect", "show a workload as JSON", "NAME", cmdInspect)
+	cli.Register("start", "start workloads", "NAME...|--all", lifecycleCmd(api.ActionStart))
+	cli.Register("stop", "stop workloads", "NAME...|--all [--force]", lifecycleCmd(api.ActionStop))
+	cli.Register("restart", "restart workloads", "NAME...|--all", lifecycleCmd(api.ActionRestart))
+	cli.Register("rm", "stop and remove workloads", "NAME...|--all [--force]", cmdRm)
+	cli.Register("reload", "have workloads take their configuration again, as their spec's reload says", "NAME...|--all", lifecycleCmd(api.ActionReload))
+	cli.Register("signal", "send a signal to workloads", "NAME...|--all SIGNAL", cmdSignal)
+	cli.Register("status", "show the daemon's status", "", cmdStatus)
 }
 
 // stringList is a repeatable string flag.
@@ -33,22 +34,22 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-func cmdApply(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
+func cmdApply(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
 	var files stringList
 	fs.Var(&files, "f", "spec file, directory of spec files, or - for stdin (repeatable)")
 	start := fs.Bool("start", true, "start the workloads")
 	force := fs.Bool("force", false, "change workloads that belong to a file of the workloads directory")
 	wait, timeout := waitFlags(fs)
-	pos, err := c.parse(fs, args)
+	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
+		return cli.Usagef("unexpected argument %q", pos[0])
 	}
 	if len(files) == 0 {
-		return usagef("-f is required")
+		return cli.Usagef("-f is required")
 	}
 	var specs []*spec.Workload
 	var nets []*spec.Network
@@ -62,22 +63,22 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 	}
 	// Networks first: their settings hold from their workloads' first run.
 	for _, n := range nets {
-		nw, err := c.client.PutNetwork(ctx, n)
+		nw, err := c.Client.PutNetwork(ctx, n)
 		if err != nil {
 			return fmt.Errorf("network %s: %w", n.Name, err)
 		}
-		if !c.json {
-			fmt.Fprintf(c.stdout, "network %s egress=%t\n", nw.Name, nw.Egress)
+		if !c.JSON {
+			fmt.Fprintf(c.Stdout, "network %s egress=%t\n", nw.Name, nw.Egress)
 		}
 	}
 	// Then policies: in force before the workloads they govern run.
 	for _, p := range policies {
-		pl, err := c.client.PutPolicy(ctx, p)
+		pl, err := c.Client.PutPolicy(ctx, p)
 		if err != nil {
 			return fmt.Errorf("policy %s: %w", p.Name, err)
 		}
-		if !c.json {
-			printPolicyApplied(c.stderr, c.stdout, pl)
+		if !c.JSON {
+			printPolicyApplied(c.Stderr, c.Stdout, pl)
 		}
 	}
 	if len(specs) == 0 {
@@ -88,13 +89,13 @@ func cmdApply(ctx context.Context, c *cli, args []string) error {
 		names[i] = w.Name
 	}
 	// One batch: the daemon applies in `after` order, in parallel.
-	stop := c.showProgress(ctx, names)
-	rs, err := c.client.ApplyBatch(ctx, specs, api.ApplyOptions{Start: *start, Force: *force})
+	stop := showProgress(c, ctx, names)
+	rs, err := c.Client.ApplyBatch(ctx, specs, api.ApplyOptions{Start: *start, Force: *force})
 	stop()
-	if err := c.report("apply", rs, err); err != nil || !*wait {
+	if err := report(c, "apply", rs, err); err != nil || !*wait {
 		return err
 	}
-	return c.waitUp(ctx, names, *timeout)
+	return waitUp(c, ctx, names, *timeout)
 }
 
 // readSpecs reads the workloads and network documents of a spec file, of
@@ -161,53 +162,53 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func cmdPs(ctx context.Context, c *cli, args []string) error {
-	pos, err := c.parse(c.flags(), args)
+func cmdPs(ctx context.Context, c *cli.Env, args []string) error {
+	pos, err := c.Parse(c.Flags(), args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
+		return cli.Usagef("unexpected argument %q", pos[0])
 	}
-	ws, err := c.client.List(ctx)
+	ws, err := c.Client.List(ctx)
 	if err != nil {
 		return err
 	}
-	return c.output(ws, func(w io.Writer) { printWorkloads(w, ws) })
+	return output(c, ws, func(w io.Writer) { printWorkloads(w, ws) })
 }
 
-func cmdInspect(ctx context.Context, c *cli, args []string) error {
-	pos, err := c.parse(c.flags(), args)
+func cmdInspect(ctx context.Context, c *cli.Env, args []string) error {
+	pos, err := c.Parse(c.Flags(), args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("one workload name is needed")
+		return cli.Usagef("one workload name is needed")
 	}
-	w, err := c.client.Get(ctx, pos[0])
+	w, err := c.Client.Get(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	return printJSON(c.stdout, w)
+	return printJSON(c.Stdout, w)
 }
 
-func cmdStatus(ctx context.Context, c *cli, args []string) error {
-	if _, err := c.parse(c.flags(), args); err != nil {
+func cmdStatus(ctx context.Context, c *cli.Env, args []string) error {
+	if _, err := c.Parse(c.Flags(), args); err != nil {
 		return err
 	}
-	st, err := c.client.Status(ctx)
+	st, err := c.Client.Status(ctx)
 	if err != nil {
 		return err
 	}
-	return c.output(st, func(w io.Writer) { printStatus(w, st) })
+	return output(c, st, func(w io.Writer) { printStatus(w, st) })
 }
 
 // output prints v as JSON with --json, else as human prints it.
-func (c *cli) output(v any, human func(io.Writer)) error {
-	if c.json {
-		return printJSON(c.stdout, v)
+func output(c *cli.Env, v any, human func(io.Writer)) error {
+	if c.JSON {
+		return printJSON(c.Stdout, v)
 	}
-	human(c.stdout)
+	human(c.Stdout)
 	return nil
 }
 
@@ -215,16 +216,16 @@ func (c *cli) output(v any, human func(io.Writer)) error {
 func batch(pos []string, all, force bool) (api.Batch, error) {
 	switch {
 	case all && len(pos) > 0:
-		return api.Batch{}, usagef("names and --all cannot be used together")
+		return api.Batch{}, cli.Usagef("names and --all cannot be used together")
 	case !all && len(pos) == 0:
-		return api.Batch{}, usagef("name a workload, or use --all")
+		return api.Batch{}, cli.Usagef("name a workload, or use --all")
 	}
 	return api.Batch{Names: pos, All: all, Force: force}, nil
 }
 
 // report prints a batch's results, each failure on stderr; the command
 // fails if the batch or any operation in it did.
-func (c *cli) report(verb string, rs []api.Result, err error) error {
+func report(c *cli.Env, verb string, rs []api.Result, err error) error {
 	if err != nil {
 		return err
 	}
@@ -232,17 +233,17 @@ func (c *cli) report(verb string, rs []api.Result, err error) error {
 	for _, r := range rs {
 		switch {
 		case r.Error != nil:
-			fmt.Fprintf(c.stderr, "%s: %s\n", r.Name, r.Error)
+			fmt.Fprintf(c.Stderr, "%s: %s\n", r.Name, r.Error)
 		case r.State == api.StateFailed:
 			// Done, but it cannot run: the user must hear why.
-			fmt.Fprintf(c.stderr, "%s: failed: %s\n", r.Name, r.LastError)
+			fmt.Fprintf(c.Stderr, "%s: failed: %s\n", r.Name, r.LastError)
 		default:
 			continue
 		}
 		failed = append(failed, r.Name)
 	}
-	if c.json {
-		if err := printJSON(c.stdout, rs); err != nil {
+	if c.JSON {
+		if err := printJSON(c.Stdout, rs); err != nil {
 			return err
 		}
 	} else {
@@ -250,13 +251,13 @@ func (c *cli) report(verb string, rs []api.Result, err error) error {
 			switch {
 			case r.Error != nil, r.State == api.StateFailed:
 			case r.State != "":
-				fmt.Fprintf(c.stdout, "%s %s\n", r.Name, r.State)
+				fmt.Fprintf(c.Stdout, "%s %s\n", r.Name, r.State)
 			case verb == "signal":
-				fmt.Fprintf(c.stdout, "%s signalled\n", r.Name)
+				fmt.Fprintf(c.Stdout, "%s signalled\n", r.Name)
 			case verb == "reload":
-				fmt.Fprintf(c.stdout, "%s reloaded\n", r.Name)
+				fmt.Fprintf(c.Stdout, "%s reloaded\n", r.Name)
 			default:
-				fmt.Fprintf(c.stdout, "%s %sd\n", r.Name, verb)
+				fmt.Fprintf(c.Stdout, "%s %sd\n", r.Name, verb)
 			}
 		}
 	}
@@ -266,9 +267,9 @@ func (c *cli) report(verb string, rs []api.Result, err error) error {
 	return nil
 }
 
-func lifecycleCmd(action api.Action) func(context.Context, *cli, []string) error {
-	return func(ctx context.Context, c *cli, args []string) error {
-		fs := c.flags()
+func lifecycleCmd(action api.Action) func(context.Context, *cli.Env, []string) error {
+	return func(ctx context.Context, c *cli.Env, args []string) error {
+		fs := c.Flags()
 		all := fs.Bool("all", false, "every workload")
 		force, wait, timeout := new(bool), new(bool), new(time.Duration)
 		switch action {
@@ -277,7 +278,7 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli, []string) error
 		case api.ActionStart, api.ActionRestart:
 			wait, timeout = waitFlags(fs)
 		}
-		pos, err := c.parse(fs, args)
+		pos, err := c.Parse(fs, args)
 		if err != nil {
 			return err
 		}
@@ -285,23 +286,23 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli, []string) error
 		if err != nil {
 			return err
 		}
-		rs, err := c.client.Batch(ctx, action, bt)
-		if err := c.report(string(action), rs, err); err != nil || !*wait {
+		rs, err := c.Client.Batch(ctx, action, bt)
+		if err := report(c, string(action), rs, err); err != nil || !*wait {
 			return err
 		}
 		names := make([]string, len(rs))
 		for i, r := range rs {
 			names[i] = r.Name
 		}
-		return c.waitUp(ctx, names, *timeout)
+		return waitUp(c, ctx, names, *timeout)
 	}
 }
 
-func cmdRm(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
+func cmdRm(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
 	all := fs.Bool("all", false, "every workload")
 	force := fs.Bool("force", false, "remove workloads that belong to a file of the workloads directory")
-	pos, err := c.parse(fs, args)
+	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -309,31 +310,31 @@ func cmdRm(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	rs, err := c.client.Batch(ctx, api.ActionRemove, bt)
-	return c.report("remove", rs, err)
+	rs, err := c.Client.Batch(ctx, api.ActionRemove, bt)
+	return report(c, "remove", rs, err)
 }
 
 // cmdSignal sends a signal to every process of each workload named, as the
 // stop signal goes: nginx's reload is `flyd signal web HUP`.
-func cmdSignal(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags()
+func cmdSignal(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
 	all := fs.Bool("all", false, "every workload")
-	pos, err := c.parse(fs, args)
+	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usagef("a signal is needed, after the names")
+		return cli.Usagef("a signal is needed, after the names")
 	}
 	sig := pos[len(pos)-1]
 	if _, err := spec.ParseSignal(sig); err != nil {
-		return usagef("%v (the signal comes last: flyd signal NAME... SIGNAL)", err)
+		return cli.Usagef("%v (the signal comes last: flyd signal NAME... SIGNAL)", err)
 	}
 	bt, err := batch(pos[:len(pos)-1], *all, false)
 	if err != nil {
 		return err
 	}
 	bt.Signal = sig
-	rs, err := c.client.Batch(ctx, api.ActionSignal, bt)
-	return c.report("signal", rs, err)
+	rs, err := c.Client.Batch(ctx, api.ActionSignal, bt)
+	return report(c, "signal", rs, err)
 }

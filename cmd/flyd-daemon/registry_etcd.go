@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/registry"
 )
 
@@ -43,25 +44,25 @@ func (f *etcdFlags) check(fs *flag.FlagSet) error {
 	case "memory":
 		for _, n := range []string{"etcd-endpoints", "etcd-prefix", "etcd-timeout", "etcd-cacert", "etcd-cert", "etcd-key"} {
 			if set[n] {
-				return usagef("--%s is for --store etcd", n)
+				return cli.Usagef("--%s is for --store etcd", n)
 			}
 		}
 		return nil
 	case "etcd":
 	default:
-		return usagef("--store %q: memory or etcd", f.store)
+		return cli.Usagef("--store %q: memory or etcd", f.store)
 	}
 	switch {
 	case strings.TrimSpace(f.endpoints) == "":
-		return usagef("--store etcd needs --etcd-endpoints URL[,URL...]")
+		return cli.Usagef("--store etcd needs --etcd-endpoints URL[,URL...]")
 	case set["snapshot"]:
-		return usagef("--snapshot is for --store memory: etcd keeps the state")
+		return cli.Usagef("--snapshot is for --store memory: etcd keeps the state")
 	case set["reap-interval"]:
-		return usagef("--reap-interval is for --store memory: etcd's lease expiry is the reaper")
+		return cli.Usagef("--reap-interval is for --store memory: etcd's lease expiry is the reaper")
 	case f.timeout <= 0:
-		return usagef("--etcd-timeout must be positive")
+		return cli.Usagef("--etcd-timeout must be positive")
 	case (f.cert == "") != (f.keyPEM == ""):
-		return usagef("--etcd-cert and --etcd-key go together")
+		return cli.Usagef("--etcd-cert and --etcd-key go together")
 	}
 	return nil
 }

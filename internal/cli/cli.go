@@ -1,0 +1,183 @@
+// Package cli is what flyd's two programs share: the command table, the
+// flag rules and the exit codes. cmd/flyd is the client every user runs;
+// cmd/flyd-daemon is the daemon and the registry server, which `flyd
+// daemon` and `flyd registry serve` exec. They are two programs so that a
+// client call does not pay the daemon's start-up (the containerd client's
+// and the metrics' package initialisation, ~10 ms); to a user they are one
+// command.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"sort"
+	"syscall"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+// Version is set at build time with
+// -ldflags "-X github.com/flyd-dev/flyd/internal/cli.Version=...".
+var Version = "dev"
+
+// Command is one subcommand.
+type Command struct {
+	Summary string
+	Usage   string
+	Run     func(ctx context.Context, env *Env, args []string) error
+}
+
+var commands = map[string]Command{}
+
+// Register adds a subcommand to this program's table.
+func Register(name, summary, usage string, run func(ctx context.Context, env *Env, args []string) error) {
+	commands[name] = Command{Summary: summary, Usage: usage, Run: run}
+}
+
+// UsageError makes the process exit 2 with the command's usage.
+type UsageError struct{ msg string }
+
+func (e UsageError) Error() string { return e.msg }
+
+// Usagef is a UsageError.
+func Usagef(format string, args ...any) error { return UsageError{fmt.Sprintf(format, args...)} }
+
+// Usage makes err a UsageError.
+func Usage(err error) error { return UsageError{err.Error()} }
+
+// Main runs the subcommand args name and returns the exit status: 0, 1 for
+// a failure, 2 for a usage error.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	name := args[0]
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "flyd: unknown command %q\n", name)
+		printUsage(stderr)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := &Env{Stdout: stdout, Stderr: stderr, Name: name, Usage: c.Usage}
+	err := c.Run(ctx, env, args[1:])
+	if env.Client != nil {
+		env.Client.Close()
+	}
+	var ue UsageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "flyd %s: %s\nusage: flyd %s %s\n", name, ue.msg, name, env.Usage)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "flyd %s: %s\n", name, err)
+		return 1
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: flyd COMMAND [flags] [args]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Summary)
+	}
+	fmt.Fprintln(w, "\nThe client commands take --socket (or FLYD_SOCKET) and --json.")
+}
+
+// Env is what a command gets: its output streams and, once a client
+// command's flags are parsed, a client for the daemon.
+type Env struct {
+	Stdout, Stderr io.Writer
+	Name, Usage    string
+	Socket         string
+	JSON           bool
+	Client         *api.Client
+}
+
+// Flags returns a flag set with the flags every client command shares.
+func (c *Env) Flags() *flag.FlagSet {
+	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	def := os.Getenv("FLYD_SOCKET")
+	if def == "" {
+		def = api.DefaultSocket
+	}
+	fs.StringVar(&c.Socket, "socket", def, "daemon socket (env FLYD_SOCKET)")
+	fs.BoolVar(&c.JSON, "json", false, "print JSON")
+	return fs
+}
+
+// Parse parses flags wherever they stand among the arguments, up to the
+// first "--", and returns the positional ones. Everything after "--" is
+// positional as written: nothing there is ever read as a flag.
+func (c *Env) Parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	head, tail := args, []string(nil)
+	if i := slices.Index(args, "--"); i >= 0 {
+		head, tail = args[:i], args[i+1:]
+	}
+	var pos []string
+	for {
+		if err := c.ParseFlags(fs, head); err != nil {
+			return nil, err
+		}
+		head = fs.Args()
+		if len(head) == 0 {
+			break
+		}
+		pos = append(pos, head[0])
+		head = head[1:]
+	}
+	c.Client = api.NewClient(c.Socket)
+	return append(pos, tail...), nil
+}
+
+// ParseCommand parses flags up to the first "--" or the first positional
+// argument, whichever comes first, and returns the rest untouched: the
+// command line of a program to run, whose flags are its own.
+func (c *Env) ParseCommand(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := c.ParseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	c.Client = api.NewClient(c.Socket)
+	return fs.Args(), nil
+}
+
+// ParseFlags parses args with fs; -h prints the usage and the flags.
+func (c *Env) ParseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		c.PrintFlags(fs)
+		return err
+	default:
+		return UsageError{err.Error()}
+	}
+}
+
+// PrintFlags prints the command's usage and its flags' defaults.
+func (c *Env) PrintFlags(fs *flag.FlagSet) {
+	fmt.Fprintf(c.Stderr, "usage: flyd %s %s\n", c.Name, c.Usage)
+	fs.SetOutput(c.Stderr)
+	fs.PrintDefaults()
+}
