@@ -192,16 +192,28 @@ func (s *Supervisor) Start(ctx context.Context, name string) (*api.Workload, err
 }
 
 func (s *Supervisor) Stop(ctx context.Context, name string) (*api.Workload, error) {
-	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStop(false) })
+	return s.stop(ctx, name, false)()
 }
 
 // Kill stops a workload at once: SIGKILL to every process of it, without a
 // grace period, overtaking a stop in progress.
 func (s *Supervisor) Kill(ctx context.Context, name string) (*api.Workload, error) {
-	if w, err := s.lookup(name); err == nil {
+	return s.stop(ctx, name, true)()
+}
+
+// stop sets a workload stopping (killing it, with kill) and returns what
+// waits for the stop to end. The wait is apart so that a batch sets every
+// workload stopping before it waits for any.
+func (s *Supervisor) stop(ctx context.Context, name string, kill bool) (wait func() (*api.Workload, error)) {
+	w, err := s.lookup(name)
+	if err != nil {
+		return func() (*api.Workload, error) { return nil, err }
+	}
+	if kill {
 		w.overtake()
 	}
-	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStop(true) })
+	done := w.callLater(ctx, func() error { return w.userStop(kill) })
+	return func() (*api.Workload, error) { return wireResult(w.result(gone(name, done()))) }
 }
 
 func (s *Supervisor) Restart(ctx context.Context, name string) (*api.Workload, error) {

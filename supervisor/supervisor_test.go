@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -392,5 +393,49 @@ func TestOwnedWorkloadsChangeOnlyThroughTheirFile(t *testing.T) {
 	}
 	if err := s.DeleteOwned(ctx, "owned", "owned.yaml"); err != nil {
 		t.Fatalf("deleting twice: %v", err)
+	}
+}
+
+// TestBatchStopSetsEveryWorkloadStopping: a batch stop sends every
+// workload its stop signal before it waits for any to end, so no stop
+// waits for another's grace period. Here none of the runs heeds SIGTERM:
+// each stays stopping until the kill that follows.
+func TestBatchStopSetsEveryWorkloadStopping(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer s.Close()
+	ctx := context.Background()
+	// Should the test fail, nothing is left stopping for an hour.
+	defer s.Batch(ctx, api.ActionStop, api.Batch{All: true, Force: true})
+	n := 3 * batchParallel
+	var names []string
+	for i := range n {
+		w := fakeSpec(fmt.Sprintf("stubborn-%d", i), "stubborn")
+		w.Stop.Timeout.Duration = time.Hour
+		if _, err := s.Put(ctx, w, true); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, w.Name)
+	}
+	stopped := make(chan []api.Result, 1)
+	go func() {
+		rs, err := s.Batch(ctx, api.ActionStop, api.Batch{All: true})
+		if err != nil {
+			t.Error(err)
+		}
+		stopped <- rs
+	}()
+	for _, name := range names {
+		waitState(t, s, name, api.StateStopping)
+	}
+	killed, err := s.Batch(ctx, api.ActionStop, api.Batch{Names: names, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range [][]api.Result{killed, <-stopped} {
+		for _, r := range rs {
+			if r.State != api.StateStopped || r.Error != nil {
+				t.Errorf("%s: %s, %v; want stopped", r.Name, r.State, r.Error)
+			}
+		}
 	}
 }

@@ -118,6 +118,28 @@ func (w *workload) call(ctx context.Context, f func() error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return w.await(ctx, reply)
+}
+
+// callLater hands f to the loop and returns what waits for its error. A
+// loop that is idle takes f at once, so a batch can set every workload
+// going before it waits for the first; a busy one gets f from a goroutine
+// of its own, as call would.
+func (w *workload) callLater(ctx context.Context, f func() error) (wait func() error) {
+	reply := make(chan error, 1)
+	select {
+	case w.cmds <- func() { reply <- f() }:
+		return func() error { return w.await(ctx, reply) }
+	case <-w.exited:
+		return func() error { return errRemoved }
+	default:
+	}
+	go func() { reply <- w.call(ctx, f) }()
+	return func() error { return <-reply }
+}
+
+// await waits for the error of a command the loop has taken.
+func (w *workload) await(ctx context.Context, reply <-chan error) error {
 	select {
 	case err := <-reply:
 		return err
