@@ -1,6 +1,7 @@
-// Command flyd-daemon is flyd's daemon and its registry server: what
-// `flyd daemon` and `flyd registry serve` exec. It links what the client
-// does not need (the runtimes' clients, the metrics, etcd's client).
+// Command flyd-daemon is flyd's daemon, its registry server and its
+// terminal UI: what `flyd daemon`, `flyd registry serve` and `flyd top`
+// exec. It links what the other commands do not need (the runtimes'
+// clients, the metrics, etcd's client, the terminal UI's libraries).
 package main
 
 import (

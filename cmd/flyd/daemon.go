@@ -13,14 +13,21 @@ import (
 	"github.com/flyd-dev/flyd/internal/trust"
 )
 
-// daemonProgram is the program that runs the daemon and the registry
-// server (cmd/flyd-daemon). It is looked for beside this executable (a
-// build's bin/) and then in ../libexec/flyd/ (what scripts/install lays out).
+// daemonProgram is the program that runs the daemon, the registry server
+// and flyd top (cmd/flyd-daemon): what links the runtimes' clients, etcd's
+// and a terminal UI's libraries, whose start-up (~10 ms) the other commands
+// do not pay. It is looked for beside this executable (a build's bin/) and
+// then in ../libexec/flyd/ (what scripts/install lays out).
 const daemonProgram = "flyd-daemon"
 
 func init() {
-	cli.Register("daemon", "run the daemon in the foreground", "[flags] (flyd daemon -h lists them)",
-		func(_ context.Context, _ *cli.Env, args []string) error { return execDaemon("daemon", args...) })
+	for _, c := range []struct{ name, summary, usage string }{
+		{"daemon", "run the daemon in the foreground", "[flags] (flyd daemon -h lists them)"},
+		{"top", "a live view of the workloads, their logs and events, with keys to act on them", ""},
+	} {
+		cli.Register(c.name, c.summary, c.usage,
+			func(_ context.Context, _ *cli.Env, args []string) error { return execDaemon(c.name, args...) })
+	}
 }
 
 // execDaemon replaces this process with the daemon program, running its

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 )
 
 // Several logs are printed as one, in the order their lines were
@@ -164,7 +165,7 @@ func newLogPrinter(w io.Writer, names []string, prefixed, stamps bool) *logPrint
 		width = max(width, len(n))
 	}
 	f, ok := w.(*os.File)
-	colour := ok && isTerminal(f)
+	colour := ok && cli.IsTerminal(f)
 	for i, n := range names {
 		s := fmt.Sprintf("%-*s | ", width, n)
 		if colour {

@@ -1,6 +1,6 @@
-// Command flyd is flyd's command-line client. The daemon and the registry
-// server are a program of their own, cmd/flyd-daemon, which `flyd daemon`
-// and `flyd registry serve` exec; package internal/cli says why.
+// Command flyd is flyd's command-line client. The daemon, the registry
+// server and flyd top are a program of their own, cmd/flyd-daemon, which
+// those commands exec; package internal/cli says why.
 package main
 
 import (

@@ -7,8 +7,6 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/cli"
 )
@@ -18,7 +16,7 @@ import (
 // work can take long, and a silent CLI looks hung.
 func showProgress(c *cli.Env, ctx context.Context, names []string) (stop func()) {
 	f, ok := c.Stderr.(*os.File)
-	if !ok || !isTerminal(f) {
+	if !ok || !cli.IsTerminal(f) {
 		return func() {}
 	}
 	ours := make(map[string]bool, len(names))
@@ -54,9 +52,4 @@ func showProgress(c *cli.Env, ctx context.Context, names []string) (stop func())
 
 func printProgress(w io.Writer, name, what string, d time.Duration) {
 	fmt.Fprintf(w, "%s: preparing (%s) %s\n", name, what, d.Round(time.Second))
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

@@ -107,8 +107,9 @@ def pct(values, q):
     return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
-def table(path, n, r, nx=0, nc=0):
+def table(path, n, r, nx=0, nc=0, scale=""):
     nx, nc = int(nx), int(nc)
+    scale = [int(x) for x in scale.split(",") if x]
     vals = {}
     with open(path) as f:
         for line in f:
@@ -153,6 +154,11 @@ def table(path, n, r, nx=0, nc=0):
         out.append(f"| nix: flyd / `nix develop` | {ratio('nix.flyd.start', 'nix.plain.start')} | {ratio('nix.flyd.stop', 'nix.plain.stop')} |")
     if nc:
         out.append(f"| containerd: flyd / `ctr run -d` | {ratio('ctr.flyd.start', 'ctr.plain.start')} | {ratio('ctr.flyd.stop', 'ctr.plain.stop')} |")
+        # flyd's stop returns once task, container and snapshot are deleted:
+        # the plain side's kill and delete together.
+        if "ctr.plain.stop" in med and "ctr.plain.rm" in med and "ctr.flyd.stop" in med:
+            both = med["ctr.plain.stop"] + med["ctr.plain.rm"]
+            out.append(f"| containerd: flyd stop / `ctr task kill` + `ctr task delete` + `ctr container delete` | | {med['ctr.flyd.stop'] / both:.2f}x |")
     out.append("")
     out.append("| flyd only | value |")
     out.append("| --- | ---: |")
@@ -163,6 +169,9 @@ def table(path, n, r, nx=0, nc=0):
     out.append(f"| `flyd apply -f DIR` CLI call alone, ms/workload | {g('flyd.applycli')} |")
     out.append(f"| `flyd stop --all` CLI call alone, ms/workload | {g('flyd.stopcli')} |")
     out.append(f"| `flyd rm --all` of {n} stopped, ms/workload | {g('flyd.rm')} |")
+    out.append(f"| a CLI call that asks the daemon (`flyd status`), ms, against a Go hello-world binary, ms | "
+               f"{g('flyd.statuscli')} / {g('hello.cli')} ({ratio('flyd.statuscli', 'hello.cli')}) |")
+    out.append(f"| `flyd ps` with {n} running, ms | {g('flyd.pscli', '{:.1f}')} |")
     out.append(f"| idle CPU from utime+stime ticks (10 ms resolution), flyd / supervisord / s6 % | "
                f"{g('flyd.cputick', '{:.2f}')} / {g('sup.cputick', '{:.2f}')} / {g('s6.cputick', '{:.2f}')} |")
     if any(k.startswith("go.") for k in med):
@@ -208,6 +217,25 @@ def table(path, n, r, nx=0, nc=0):
         out.append(f"| containerd: `flyd apply -f DIR` / `flyd stop --all` CLI calls alone, ms/workload | {g('ctr.flyd.applycli')} / {g('ctr.flyd.stopcli')} |")
         out.append(f"| containerd: after the stop, `ctr task delete` + `ctr container delete` / `flyd rm --all`, ms/workload | "
                    f"{g('ctr.plain.rm')} / {g('ctr.flyd.rm')} |")
+    if scale:
+        out.append("")
+        out.append("Scale: plain and flyd at each N, one repetition each")
+        out.append("")
+        out.append("| N | plain start ms/wl | flyd start ms/wl | ratio | plain stop ms/wl | flyd stop ms/wl | ratio "
+                   "| flyd RSS MiB | flyd PSS MiB | idle CPU % | idle % from ticks | `flyd ps` ms | `flyd status` ms | restart ms |")
+        out.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for sn in scale:
+            p = f"scale.{sn}."
+            out.append(f"| {sn:,} | {g(p + 'plain.start')} | {g(p + 'flyd.start')} | {ratio(p + 'flyd.start', p + 'plain.start')} "
+                       f"| {g(p + 'plain.stop')} | {g(p + 'flyd.stop')} | {ratio(p + 'flyd.stop', p + 'plain.stop')} "
+                       f"| {g(p + 'flyd.rss', '{:.1f}')} | {g(p + 'flyd.pss', '{:.1f}')} | {g(p + 'flyd.cpu', '{:.3f}')} "
+                       f"| {g(p + 'flyd.cputick', '{:.2f}')} | {g(p + 'flyd.pscli', '{:.1f}')} | {g(p + 'flyd.statuscli')} "
+                       f"| {g(p + 'flyd.restart', '{:.0f}')} |")
+        lo, hi = min(scale), max(scale)
+        a, b = med.get(f"scale.{lo}.flyd.pss"), med.get(f"scale.{hi}.flyd.pss")
+        if hi > lo and a is not None and b is not None:
+            out.append("")
+            out.append(f"flyd PSS per additional workload, N = {lo:,} to {hi:,}: {(b - a) * 1024 / (hi - lo):.1f} KiB")
     print("\n".join(out))
 
 
@@ -233,7 +261,7 @@ def main():
         if lines:
             print("\n".join(lines))
     elif cmd == "table":
-        table(*args[:5])
+        table(*args[:6])
     else:
         sys.exit(f"stats.py: unknown command {cmd}")
 

@@ -20,7 +20,7 @@ func cmdTop(ctx context.Context, c *cli.Env, args []string) error {
 	if len(pos) > 0 {
 		return cli.Usagef("unexpected argument %q", pos[0])
 	}
-	if !isTerminal(os.Stdin) {
+	if !cli.IsTerminal(os.Stdin) {
 		return cli.Usagef("flyd top needs a terminal; for a script, read `flyd events` and `flyd ps --json`")
 	}
 	return top.Run(ctx, c.Client, os.Stdin, c.Stdout)
