@@ -56,8 +56,12 @@ func (h *seenHits) since(oom, pids int) (newOOM, newPids int) {
 // hit an event and a count in its state: the kill of a process that is not
 // the main one leaves the workload running, and would otherwise go unseen.
 func (s *Supervisor) checkLimits(w *workload, now time.Time) {
-	v := w.snapshot(true)
-	if s.cfg.Cgroups == nil || v.Spec == nil || v.Spec.Resources == nil || (v.Spec.Resources.MemoryMax == 0 && v.Spec.Resources.PidsMax == 0) {
+	// Read without copying the view: most workloads have no limit, and
+	// this runs for each of them every second.
+	w.mu.Lock()
+	sp, state := w.view.Spec, w.view.State
+	w.mu.Unlock()
+	if s.cfg.Cgroups == nil || sp == nil || sp.Resources == nil || (sp.Resources.MemoryMax == 0 && sp.Resources.PidsMax == 0) {
 		return
 	}
 	cg, err := s.cfg.Cgroups.Open(w.name)
@@ -87,18 +91,18 @@ func (s *Supervisor) checkLimits(w *workload, now time.Time) {
 			v.LimitHits.LastRefusal = &at
 		}
 	})
-	running := v.State == status.Running
+	running := state == status.Running
 	if newOOM > 0 {
 		msg := count(newOOM, "process", "processes") + " killed by the memory limit (resources.memory_max)"
 		if running {
 			msg += "; the main process runs on"
 		}
 		w.log.Warn("OOM kill", zap.Int("killed", newOOM))
-		w.publish(status.Event{Type: status.EventLimit, State: v.State, Message: msg})
+		w.publish(status.Event{Type: status.EventLimit, State: state, Message: msg})
 	}
 	if newPids > 0 {
 		w.log.Warn("forks refused by the pids limit", zap.Int("refused", newPids))
-		w.publish(status.Event{Type: status.EventLimit, State: v.State,
+		w.publish(status.Event{Type: status.EventLimit, State: state,
 			Message: count(newPids, "fork", "forks") + " refused by the pids limit (resources.pids_max)"})
 	}
 }

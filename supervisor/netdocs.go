@@ -22,7 +22,7 @@ func (s *Supervisor) loadNetDocs() {
 	docs := loadDocs[spec.Network](s, netDocsFile, "the network documents; networks get the defaults", func(n *spec.Network) string { return n.Name })
 	s.docMu.Lock()
 	defer s.docMu.Unlock()
-	s.netDocs = docs
+	s.netDocs.Store(&docs)
 }
 
 // loadDocs reads documents of one kind that an earlier daemon recorded
@@ -47,9 +47,16 @@ func loadDocs[T any, D interface {
 
 // netDoc is a network's document, nil when it has none.
 func (s *Supervisor) netDoc(name string) *spec.Network {
-	s.docMu.Lock()
-	defer s.docMu.Unlock()
-	return s.netDocs[name]
+	return s.networkDocs()[name]
+}
+
+// networkDocs is the network documents in force; to be changed only whole,
+// under docMu (saveNetDocs).
+func (s *Supervisor) networkDocs() map[string]*spec.Network {
+	if p := s.netDocs.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // saveNetDocs writes the documents with next in place of the old set;
@@ -62,7 +69,7 @@ func (s *Supervisor) saveNetDocs(next map[string]*spec.Network) error {
 	if err := atomicfile.Write(filepath.Join(s.cfg.StateDir, netDocsFile), b, 0o600); err != nil {
 		return fmt.Errorf("cannot record the network documents: %w", err)
 	}
-	s.netDocs = next
+	s.netDocs.Store(&next)
 	return nil
 }
 
@@ -73,8 +80,8 @@ func (s *Supervisor) putNetwork(ctx context.Context, n *spec.Network) (*status.N
 		return nil, err
 	}
 	s.docMu.Lock()
-	next := make(map[string]*spec.Network, len(s.netDocs)+1)
-	for k, v := range s.netDocs {
+	next := make(map[string]*spec.Network, len(s.networkDocs())+1)
+	for k, v := range s.networkDocs() {
 		next[k] = v
 	}
 	c := *n
@@ -103,11 +110,11 @@ func (s *Supervisor) putNetwork(ctx context.Context, n *spec.Network) (*status.N
 func (s *Supervisor) forgetNetDoc(name string) {
 	s.docMu.Lock()
 	defer s.docMu.Unlock()
-	if _, ok := s.netDocs[name]; !ok {
+	if _, ok := s.networkDocs()[name]; !ok {
 		return
 	}
-	next := make(map[string]*spec.Network, len(s.netDocs))
-	for k, v := range s.netDocs {
+	next := make(map[string]*spec.Network, len(s.networkDocs()))
+	for k, v := range s.networkDocs() {
 		if k != name {
 			next[k] = v
 		}

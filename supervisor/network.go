@@ -147,23 +147,35 @@ func requests(w *spec.Workload) []netalloc.Request {
 // conflict is refused synchronously. A network created for a spec that is
 // then refused does not stay behind.
 func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]status.PortMapping, error) {
+	ports, reproject, err := s.assignPorts(ctx, w)
+	if err != nil || !reproject {
+		return ports, err
+	}
+	// Outside netMu, so that the applies of a batch share projections.
+	if err := s.writeGuards(); err != nil {
+		return nil, err
+	}
+	return ports, nil
+}
+
+func (s *Supervisor) assignPorts(ctx context.Context, w *spec.Workload) (_ []status.PortMapping, reproject bool, _ error) {
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
-	s.declare(w)
+	reproject = s.declare(w)
 	nw, err := s.network(w.Network)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	prior := s.reservationsOf(w.Name, w.Network)
 	res, err := s.ports.Assign(ctx, w.Network, namespace(nw), w.Name, requests(w))
 	if err != nil {
 		s.dropNetworkLocked(w.Network)
-		return nil, err
+		return nil, false, err
 	}
 	var pub []netalloc.Reservation
 	if reqs := publishRequests(w); len(reqs) > 0 && (nw.Link == nil || s.cfg.Firewall == nil) {
 		s.restoreReservations(ctx, w, nw, prior)
-		return nil, fmt.Errorf("%w: endpoint %s: publishing needs the network linked to the host (--network-pool) and nf_tables, and this daemon has %s",
+		return nil, false, fmt.Errorf("%w: endpoint %s: publishing needs the network linked to the host (--network-pool) and nf_tables, and this daemon has %s",
 			errdefs.ErrRuntimeUnavailable, reqs[0].Endpoint, s.noPublishReason(nw))
 	}
 	if w.Network != spec.NetworkHost {
@@ -171,16 +183,13 @@ func (s *Supervisor) assign(ctx context.Context, w *spec.Workload) ([]status.Por
 		// table, held by the same rules as a host endpoint's.
 		if pub, err = s.ports.Assign(ctx, spec.NetworkHost, nil, w.Name, publishRequests(w)); err != nil {
 			s.restoreReservations(ctx, w, nw, prior)
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if err := s.writeRules(w.Network); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if err := s.writeGuards(); err != nil {
-		return nil, err
-	}
-	return s.mappings(w, res, pub), nil
+	return s.mappings(w, res, pub), reproject, nil
 }
 
 // hashedPort is the codefly hash of an endpoint of w: in codefly's

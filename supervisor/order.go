@@ -62,12 +62,34 @@ func (s *Supervisor) unready(after []string) (waiting []string, never string) {
 	return waiting, ""
 }
 
+// trackDependent keeps s.dependents up to date with w's spec sp.
+func (s *Supervisor) trackDependent(w *workload, sp *spec.Workload) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trackDependentLocked(w, sp)
+}
+
+func (s *Supervisor) trackDependentLocked(w *workload, sp *spec.Workload) {
+	if len(sp.Prerequisites()) > 0 {
+		s.dependents[w] = struct{}{}
+	} else {
+		delete(s.dependents, w)
+	}
+}
+
 // kickDependents asks every workload waiting for name to try again. The
 // calls go on their own goroutines: a workload's loop never waits on
 // another's.
 func (s *Supervisor) kickDependents(name string) {
-	// Every start runs this, so it looks without sorting or copying.
-	for _, w := range s.unsorted() {
+	// Every start runs this: it looks only at the workloads that have
+	// prerequisites, none in a batch of independent ones.
+	s.mu.Lock()
+	deps := make([]*workload, 0, len(s.dependents))
+	for w := range s.dependents {
+		deps = append(deps, w)
+	}
+	s.mu.Unlock()
+	for _, w := range deps {
 		if !w.waitsFor(name) {
 			continue
 		}

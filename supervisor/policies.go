@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -71,10 +72,52 @@ func (s *Supervisor) setPolicy(name string, p *spec.Policy) error {
 
 // writeGuards puts in force the recorded policies and the endpoints'
 // visibilities, for the networks and the declared workloads there are.
+// Each projection reads every declaration, so the callers that ask while
+// one is being written share the next: a burst of N applies projects
+// about N/batchParallel times instead of N.
 func (s *Supervisor) writeGuards() error {
-	s.docMu.Lock()
-	defer s.docMu.Unlock()
-	return s.writeGuardsOf(s.policies)
+	return s.guards.do(func() error {
+		s.docMu.Lock()
+		defer s.docMu.Unlock()
+		return s.writeGuardsOf(s.policies)
+	})
+}
+
+// coalescer runs f for its callers, one run at a time; a caller is
+// answered by a run that began after it asked, so that run saw whatever
+// the caller changed before asking. Callers that ask during a run share
+// the one after it.
+type coalescer struct {
+	mu          sync.Mutex
+	cond        sync.Cond
+	asked, done uint64
+	busy        bool
+	err         error
+}
+
+func (c *coalescer) do(f func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cond.L == nil {
+		c.cond.L = &c.mu
+	}
+	c.asked++
+	mine := c.asked
+	for c.done < mine {
+		if c.busy {
+			c.cond.Wait()
+			continue
+		}
+		c.busy = true
+		covers := c.asked
+		c.mu.Unlock()
+		err := f()
+		c.mu.Lock()
+		c.busy, c.done, c.err = false, covers, err
+		c.cond.Broadcast()
+	}
+	// The last run's error: it began after this caller asked.
+	return c.err
 }
 
 // writeGuardsOf is writeGuards for policies; the caller holds docMu.

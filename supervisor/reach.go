@@ -21,14 +21,32 @@ type declared struct {
 	uses            []string
 }
 
-func (s *Supervisor) declare(w *spec.Workload) {
+// declare records w's declaration and says whether the projection may
+// change with it (shapesGuards, before or after).
+func (s *Supervisor) declare(w *spec.Workload) (reproject bool) {
+	d := declaredOf(w)
+	s.declMu.Lock()
+	defer s.declMu.Unlock()
+	old, had := s.decls[w.Name]
+	s.decls[w.Name] = d
+	return d.shapesGuards() || had && old.shapesGuards()
+}
+
+func declaredOf(w *spec.Workload) declared {
 	d := declared{network: w.Network, endpoints: slices.Clone(w.Endpoints), uses: slices.Clone(w.Uses)}
 	if w.Identity != nil {
 		d.module = w.Identity.Module
 	}
-	s.declMu.Lock()
-	defer s.declMu.Unlock()
-	s.decls[w.Name] = d
+	return d
+}
+
+// shapesGuards says whether the declaration can change the projection: a
+// workload on the host's network without endpoints has no port to guard
+// and no network that a policy could select or name as a peer (the host
+// is never refused), so the guards are the same with it and without it.
+// A burst of such applies (batch jobs) then projects nothing.
+func (d declared) shapesGuards() bool {
+	return d.network != spec.NetworkHost || len(d.endpoints) > 0
 }
 
 func (s *Supervisor) undeclare(name string) {

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -88,13 +89,17 @@ type Supervisor struct {
 	ports *netalloc.Manager
 	netMu sync.Mutex
 	// links are the isolated networks' links, by network name, and
-	// netDocs their documents.
+	// netDocs their documents: replaced whole under docMu, read without
+	// it, so that a network's rules, written with linkMu held, never wait
+	// for docMu, which a projection holds while it takes linkMu.
 	linkMu  sync.Mutex
 	links   map[string]*sandbox.Link
 	docMu   sync.Mutex
-	netDocs map[string]*spec.Network
-	// policies are the policy documents in force (policies.go).
+	netDocs atomic.Pointer[map[string]*spec.Network]
+	// policies are the policy documents in force (policies.go); guards
+	// shares their writes among the changes that ask at once.
 	policies map[string]*spec.Policy
+	guards   coalescer
 
 	// decls are the workloads' specs as the firewall needs them (reach.go).
 	declMu sync.Mutex
@@ -107,6 +112,9 @@ type Supervisor struct {
 	mu           sync.Mutex
 	workloads    map[string]*workload
 	fileProblems map[string]string
+	// dependents are the workloads whose spec names prerequisites: the
+	// only ones a start can unblock (kickDependents).
+	dependents map[*workload]struct{}
 
 	// quarantine holds the stored records that do not load (quarantine.go).
 	qmu        sync.Mutex
@@ -150,8 +158,8 @@ func New(cfg Config) (*Supervisor, error) {
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
 		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
 		workloads:    map[string]*workload{},
+		dependents:   map[*workload]struct{}{},
 		links:        map[string]*sandbox.Link{},
-		netDocs:      map[string]*spec.Network{},
 		policies:     map[string]*spec.Policy{},
 		decls:        map[string]declared{},
 		fileProblems: map[string]string{},
@@ -321,6 +329,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 	}
 	w.view = status.Workload{Name: sp.Name, State: initial, Since: time.Now()}
 	w.setSpec(sp, ports)
+	s.trackDependentLocked(w, sp)
 	s.workloads[sp.Name] = w
 	s.wg.Add(1)
 	go w.loop(first)
@@ -362,6 +371,7 @@ func (s *Supervisor) forget(w *workload) {
 	if s.workloads[w.name] == w {
 		delete(s.workloads, w.name)
 	}
+	delete(s.dependents, w)
 }
 
 // carrierDir is a fresh directory name for one run's file carriers. The

@@ -345,6 +345,7 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	}
 	old := w.spec.Network
 	w.setSpec(sp, ports)
+	w.s.trackDependent(w, sp)
 	// The host's table now holds what the new spec publishes, if it left
 	// the host; the old network's reservations go.
 	if old != sp.Network && old != spec.NetworkHost {
@@ -384,7 +385,9 @@ func (w *workload) remove() error {
 	w.s.deleteCgroup(w.name)
 	w.s.release(w.name, "")
 	w.s.dropNetwork(w.spec.Network)
-	w.s.rewriteGuards()
+	if declaredOf(w.spec).shapesGuards() {
+		w.s.rewriteGuards()
+	}
 	w.s.logs.remove(w.name)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil
