@@ -11,9 +11,6 @@ import (
 	"github.com/flyd-dev/flyd/status"
 )
 
-// limitCheck is how often the counters of workloads with limits are read.
-const limitCheck = time.Second
-
 // seenHits is what a workload's cgroup counters said at the last look.
 type seenHits struct {
 	mu        sync.Mutex
@@ -51,7 +48,7 @@ func (h *seenHits) since(oom, pids int) (newOOM, newPids int) {
 	return newOOM, newPids
 }
 
-// checkLimits reads, every limitCheck, the OOM kill and pids refusal
+// checkLimits reads, every second (everyWorkload), the OOM kill and pids refusal
 // counters of a workload with a memory or pids limit, and makes every new
 // hit an event and a count in its state: the kill of a process that is not
 // the main one leaves the workload running, and would otherwise go unseen.

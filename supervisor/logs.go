@@ -10,11 +10,13 @@ import (
 )
 
 // Log rotation looks at a log every second while it grows, and backs off
-// to every maxLogCheck while it does not: with hundreds of quiet
-// workloads, a stat of each every second was most of an idle daemon's
-// CPU. A new run is watched every second again from its start, so a
-// burst after a quiet spell can outgrow the limit by at most what it
-// writes in maxLogCheck.
+// while it does not, to maxLogCheck; there it arms the log's waker
+// (logfile.Waker) and stops looking until the log is written again: with
+// thousands of quiet workloads, a stat of each every few seconds was most
+// of an idle daemon's CPU. A woken log, and a new run's, is looked at
+// every second again. Without a waker (no inotify, or its watches used
+// up) a quiet log is looked at every maxLogCheck, so a burst after a
+// quiet spell outgrows the limit by at most what it writes in that time.
 const (
 	minLogCheck = time.Second
 	maxLogCheck = 8 * time.Second
@@ -91,7 +93,7 @@ func (s *Supervisor) everyWorkload(every time.Duration, check func(*workload, ti
 // size limit, if a look is due, and schedules the next look.
 func (s *Supervisor) checkLog(w *workload, now time.Time) {
 	c := &w.logs
-	if w.newRun.Swap(false) {
+	if w.newRun.Swap(false) || w.logWoken.Swap(false) {
 		c.next, c.every = time.Time{}, 0
 	}
 	if now.Before(c.next) {
@@ -107,6 +109,7 @@ func (s *Supervisor) checkLog(w *workload, now time.Time) {
 			w.log.Warn("log rotation failed", zap.Error(err))
 		}
 	}
+	quiet := size == c.size && c.every == maxLogCheck
 	if size == c.size && c.every > 0 {
 		c.every = min(2*c.every, maxLogCheck)
 	} else {
@@ -114,4 +117,18 @@ func (s *Supervisor) checkLog(w *workload, now time.Time) {
 	}
 	// Half a tick early, so that the tick at that time is not missed.
 	c.size, c.next = size, now.Add(c.every-minLogCheck/2)
+	if quiet && s.logWaker != nil && s.logWaker.Arm(l.Path(), w.name) == nil {
+		// A write between the look and the arming woke no one: look again.
+		if again, err := l.Mark(); err == nil && again == size {
+			c.next = now.AddDate(1000, 0, 0) // until woken
+		}
+	}
+}
+
+// wakeLog has the next look at a workload's log come at the next tick:
+// the log was written after a quiet spell.
+func (s *Supervisor) wakeLog(name string) {
+	if w, err := s.lookup(name); err == nil {
+		w.logWoken.Store(true)
+	}
 }

@@ -105,7 +105,8 @@ type Supervisor struct {
 	declMu sync.Mutex
 	decls  map[string]declared
 
-	logs logBook
+	logs     logBook
+	logWaker *logfile.Waker // nil without inotify
 
 	statsCache statsCache
 
@@ -175,10 +176,17 @@ func New(cfg Config) (*Supervisor, error) {
 		st.close()
 		return nil, err
 	}
+	if s.logWaker, err = logfile.NewWaker(s.wakeLog); err != nil {
+		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
+	}
 	s.restore()
-	s.wg.Add(2)
-	go s.everyWorkload(minLogCheck, s.checkLog)
-	go s.everyWorkload(limitCheck, s.checkLimits)
+	// One pass a second over every workload does both checks: a wake-up
+	// and a walk of thousands of workloads each, not two.
+	s.wg.Add(1)
+	go s.everyWorkload(minLogCheck, func(w *workload, now time.Time) {
+		s.checkLog(w, now)
+		s.checkLimits(w, now)
+	})
 	return s, nil
 }
 
@@ -420,6 +428,9 @@ func (s *Supervisor) Close() {
 	s.releaseQuarantined()
 	s.cancel()
 	s.wg.Wait()
+	if s.logWaker != nil {
+		_ = s.logWaker.Close()
+	}
 	s.logs.close()
 	s.events.close()
 	if err := s.store.close(); err != nil {

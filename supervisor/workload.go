@@ -70,8 +70,9 @@ type workload struct {
 	createErr error
 	// logs is the log rotation's schedule for this workload, kept by the
 	// rotation loop; newRun tells it a run started.
-	logs   logCheck
-	newRun atomic.Bool
+	logs     logCheck
+	newRun   atomic.Bool
+	logWoken atomic.Bool
 	// limitsSeen is where the limit watcher's counting stands.
 	limitsSeen seenHits
 
