@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -208,8 +209,11 @@ func output(c *cli.Env, v any, human func(io.Writer)) error {
 	if c.JSON {
 		return printJSON(c.Stdout, v)
 	}
-	human(c.Stdout)
-	return nil
+	// Buffered: a table is written a cell at a time, and unbuffered that
+	// was a write(2) per cell, half of `flyd ps` with 3,000 workloads.
+	b := bufio.NewWriterSize(c.Stdout, 64<<10)
+	human(b)
+	return b.Flush()
 }
 
 // batch resolves NAME... or --all into a batch.
