@@ -53,9 +53,14 @@ func clonePtr[T any](p *T) *T {
 	return &c
 }
 
-// Redacted returns a deep copy safe to log or return from the API: secret
-// values are replaced, keys are kept so users can see what is set.
+// Redacted returns a spec safe to log or return from the API: a deep copy
+// in which secret values are replaced, keys kept so users can see what is
+// set; or, when w has no secret, w itself. Specs are not changed once
+// made, so sharing w costs nothing but saves a copy per workload.
 func (w *Workload) Redacted() *Workload {
+	if w == nil || len(w.SecretEnv) == 0 {
+		return w
+	}
 	c := w.Clone()
 	if c != nil {
 		for k := range c.SecretEnv {

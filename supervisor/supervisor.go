@@ -333,7 +333,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		cmds:   make(chan func()),
 		hurry:  make(chan struct{}, 1),
 		exited: make(chan struct{}),
-		log:    s.log.With(zap.String("workload", sp.Name)),
+		log:    workloadLog{s.log, sp.Name},
 	}
 	w.view = status.Workload{Name: sp.Name, State: initial, Since: time.Now()}
 	w.setSpec(sp, ports)

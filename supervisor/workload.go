@@ -29,7 +29,7 @@ var errRemoved = errors.New("workload removed")
 type workload struct {
 	s    *Supervisor
 	name string
-	log  *zap.Logger
+	log  workloadLog
 
 	cmds   chan func()
 	exited chan struct{}
@@ -84,7 +84,7 @@ func (w *workload) loop(first func(*workload)) {
 	defer w.s.wg.Done()
 	defer close(w.exited)
 	if first != nil {
-		first(w)
+		onFreshStack(func() { first(w) })
 	}
 	for !w.gone {
 		var done <-chan struct{}
@@ -97,15 +97,29 @@ func (w *workload) loop(first func(*workload)) {
 		}
 		select {
 		case f := <-w.cmds:
-			f()
+			onFreshStack(f)
 		case <-done:
-			w.onExit()
+			onFreshStack(w.onExit)
 		case <-due:
 			f := w.due
 			w.timer, w.due = nil, nil
-			f()
+			onFreshStack(f)
 		}
 	}
+}
+
+// onFreshStack runs f on a goroutine of its own and waits for it: still
+// one step of the loop at a time, but the deep calls of a start or a stop
+// grow that goroutine's stack, which goes when it ends, and not the
+// loop's, which every idle workload keeps (Go shrinks a stack only at a
+// collection, and only by half).
+func onFreshStack(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
 
 // call runs f on the loop and returns its error. If ctx ends first the
@@ -406,4 +420,21 @@ func samePorts(a, b []status.PortMapping) bool {
 		}
 	}
 	return true
+}
+
+// workloadLog logs with the workload's name. It adds the field at each
+// call instead of holding a logger of its own (zap's With encodes the
+// field into a buffer the logger keeps): a workload logs a few lines a
+// run, and thousands of them kept ~2 KiB each for it.
+type workloadLog struct {
+	l    *zap.Logger
+	name string
+}
+
+func (l workloadLog) Info(msg string, fields ...zap.Field)  { l.l.Info(msg, l.with(fields)...) }
+func (l workloadLog) Warn(msg string, fields ...zap.Field)  { l.l.Warn(msg, l.with(fields)...) }
+func (l workloadLog) Error(msg string, fields ...zap.Field) { l.l.Error(msg, l.with(fields)...) }
+
+func (l workloadLog) with(fields []zap.Field) []zap.Field {
+	return append([]zap.Field{zap.String("workload", l.name)}, fields...)
 }

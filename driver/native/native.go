@@ -114,6 +114,10 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 		return nil, classifyStartError(t.Args[0], err)
 	}
 	started = true
+	// Waiting for the run needs none of what it was started with: the
+	// environment (with its carriers' paths) and the arguments are not
+	// kept for as long as it runs.
+	cmd.Env, cmd.Args = nil, nil
 	st := driver.State{
 		Driver:    spec.KindNative,
 		PID:       cmd.Process.Pid,
