@@ -259,6 +259,7 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	log.Info("flyd daemon ready", zap.String("version", cli.Version), zap.String("socket", cfg.socket),
 		zap.String("state_dir", cfg.stateDir), zap.String("run_dir", cfg.runDir))
 	notify("READY=1\nMAINPID=" + strconv.Itoa(os.Getpid()))
+	reportCapacity(log)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

@@ -108,3 +108,25 @@ func TestRegistryServeStoreFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestCapacity: the workloads the limits allow, and the one that binds.
+func TestCapacity(t *testing.T) {
+	for _, tt := range []struct {
+		c  capacity
+		n  int
+		by string
+	}{
+		{capacity{files: 1048576, pidMax: 4194304, threadsMax: 190000}, 190000, "kernel.threads-max"},
+		{capacity{files: 20000, pidMax: 4194304, threadsMax: 190000}, (20000 - filesReserved) / filesPerWorkload, "open files"},
+		{capacity{files: 1048576, pidMax: 32768, threadsMax: 190000}, 32768, "kernel.pid_max"},
+		{capacity{files: 100, pidMax: 32768}, 0, "open files"},
+	} {
+		n, by := tt.c.workloads()
+		if n != tt.n || !strings.Contains(by, tt.by) {
+			t.Errorf("%+v: %d bound by %q, want %d by %s", tt.c, n, by, tt.n, tt.by)
+		}
+	}
+	if c := readCapacity(); c.files == 0 || c.pidMax == 0 {
+		t.Errorf("readCapacity() = %+v: the open files and pid_max limits are always there", c)
+	}
+}
