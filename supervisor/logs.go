@@ -9,14 +9,14 @@ import (
 	"github.com/flyd-dev/flyd/logfile"
 )
 
-// Log rotation looks at a log every second while it grows, and backs off
-// while it does not, to maxLogCheck; there it arms the log's waker
-// (logfile.Waker) and stops looking until the log is written again: with
-// thousands of quiet workloads, a stat of each every few seconds was most
-// of an idle daemon's CPU. A woken log, and a new run's, is looked at
-// every second again. Without a waker (no inotify, or its watches used
-// up) a quiet log is looked at every maxLogCheck, so a burst after a
-// quiet spell outgrows the limit by at most what it writes in that time.
+// Log rotation looks at a log every second while it grows. Once a look
+// finds it has not grown, it arms the log's waker (logfile.Waker) and
+// stops looking until the log is written again: with thousands of quiet
+// workloads, a stat of each every few seconds was most of an idle
+// daemon's CPU. A woken log, and a new run's, is looked at every second
+// again. Without a waker (no inotify, or its watches used up) the looks
+// at a quiet log back off to every maxLogCheck, so a burst after a quiet
+// spell outgrows the limit by at most what it writes in that time.
 const (
 	minLogCheck = time.Second
 	maxLogCheck = 8 * time.Second
@@ -109,7 +109,9 @@ func (s *Supervisor) checkLog(w *workload, now time.Time) {
 			w.log.Warn("log rotation failed", zap.Error(err))
 		}
 	}
-	quiet := size == c.size && c.every == maxLogCheck
+	// Quiet: it did not grow since the last look. With a waker that is
+	// enough to stop looking; without one, the looks back off.
+	quiet := size == c.size && c.every > 0
 	if size == c.size && c.every > 0 {
 		c.every = min(2*c.every, maxLogCheck)
 	} else {
