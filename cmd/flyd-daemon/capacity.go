@@ -11,10 +11,11 @@ import (
 
 // The host's limits that bound how many workloads one daemon keeps, and
 // what a workload takes of each: a descriptor for its pidfd while it runs
-// (two while it starts), a process at least, and an inotify watch while
-// its log is quiet (without one, the log is only looked at less often).
+// (a few more for the moment it starts), a process at least, and an
+// inotify watch while its log is quiet (without one, the log is only
+// looked at less often).
 const (
-	filesPerWorkload = 2
+	filesPerWorkload = 1
 	filesReserved    = 256 // the socket, clients, logs being read, the state
 )
 

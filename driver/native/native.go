@@ -138,6 +138,10 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 	if err := st.Encode(stateVersion, rs); err != nil {
 		return nil, err
 	}
+	// The run is waited for through the pidfd asked for above (reap): the
+	// one Go keeps for its os.Process would be a second descriptor a run,
+	// 20,000 for 10,000 workloads. (Release also makes its Pid -1.)
+	_ = cmd.Process.Release()
 	return watch(st, pidfd, cmd, t.Cgroup, oomBefore)
 }
 

@@ -226,3 +226,40 @@ func TestContract(t *testing.T) {
 		Task:   func(t *testing.T, name, script string) *driver.Task { return task(t, "sh", "-c", script) },
 	})
 }
+
+// TestARunHoldsOneDescriptor: a running process costs the daemon its
+// pidfd and nothing else (Go's own handle on it is released), so the open
+// files limit allows a workload per descriptor; none is left once it ends.
+func TestARunHoldsOneDescriptor(t *testing.T) {
+	pidfds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range ents {
+			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == "anon_inode:[pidfd]" {
+				n++
+			}
+		}
+		return n
+	}
+	before := pidfds()
+	p, err := Driver{}.Start(context.Background(), task(t, "sleep", "100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pidfds() - before; n != 1 {
+		t.Errorf("a running process holds %d pidfds, want 1", n)
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, p); e.Signal != "SIGKILL" || e.Code != 128+9 || e.Unknown {
+		t.Errorf("exit %+v, want killed by SIGKILL, known", e)
+	}
+	<-p.(driver.Reaped).Reaped()
+	if n := pidfds() - before; n != 0 {
+		t.Errorf("%d pidfds left after the run ended", n)
+	}
+}

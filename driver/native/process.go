@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -74,11 +75,13 @@ func (p *process) wait() {
 	// it left behind before reaping it.
 	_ = p.killAll()
 	p.exit = driver.Exit{At: time.Now(), Unknown: true}
-	if p.cmd != nil {
-		_ = p.cmd.Wait()
+	if p.cmd != nil && rc != nil {
+		var ws syscall.WaitStatus
+		ok := false
+		_ = rc.Control(func(fd uintptr) { ws, ok = reap(int(fd)) })
 		reaper.Forget(p.st.PID)
-		// A nil state means someone else reaped it: the status stays unknown.
-		if ws, ok := processStatus(p.cmd); ok {
+		// Not reaped here means someone else did: the status stays unknown.
+		if ok {
 			p.exit.Unknown = false
 			if ws.Signaled() {
 				p.exit.Code = 128 + int(ws.Signal())
@@ -225,10 +228,32 @@ func (p *process) Release() {
 	})
 }
 
-func processStatus(cmd *exec.Cmd) (syscall.WaitStatus, bool) {
-	if cmd.ProcessState == nil {
-		return 0, false
+// reap collects the exit status of the child of the pidfd, which has
+// exited. It is waited for through this pidfd alone: Go's own handle on
+// the process is released at start (a second descriptor per run).
+func reap(fd int) (syscall.WaitStatus, bool) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || info.Signo == 0 {
+			return 0, false
+		}
+		break
 	}
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ws, ok
+	// For SIGCHLD, si_status follows si_pid and si_uid (siginfo_t on
+	// Linux: three ints, padding on 64-bit, then pid, uid, status).
+	status := *(*int32)(unsafe.Add(unsafe.Pointer(&info), 24))
+	const cldExited, cldKilled, cldDumped = 1, 2, 3 // si_code of SIGCHLD
+	switch info.Code {
+	case cldExited:
+		return syscall.WaitStatus(status&0xff) << 8, true
+	case cldKilled:
+		return syscall.WaitStatus(status & 0x7f), true
+	case cldDumped:
+		return syscall.WaitStatus(status&0x7f) | 0x80, true
+	}
+	return 0, false
 }
