@@ -77,14 +77,24 @@ func (s *Supervisor) everyWorkload(every time.Duration, check func(*workload, ti
 	defer s.wg.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// One slice for every pass: a fresh one each second was the idle
+	// daemon's garbage, and each collection scans every workload's stacks.
+	var ws []*workload
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case now := <-t.C:
-			for _, w := range s.unsorted() {
+			s.mu.Lock()
+			ws = ws[:0]
+			for _, w := range s.workloads {
+				ws = append(ws, w)
+			}
+			s.mu.Unlock()
+			for _, w := range ws {
 				check(w, now)
 			}
+			clear(ws) // no pointer kept to a workload removed meanwhile
 		}
 	}
 }
