@@ -231,13 +231,15 @@ func (w *workload) stopWithin(grace time.Duration) error {
 		return nil
 	}
 	w.stopHealth()
-	w.setState(status.Stopping, "")
 	select {
 	case <-w.hurry: // meant for a stop that ended before it looked
 	default:
 	}
+	// Stopping before it says so: whoever sees the state stopping and
+	// overtakes (a kill) is then always heard.
 	w.stopping.Store(true)
 	defer w.stopping.Store(false)
+	w.setState(status.Stopping, "")
 	if grace > 0 {
 		sig, err := spec.ParseSignal(w.spec.Stop.Signal)
 		if err != nil {
