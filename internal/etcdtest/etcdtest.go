@@ -5,6 +5,7 @@
 package etcdtest
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -68,8 +69,28 @@ func New(t testing.TB, n int) *Cluster {
 
 // Start starts an n-member cluster of bin with its data under dir, the
 // ports from port, and waits until it answers. For a cluster shared by a
-// package's tests, started outside any one test; Stop stops it.
+// package's tests, started outside any one test; Stop stops it. A member
+// that finds its port taken (another program bound it after port chose
+// it) costs one more try on fresh ports.
 func Start(bin, dir string, n int, port func() int) (*Cluster, error) {
+	var err error
+	for range 3 {
+		var c *Cluster
+		if c, err = start(bin, dir, n, port); err == nil || !errors.Is(err, errPortTaken) {
+			return c, err
+		}
+		for i := range n {
+			os.RemoveAll(filepath.Join(dir, "m"+strconv.Itoa(i)))
+			os.Remove(filepath.Join(dir, "m"+strconv.Itoa(i)+".log"))
+		}
+	}
+	return nil, err
+}
+
+// errPortTaken marks a start that failed on a port in use.
+var errPortTaken = errors.New("a port was taken")
+
+func start(bin, dir string, n int, port func() int) (*Cluster, error) {
 	c := &Cluster{bin: bin, dir: dir, token: fmt.Sprintf("flyd-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	var initial []string
 	for i := range n {
@@ -116,7 +137,10 @@ func (c *Cluster) run(m *member, state string) error {
 		"--heartbeat-interval", "50", "--election-timeout", "500",
 		"--logger", "zap", "--log-level", "warn",
 	)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "ETCD_UNSUPPORTED_ARCH=" + os.Getenv("ETCD_UNSUPPORTED_ARCH")}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	if arch, ok := os.LookupEnv("ETCD_UNSUPPORTED_ARCH"); ok {
+		cmd.Env = append(cmd.Env, "ETCD_UNSUPPORTED_ARCH="+arch)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	// A test binary that dies must not leave etcd behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -176,7 +200,12 @@ func (c *Cluster) WaitHealthy(within time.Duration) error {
 			}
 			select {
 			case <-done:
-				return fmt.Errorf("etcdtest: %s exited (%v):\n%s", m.name, cmd.ProcessState, tail(m.logPath))
+				log := tail(m.logPath)
+				err := fmt.Errorf("etcdtest: %s exited (%v):\n%s", m.name, cmd.ProcessState, log)
+				if strings.Contains(log, "address already in use") {
+					err = fmt.Errorf("%w: %w", errPortTaken, err)
+				}
+				return err
 			default:
 			}
 			if err := health(hc, m.clientURL); err != nil {
