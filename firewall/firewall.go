@@ -214,7 +214,9 @@ func (f *Firewall) writeWith(nets map[string]Net, p Projection) error {
 	c.DelTable(t)
 	if len(nets) > 0 || len(p.Guards) > 0 || len(p.Reach) > 0 {
 		tt := c.AddTable(t)
-		buildReach(c, tt, p.Reach)
+		if err := buildReach(c, tt, p.Reach); err != nil {
+			return err
+		}
 		buildGuards(c, tt, p.Guards)
 		if len(nets) > 0 {
 			build(c, tt, sorted(nets))
@@ -227,7 +229,9 @@ func (f *Firewall) writeWith(nets map[string]Net, p Projection) error {
 	c.AddTable(t6)
 	c.DelTable(t6)
 	if hostReach(p.Reach) {
-		buildReach6(c, c.AddTable(t6), p.Reach)
+		if err := buildReach6(c, c.AddTable(t6), p.Reach); err != nil {
+			return err
+		}
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("write nftables table %s: %w", f.table, err)

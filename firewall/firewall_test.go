@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -131,24 +132,44 @@ func guardRules(t *testing.T, table string) map[string][]string {
 
 // TestReachIsWritten: an internal port admits networks and refuses the
 // rest; a private one admits its module's networks; a host port admits
-// loopback first.
+// loopback first. The ports are set elements: the rules are as many for
+// five ports as for one.
 func TestReachIsWritten(t *testing.T) {
 	f, table := testFirewall(t)
 	reach := []Reach{
 		{Link: "fly-9995", Port: 80},
+		{Link: "fly-9995", Port: 8080},
 		{Link: "fly-9995", Port: 81, Private: true, From: []string{"fly-9996", "fly-9997"}},
 		{Port: 82},
+		{Port: 83, Private: true, From: []string{"fly-9996"}},
 	}
 	if err := f.SetProjection(Projection{Reach: reach}); err != nil {
 		t.Fatal(err)
 	}
 	ok, n, err := Exists(table)
-	// reach: replies, 80's two, 81's three; reach-host: replies, 82's three.
-	if err != nil || !ok || n != 10 {
-		t.Fatalf("table %s: exists %v with %d rules (%v), want 10", table, ok, n, err)
+	// reach: replies, from, internal, refuse; reach-host: replies, lo, from, internal, refuse.
+	if err != nil || !ok || n != 9 {
+		t.Fatalf("table %s: exists %v with %d rules (%v), want 9", table, ok, n, err)
 	}
-	if !hasTable6(t, table) {
-		t.Error("the host's port is not guarded on IPv6")
+	key := func(parts ...[]byte) string { return string(slices.Concat(parts...)) }
+	port := func(p int) []byte { return []byte{byte(p >> 8), byte(p), 0, 0} }
+	name := ifnameKey
+	want := map[string][]string{
+		"reach-guarded":       {key(name("fly-9995"), port(80)), key(name("fly-9995"), port(8080)), key(name("fly-9995"), port(81))},
+		"reach-internal":      {key(name("fly-9995"), port(80)), key(name("fly-9995"), port(8080))},
+		"reach-from":          {key(name("fly-9995"), port(81), name("fly-9996")), key(name("fly-9995"), port(81), name("fly-9997"))},
+		"reach-host-guarded":  {key(port(82)[:2]), key(port(83)[:2])},
+		"reach-host-internal": {key(port(82)[:2])},
+		"reach-host-from":     {key(port(83), name("fly-9996"))},
+	}
+	for _, keys := range want {
+		slices.Sort(keys)
+	}
+	if got := setElements(t, table, nftables.TableFamilyIPv4); !reflect.DeepEqual(got, want) {
+		t.Errorf("sets of %s:\n got %q\nwant %q", table, got, want)
+	}
+	if got := setElements(t, table, nftables.TableFamilyIPv6); !reflect.DeepEqual(got, map[string][]string{"reach-host-guarded": {key(port(82)[:2]), key(port(83)[:2])}}) {
+		t.Errorf("the host's ports are not guarded on IPv6: sets %q", got)
 	}
 	if err := f.SetProjection(Projection{}); err != nil {
 		t.Fatal(err)
@@ -156,6 +177,32 @@ func TestReachIsWritten(t *testing.T) {
 	if ok, _, _ := Exists(table); ok || hasTable6(t, table) {
 		t.Error("an empty projection left a table")
 	}
+}
+
+// setElements reads back the keys of every set of table, sorted, by set.
+func setElements(t *testing.T, table string, family nftables.TableFamily) map[string][]string {
+	t.Helper()
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseLasting()
+	sets, err := c.GetSets(&nftables.Table{Name: table, Family: family})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, s := range sets {
+		es, err := c.GetSetElements(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			out[s.Name] = append(out[s.Name], string(e.Key))
+		}
+		slices.Sort(out[s.Name])
+	}
+	return out
 }
 
 func hasTable6(t *testing.T, table string) bool {

@@ -191,76 +191,141 @@ var reachPriority = nftables.ChainPriorityRef(-3)
 
 // buildReach writes the endpoints' visibilities: a connection to a
 // guarded port from anywhere but the host and the networks it allows is
-// refused.
-func buildReach(c *nftables.Conn, t *nftables.Table, rs []Reach) {
+// refused. The ports are elements of sets, not rules of their own, so
+// that a packet costs a hash lookup per rule however many endpoints there
+// are, and a table of thousands of them is one small message. Each chain
+// has three sets, keyed "link . port" for the networks' ports (forward)
+// and "port" for the host's (input):
+//
+//	PREFIX-guarded   every internal and private port
+//	PREFIX-internal  the internal ports: every network of flyd's reaches them
+//	PREFIX-from      KEY . iifname: the networks a private port admits
+//
+// The host reaches its own ports over loopback first.
+func buildReach(c *nftables.Conn, t *nftables.Table, rs []Reach) error {
 	if len(rs) == 0 {
+		return nil
+	}
+	var net, host reachSets
+	for _, r := range rs {
+		if r.Link == "" {
+			host.add(portKey(r.Port), r)
+		} else {
+			net.add(slices.Concat(ifnameKey(r.Link), portKey(r.Port), []byte{0, 0}), r)
+		}
+	}
+	// The forward chain's key is oifname . tcp dport, the input chain's
+	// tcp dport; a concatenation starts at the first 32-bit register and
+	// each field fills whole registers (an interface name four).
+	netKey := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: unix.NFT_REG32_00},
+		&expr.Payload{DestRegister: unix.NFT_REG32_00 + 4, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+	}
+	hostKey := []expr.Any{&expr.Payload{DestRegister: unix.NFT_REG32_00, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}}
+	if err := net.write(c, reachChain(c, t, "reach", nftables.ChainHookForward),
+		nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeInetService), netKey, nil); err != nil {
+		return err
+	}
+	return host.write(c, reachChain(c, t, "reach-host", nftables.ChainHookInput),
+		nftables.TypeInetService, hostKey, ifname(expr.MetaKeyIIFNAME, "lo", false))
+}
+
+// reachChain adds a visibility chain that lets replies through.
+func reachChain(c *nftables.Conn, t *nftables.Table, name string, hook *nftables.ChainHook) *nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{Name: name, Table: t, Type: nftables.ChainTypeFilter, Hooknum: hook, Priority: reachPriority, Policy: &accept})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(replies(), verdict(expr.VerdictAccept)...)})
+	return ch
+}
+
+// reachSets are the elements of one visibility chain's sets.
+type reachSets struct {
+	guarded, internal, from []nftables.SetElement
+}
+
+// add puts r's port, keyed k, in the sets.
+func (s *reachSets) add(k []byte, r Reach) {
+	s.guarded = append(s.guarded, nftables.SetElement{Key: k})
+	if !r.Private {
+		s.internal = append(s.internal, nftables.SetElement{Key: k})
 		return
 	}
-	accept := nftables.ChainPolicyAccept
-	chain := func(name string, hook *nftables.ChainHook) *nftables.Chain {
-		ch := c.AddChain(&nftables.Chain{Name: name, Table: t, Type: nftables.ChainTypeFilter, Hooknum: hook, Priority: reachPriority, Policy: &accept})
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(replies(), verdict(expr.VerdictAccept)...)})
-		return ch
-	}
-	forward := chain("reach", nftables.ChainHookForward)
-	host := chain("reach-host", nftables.ChainHookInput)
-	rule := func(ch *nftables.Chain, exprs ...[]expr.Any) {
-		var all []expr.Any
-		for _, e := range exprs {
-			all = append(all, e...)
-		}
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: all})
-	}
-	for _, r := range rs {
-		port := protoPort(Port{Proto: unix.IPPROTO_TCP, Port: r.Port})
-		ch, self := forward, ifname(expr.MetaKeyOIFNAME, orPrefix(r.Link), false)
-		if r.Link == "" {
-			// The host's own port: the host reaches it over loopback.
-			ch, self = host, nil
-			rule(ch, port, ifname(expr.MetaKeyIIFNAME, "lo", false), verdict(expr.VerdictAccept))
-		}
-		if r.Private {
-			for _, from := range r.From {
-				rule(ch, self, port, ifname(expr.MetaKeyIIFNAME, from, false), verdict(expr.VerdictAccept))
-			}
-		} else {
-			rule(ch, self, port, ifname(expr.MetaKeyIIFNAME, LinkPrefix, false), verdict(expr.VerdictAccept))
-		}
-		rule(ch, self, port, refuse())
+	// A concatenation's fields fill whole 32-bit registers.
+	k = slices.Concat(k, make([]byte, (4-len(k)%4)%4))
+	for _, l := range r.From {
+		s.from = append(s.from, nftables.SetElement{Key: slices.Concat(k, ifnameKey(l))})
 	}
 }
 
-// orPrefix is a link's name, never empty.
-func orPrefix(link string) string {
-	if link == "" {
-		return LinkPrefix
+// write adds ch's sets, of keyType, and its rules over them; key loads a
+// packet's key into the registers. lo, when not nil, matches what is
+// accepted at a guarded port before anything else.
+func (s *reachSets) write(c *nftables.Conn, ch *nftables.Chain, keyType nftables.SetDatatype, key, lo []expr.Any) error {
+	fromType := nftables.MustConcatSetType(append(nftables.ConcatSetTypeElements(keyType), nftables.TypeIFName)...)
+	set := func(name string, kt nftables.SetDatatype, elems []nftables.SetElement) (*nftables.Set, error) {
+		st := &nftables.Set{Table: ch.Table, Name: ch.Name + "-" + name, KeyType: kt, Concatenation: len(nftables.ConcatSetTypeElements(kt)) > 1}
+		if err := c.AddSet(st, elems); err != nil {
+			return nil, fmt.Errorf("nftables set %s: %w", st.Name, err)
+		}
+		return st, nil
 	}
-	return link
+	guarded, err := set("guarded", keyType, s.guarded)
+	if err != nil {
+		return err
+	}
+	internal, err := set("internal", keyType, s.internal)
+	if err != nil {
+		return err
+	}
+	from, err := set("from", fromType, s.from)
+	if err != nil {
+		return err
+	}
+	// The input link follows the key, in the register after its last.
+	iif := &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: unix.NFT_REG32_00 + (keyType.Bytes+3)/4}
+	in := func(st *nftables.Set, more ...expr.Any) []expr.Any {
+		return slices.Concat(isTCP(), key, more, []expr.Any{&expr.Lookup{SourceRegister: unix.NFT_REG32_00, SetName: st.Name, SetID: st.ID}})
+	}
+	rule := func(exprs ...[]expr.Any) {
+		c.AddRule(&nftables.Rule{Table: ch.Table, Chain: ch, Exprs: slices.Concat(exprs...)})
+	}
+	if lo != nil {
+		rule(in(guarded), lo, verdict(expr.VerdictAccept))
+	}
+	rule(in(from, iif), verdict(expr.VerdictAccept))
+	rule(in(internal), ifname(expr.MetaKeyIIFNAME, LinkPrefix, false), verdict(expr.VerdictAccept))
+	rule(in(guarded), refuse())
+	return nil
 }
 
-func hostReach(rs []Reach) bool {
-	for _, r := range rs {
-		if r.Link == "" {
-			return true
-		}
-	}
-	return false
-}
+// portKey is a port as a set's key (big-endian).
+func portKey(port int) []byte { return []byte{byte(port >> 8), byte(port)} }
 
 // buildReach6 guards the host's own internal and private ports on IPv6,
 // where no network of flyd's is: the host reaches them over loopback,
 // nothing else does (refused with a TCP reset, which every family has).
-func buildReach6(c *nftables.Conn, t *nftables.Table, rs []Reach) {
-	accept := nftables.ChainPolicyAccept
-	ch := c.AddChain(&nftables.Chain{Name: "reach-host", Table: t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookInput, Priority: reachPriority, Policy: &accept})
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(replies(), verdict(expr.VerdictAccept)...)})
+func buildReach6(c *nftables.Conn, t *nftables.Table, rs []Reach) error {
+	ch := reachChain(c, t, "reach-host", nftables.ChainHookInput)
+	var ports []nftables.SetElement
 	for _, r := range rs {
-		if r.Link != "" {
-			continue
+		if r.Link == "" {
+			ports = append(ports, nftables.SetElement{Key: portKey(r.Port)})
 		}
-		port := protoPort(Port{Proto: unix.IPPROTO_TCP, Port: r.Port})
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(port, ifname(expr.MetaKeyIIFNAME, "lo", false), verdict(expr.VerdictAccept))})
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(port, []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})})
 	}
+	guarded := &nftables.Set{Table: t, Name: "reach-host-guarded", KeyType: nftables.TypeInetService}
+	if err := c.AddSet(guarded, ports); err != nil {
+		return fmt.Errorf("nftables set %s: %w", guarded.Name, err)
+	}
+	in := slices.Concat(isTCP(), []expr.Any{
+		&expr.Payload{DestRegister: unix.NFT_REG32_00, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Lookup{SourceRegister: unix.NFT_REG32_00, SetName: guarded.Name, SetID: guarded.ID},
+	})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(in, ifname(expr.MetaKeyIIFNAME, "lo", false), verdict(expr.VerdictAccept))})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(in, []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})})
+	return nil
+}
+
+// hostReach says whether rs guards a port of the host's own.
+func hostReach(rs []Reach) bool {
+	return slices.ContainsFunc(rs, func(r Reach) bool { return r.Link == "" })
 }

@@ -74,8 +74,7 @@ var loopbackNet = netip.MustParsePrefix("127.0.0.0/8")
 func ifname(key expr.MetaKey, name string, negate bool) []expr.Any {
 	data := []byte(name)
 	if name[len(name)-1] != '-' {
-		data = make([]byte, unix.IFNAMSIZ)
-		copy(data, name)
+		data = ifnameKey(name)
 	}
 	op := expr.CmpOpEq
 	if negate {
@@ -147,12 +146,26 @@ func toLocal() []expr.Any {
 
 // tcpDport matches TCP to port.
 func tcpDport(port int) []expr.Any {
+	return append(isTCP(),
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
+	)
+}
+
+// isTCP matches TCP segments.
+func isTCP() []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
 	}
+}
+
+// ifnameKey is an interface's name as the kernel compares it: IFNAMSIZ
+// bytes, NUL-padded.
+func ifnameKey(name string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return b
 }
 
 // dnat sends the connection to addr:port.
