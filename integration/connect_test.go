@@ -356,6 +356,9 @@ network: ci-p3
 	}
 	waitServing(t, "127.0.0.1:"+strconv.Itoa(hp["ci-p2"]), pids["ci-p2"])
 
+	if len(portFiles(t, d, "pub-*")) == 0 {
+		t.Error("no port reservation file of a running workload")
+	}
 	d.mustCLI(t, "rm", "--all")
 	table := firewall.TableFor(filepath.Join(d.dir, "run"))
 	if ok, n, err := firewall.Exists(table); ok || err != nil {
@@ -364,11 +367,8 @@ network: ci-p3
 	if _, err := httpGet("127.0.0.1:"+strconv.Itoa(hp["ci-p1"]), "/"); err == nil {
 		t.Error("the published port still answers after rm")
 	}
-	tables, _ := filepath.Glob(filepath.Join(d.runDir, "ports", "*"))
-	for _, f := range tables {
-		if b, _ := os.ReadFile(f); strings.Contains(string(b), `"workload":"pub-`) {
-			t.Errorf("a removed workload still holds a port in %s: %s", f, b)
-		}
+	if held := portFiles(t, d, "pub-*"); len(held) > 0 {
+		t.Errorf("removed workloads still hold ports: %v", held)
 	}
 }
 
@@ -393,12 +393,26 @@ network: island
 	if len(nets) != 0 || len(ps) != 0 {
 		t.Errorf("the refused workload left networks %+v, ports %+v", nets, ps)
 	}
-	tables, _ := filepath.Glob(filepath.Join(d.runDir, "ports", "*"))
-	for _, f := range tables {
-		if b, _ := os.ReadFile(f); strings.Contains(string(b), `"workload":"p"`) {
-			t.Errorf("the refused workload still holds a port in %s: %s", f, b)
-		}
+	if held := portFiles(t, d, "p"); len(held) > 0 {
+		t.Errorf("the refused workload still holds ports: %v", held)
 	}
+}
+
+// portFiles lists the daemon's port reservation files of the workloads
+// matching pattern, in any network: RUN/ports/NETWORK/WORKLOAD.json. A
+// missing ports directory fails the test, so that a moved one cannot make
+// a check pass by finding nothing.
+func portFiles(t *testing.T, d *daemon, pattern string) []string {
+	t.Helper()
+	dir := filepath.Join(d.runDir, "ports")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("no port tables to look at: %v", err)
+	}
+	held, err := filepath.Glob(filepath.Join(dir, "*", pattern+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
 }
 
 // TestPublishedDualStackAndPoolOverlap: a server bound to [::] inside its

@@ -101,7 +101,7 @@ func (m *Manager) Assign(ctx context.Context, network string, ns Namespace, work
 	if maps.Equal(next, t.ports) {
 		return out, nil // nothing to write: a restart re-applying its spec
 	}
-	if err := m.commit(t, next); err != nil {
+	if err := m.commit(t, next, workload); err != nil {
 		return nil, err
 	}
 	return out, nil

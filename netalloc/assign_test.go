@@ -68,7 +68,7 @@ func TestAssignSameHolderIsIdempotent(t *testing.T) {
 	}
 	listen(t, "tcp", fmt.Sprintf("127.0.0.1:%d", first[0].Port))
 	listen(t, "tcp", fmt.Sprintf("127.0.0.1:%d", first[1].Port))
-	before := fileStamp(t, dir, "host")
+	before := fileStamp(t, dir, "host/api-server")
 
 	ns := &countingNS{}
 	again, err := m.Assign(ctx, "host", ns, "api-server", reqs)
@@ -81,7 +81,7 @@ func TestAssignSameHolderIsIdempotent(t *testing.T) {
 	if n := ns.calls.Load(); n != 0 {
 		t.Errorf("re-assign entered the namespace %d times, want 0 (no probe)", n)
 	}
-	if after := fileStamp(t, dir, "host"); after != before {
+	if after := fileStamp(t, dir, "host/api-server"); after != before {
 		t.Error("re-assign rewrote an unchanged table")
 	}
 	// The daemon restarts: the ephemeral port survives too.
@@ -151,7 +151,7 @@ func TestAssignAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := m.List()
-	stamp := fileStamp(t, dir, "host")
+	stamp := fileStamp(t, dir, "host/worker")
 	_, err := m.Assign(ctx, "host", nil, "worker", []Request{
 		{Endpoint: "a", Mode: ModeFixed, Port: fresh},
 		{Endpoint: "b", Mode: ModeEphemeral},
@@ -163,7 +163,7 @@ func TestAssignAllOrNothing(t *testing.T) {
 	if after := m.List(); !slices.Equal(before, after) {
 		t.Errorf("a refused Assign changed the table:\nbefore %v\nafter  %v", before, after)
 	}
-	if fileStamp(t, dir, "host") != stamp {
+	if fileStamp(t, dir, "host/worker") != stamp {
 		t.Error("a refused Assign rewrote the table file")
 	}
 }
@@ -172,7 +172,7 @@ func TestAssignRefusesWhenTheTableCannotBeWritten(t *testing.T) {
 	ctx := context.Background()
 	m, dir := newManager(t)
 	// A directory where the table file goes makes the rename fail.
-	if err := os.Mkdir(dir+"/host.json", 0o700); err != nil {
+	if err := os.MkdirAll(dir+"/host/w.json", 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Assign(ctx, "host", nil, "w", []Request{{Endpoint: "http", Mode: ModeEphemeral}}); err == nil {
@@ -213,9 +213,11 @@ func TestAssignInvalid(t *testing.T) {
 
 // fileStamp identifies one write of a table file: a rewrite makes a new
 // file (rename), so the inode changes even when the bytes do not.
-func fileStamp(t *testing.T, dir, network string) uint64 {
+// fileStamp identifies the file of NETWORK/WORKLOAD (file) under dir, so
+// a test can tell whether it was replaced.
+func fileStamp(t *testing.T, dir, file string) uint64 {
 	t.Helper()
-	fi, err := os.Stat(dir + "/" + network + ".json")
+	fi, err := os.Stat(dir + "/" + file + ".json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func (m *Manager) AllocateTemporaryPort(ctx context.Context, network string, ns 
 	if err != nil {
 		return 0, err
 	}
-	if err := m.commit(t, next); err != nil {
+	if err := m.commit(t, next, workload); err != nil {
 		return 0, err
 	}
 	return port, nil

@@ -60,6 +60,9 @@ func TestSocketOwnerUnknownInode(t *testing.T) {
 
 func write(t *testing.T, path, s string) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}

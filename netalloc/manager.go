@@ -79,9 +79,16 @@ func (m *Manager) allTables() []*table {
 	return slices.Collect(maps.Values(m.tables))
 }
 
-// commit persists next and makes it the table. The caller holds t.mu.
-func (m *Manager) commit(t *table, next map[int]Reservation) error {
-	if err := m.store.save(t.network, next); err != nil {
+// commit persists next, in which only workload's reservations differ
+// from the table's, and makes it the table. The caller holds t.mu.
+func (m *Manager) commit(t *table, next map[int]Reservation, workload string) error {
+	var held []Reservation
+	for _, r := range next {
+		if r.Workload == workload {
+			held = append(held, r)
+		}
+	}
+	if err := m.store.save(t.network, workload, held); err != nil {
 		return err
 	}
 	t.ports = next
@@ -115,7 +122,7 @@ func (m *Manager) Release(workload, network string) error {
 		next := maps.Clone(t.ports)
 		maps.DeleteFunc(next, func(_ int, r Reservation) bool { return r.Workload == workload })
 		if len(next) != len(t.ports) {
-			errs = append(errs, m.commit(t, next))
+			errs = append(errs, m.commit(t, next, workload))
 		}
 		t.mu.Unlock()
 	}
@@ -131,12 +138,13 @@ func (m *Manager) ReleasePort(network string, port int) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.ports[port]; !ok {
+	r, ok := t.ports[port]
+	if !ok {
 		return notHeld
 	}
 	next := maps.Clone(t.ports)
 	delete(next, port)
-	return m.commit(t, next)
+	return m.commit(t, next, r.Workload)
 }
 
 // List returns every reservation, sorted by network, then port.

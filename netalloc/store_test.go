@@ -3,6 +3,7 @@ package netalloc
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,8 +36,8 @@ func TestTablesSurviveRestart(t *testing.T) {
 	if got := reloaded.Networks(); !slices.Equal(got, []string{"ci-7", "host"}) {
 		t.Errorf("Networks = %v", got)
 	}
-	if got := leftovers(t, dir); !slices.Equal(got, []string{"ci-7.json", "host.json"}) {
-		t.Errorf("directory holds %v, want one file per network and no temporary files", got)
+	if got := leftovers(t, dir); !slices.Equal(got, []string{"ci-7/db.json", "host/api.json"}) {
+		t.Errorf("directory holds %v, want one file per workload and network and no temporary files", got)
 	}
 }
 
@@ -80,8 +81,11 @@ func TestRelease(t *testing.T) {
 	if m.InUse("host") || !m.InUse("ci") {
 		t.Errorf("after releasing api in host: InUse(host)=%v InUse(ci)=%v", m.InUse("host"), m.InUse("ci"))
 	}
-	if got := leftovers(t, dir); !slices.Equal(got, []string{"ci.json"}) {
-		t.Errorf("files %v, want the empty host table removed", got)
+	if got := leftovers(t, dir); !slices.Equal(got, []string{"ci/api.json", "ci/db.json"}) {
+		t.Errorf("files %v, want the host's file and directory removed", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "host")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the host's directory outlived its last workload: %v", err)
 	}
 	// The freed port goes to someone else.
 	if _, err := m.Assign(ctx, "host", nil, "other", []Request{{Endpoint: "x", Mode: ModeFixed, Port: p}}); err != nil {
@@ -131,25 +135,38 @@ func TestReleasePort(t *testing.T) {
 }
 
 func TestLoadRefusesDamagedTables(t *testing.T) {
-	good := `{"version":1,"reservations":[{"network":"host","port":8080,"workload":"w","endpoint":"http","mode":"fixed"}]}`
-	tests := []struct{ name, file, body string }{
-		{"not json", "host.json", "{"},
-		{"other version", "host.json", `{"version":2,"reservations":[]}`},
-		{"network mismatch", "ci.json", good},
-		{"bad file name", "Bad_Name.json", good},
-		{"port twice", "host.json", `{"version":1,"reservations":[
+	good := `{"version":2,"reservations":[{"network":"host","port":8080,"workload":"w","endpoint":"http","mode":"fixed"}]}`
+	legacy := `{"version":1,"reservations":[{"network":"host","port":8080,"workload":"w","endpoint":"http","mode":"fixed"}]}`
+	tests := []struct {
+		name  string
+		files map[string]string
+	}{
+		{"not json", map[string]string{"host/w.json": "{"}},
+		{"other version", map[string]string{"host/w.json": `{"version":1,"reservations":[]}`}},
+		{"network mismatch", map[string]string{"ci/w.json": good}},
+		{"workload mismatch", map[string]string{"host/v.json": good}},
+		{"bad directory name", map[string]string{"Bad_Name/w.json": good}},
+		{"bad file name", map[string]string{"host/Bad_Name.json": good}},
+		{"port twice", map[string]string{
+			"host/w.json": good,
+			"host/v.json": `{"version":2,"reservations":[{"network":"host","port":8080,"workload":"v","endpoint":"http","mode":"fixed"}]}`,
+		}},
+		{"holder twice", map[string]string{"host/a.json": `{"version":2,"reservations":[
 			{"network":"host","port":8080,"workload":"a","endpoint":"http","mode":"fixed"},
-			{"network":"host","port":8080,"workload":"b","endpoint":"http","mode":"fixed"}]}`},
-		{"holder twice", "host.json", `{"version":1,"reservations":[
-			{"network":"host","port":8080,"workload":"a","endpoint":"http","mode":"fixed"},
-			{"network":"host","port":8081,"workload":"a","endpoint":"http","mode":"ephemeral"}]}`},
-		{"port out of range", "host.json", `{"version":1,"reservations":[{"network":"host","port":0,"workload":"a","endpoint":"http","mode":"ephemeral"}]}`},
-		{"unknown mode", "host.json", `{"version":1,"reservations":[{"network":"host","port":80,"workload":"a","endpoint":"http","mode":"x"}]}`},
+			{"network":"host","port":8081,"workload":"a","endpoint":"http","mode":"ephemeral"}]}`}},
+		{"port out of range", map[string]string{"host/a.json": `{"version":2,"reservations":[{"network":"host","port":0,"workload":"a","endpoint":"http","mode":"ephemeral"}]}`}},
+		{"unknown mode", map[string]string{"host/a.json": `{"version":2,"reservations":[{"network":"host","port":80,"workload":"a","endpoint":"http","mode":"x"}]}`}},
+		{"first layout, not json", map[string]string{"host.json": "{"}},
+		{"first layout, other version", map[string]string{"host.json": good}},
+		{"first layout, network mismatch", map[string]string{"ci.json": legacy}},
+		{"first layout, bad file name", map[string]string{"Bad_Name.json": legacy}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			write(t, filepath.Join(dir, tt.file), tt.body)
+			for name, body := range tt.files {
+				write(t, filepath.Join(dir, name), body)
+			}
 			if _, err := NewManager(dir); err == nil {
 				t.Error("NewManager accepted a damaged table")
 			}
@@ -157,9 +174,49 @@ func TestLoadRefusesDamagedTables(t *testing.T) {
 	}
 }
 
+// TestLoadMigratesTheFirstLayout: a network's file of the first layout
+// becomes its workloads' files, and goes; one whose migration crashed
+// half-way (some workloads' files written) is read from the old file.
+func TestLoadMigratesTheFirstLayout(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "host.json"), `{"version":1,"reservations":[
+		{"network":"host","port":8080,"workload":"api","endpoint":"http","mode":"fixed"},
+		{"network":"host","port":8081,"workload":"api","endpoint":"admin","mode":"ephemeral"},
+		{"network":"host","port":9000,"workload":"db","endpoint":"tcp","mode":"hashed"}]}`)
+	write(t, filepath.Join(dir, "ci.json"), `{"version":1,"reservations":[
+		{"network":"ci","port":5432,"workload":"db","endpoint":"tcp","mode":"fixed"},
+		{"network":"ci","port":6379,"workload":"cache","endpoint":"tcp","mode":"fixed"}]}`)
+	write(t, filepath.Join(dir, "ci", "db.json"), `{"version":2,"reservations":[{"network":"ci","port":5432,"workload":"db","endpoint":"tcp","mode":"fixed"}]}`)
+	m, err := NewManager(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Reservation{
+		{Network: "ci", Port: 5432, Workload: "db", Endpoint: "tcp", Mode: ModeFixed},
+		{Network: "ci", Port: 6379, Workload: "cache", Endpoint: "tcp", Mode: ModeFixed},
+		{Network: "host", Port: 8080, Workload: "api", Endpoint: "http", Mode: ModeFixed},
+		{Network: "host", Port: 8081, Workload: "api", Endpoint: "admin", Mode: ModeEphemeral},
+		{Network: "host", Port: 9000, Workload: "db", Endpoint: "tcp", Mode: ModeHashed},
+	}
+	if got := m.List(); !slices.Equal(got, want) {
+		t.Errorf("migrated tables:\n got %v\nwant %v", got, want)
+	}
+	if got := leftovers(t, dir); !slices.Equal(got, []string{"ci/cache.json", "ci/db.json", "host/api.json", "host/db.json"}) {
+		t.Errorf("files %v, want one per workload and network, and no file of the first layout", got)
+	}
+	again, err := NewManager(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.List(); !slices.Equal(got, want) {
+		t.Errorf("after another restart: %v", got)
+	}
+}
+
 func TestLoadSweepsTemporaryFiles(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, ".host.json.tmp-123"), "{half")
+	write(t, filepath.Join(dir, "ci", ".w.json.tmp-456"), "{half")
 	write(t, filepath.Join(dir, "README"), "not a table")
 	m, err := NewManager(dir)
 	if err != nil {
@@ -169,7 +226,7 @@ func TestLoadSweepsTemporaryFiles(t *testing.T) {
 		t.Errorf("List = %v", m.List())
 	}
 	if got := leftovers(t, dir); !slices.Equal(got, []string{"README"}) {
-		t.Errorf("files %v, want the temporary file swept and the rest left alone", got)
+		t.Errorf("files %v, want the temporary files swept and the rest left alone", got)
 	}
 }
 
@@ -186,18 +243,20 @@ func TestMemoryOnlyManager(t *testing.T) {
 	}
 }
 
-// leftovers lists the file names in dir.
+// leftovers lists the files under dir, by their paths relative to it.
 func leftovers(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
+	var names []string
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		names = append(names, rel)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		if !e.IsDir() {
-			names = append(names, e.Name())
-		}
 	}
 	return names
 }

@@ -52,6 +52,10 @@ func checkHolder(workload, endpoint string) error {
 	if workload == "" {
 		return fmt.Errorf("%w: empty workload name", errdefs.ErrInvalid)
 	}
+	// Workload names become file names too.
+	if !dnslabel.Valid(workload) {
+		return fmt.Errorf("%w: workload name %q", errdefs.ErrInvalid, workload)
+	}
 	if endpoint == "" {
 		return fmt.Errorf("%w: workload %s: empty endpoint name", errdefs.ErrInvalid, workload)
 	}
