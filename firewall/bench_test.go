@@ -233,3 +233,27 @@ func BenchmarkSetProjection(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSetReach is what the endpoints' visibilities cost to put in
+// force: the whole table written with ports of the host's own guarded,
+// alternating between two sets of them as consecutive applies do.
+func BenchmarkSetReach(b *testing.B) {
+	for _, ports := range []int{100, 1000, 3000} {
+		b.Run(strconv.Itoa(ports)+"-ports", func(b *testing.B) {
+			f, _ := testFirewall(b)
+			sets := [2][]Reach{}
+			for k := range sets {
+				for i := range ports + k {
+					sets[k] = append(sets[k], Reach{Port: 20000 + i})
+				}
+			}
+			i := 0
+			for b.Loop() {
+				if err := f.SetProjection(Projection{Reach: sets[i%2]}); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
