@@ -179,6 +179,72 @@ func TestReachIsWritten(t *testing.T) {
 	}
 }
 
+// TestReachChangesInPlace: a change of ports only changes the sets'
+// elements, in place; a table that is not as written (deleted behind the
+// daemon's back) is written whole instead.
+func TestReachChangesInPlace(t *testing.T) {
+	f, table := testFirewall(t)
+	first := []Reach{{Port: 82}, {Link: "fly-9995", Port: 80}}
+	if err := f.SetProjection(Projection{Reach: first}); err != nil {
+		t.Fatal(err)
+	}
+	// An element the projection does not know of shows whether the next
+	// write rewrote the table or changed it.
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseLasting()
+	marker := string(slices.Concat(tcpKey(9), ifnameKey("fly-9990")))
+	hostFrom := &nftables.Set{Table: &nftables.Table{Name: table, Family: nftables.TableFamilyIPv4}, Name: "reach-host-from", Concatenation: true}
+	if err := c.SetAddElements(hostFrom, []nftables.SetElement{{Key: []byte(marker)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	second := []Reach{{Port: 83}, {Link: "fly-9995", Port: 80}, {Link: "fly-9995", Port: 81, Private: true, From: []string{"fly-9996"}}}
+	if err := f.SetProjection(Projection{Reach: second}); err != nil {
+		t.Fatal(err)
+	}
+	want := func(extra ...string) map[string][]string {
+		m := map[string][]string{
+			"reach-guarded":       {string(slices.Concat(ifnameKey("fly-9995"), tcpKey(80))), string(slices.Concat(ifnameKey("fly-9995"), tcpKey(81)))},
+			"reach-internal":      {string(slices.Concat(ifnameKey("fly-9995"), tcpKey(80)))},
+			"reach-from":          {string(slices.Concat(ifnameKey("fly-9995"), tcpKey(81), ifnameKey("fly-9996")))},
+			"reach-host-guarded":  {string(tcpKey(83))},
+			"reach-host-internal": {string(tcpKey(83))},
+		}
+		if len(extra) > 0 {
+			m["reach-host-from"] = extra
+		}
+		for _, keys := range m {
+			slices.Sort(keys)
+		}
+		return m
+	}
+	if got := setElements(t, table, nftables.TableFamilyIPv4); !reflect.DeepEqual(got, want(marker)) {
+		t.Errorf("after a change of ports (in place, the marker kept):\n got %q\nwant %q", got, want(marker))
+	}
+	if got := setElements(t, table, nftables.TableFamilyIPv6); !reflect.DeepEqual(got, map[string][]string{"reach-host-guarded": {string(tcpKey(83))}}) {
+		t.Errorf("IPv6 sets after a change: %q", got)
+	}
+
+	c.DelTable(&nftables.Table{Name: table, Family: nftables.TableFamilyIPv4})
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetProjection(Projection{Reach: []Reach{{Port: 84}, {Link: "fly-9995", Port: 80}}}); err != nil {
+		t.Fatalf("a change to a table deleted behind the daemon's back: %v", err)
+	}
+	if ok, n, err := Exists(table); !ok || n != 9 || err != nil {
+		t.Errorf("table %s rewritten: exists %v with %d rules (%v), want 9", table, ok, n, err)
+	}
+	if got := setElements(t, table, nftables.TableFamilyIPv4)["reach-host-guarded"]; !slices.Equal(got, []string{string(tcpKey(84))}) {
+		t.Errorf("rewritten table's reach-host-guarded: %q, want port 84", got)
+	}
+}
+
 // setElements reads back the keys of every set of table, sorted, by set.
 func setElements(t *testing.T, table string, family nftables.TableFamily) map[string][]string {
 	t.Helper()

@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -76,11 +77,92 @@ func (f *Firewall) SetProjection(p Projection) error {
 	if reflect.DeepEqual(f.proj, p) {
 		return nil // as written: most changes of a workload change none of it
 	}
-	if err := f.writeWith(f.nets, p); err != nil {
-		return err
+	// An apply changes a port or two of the visibilities: those elements
+	// are changed in place, in one transaction, rather than the table
+	// rewritten. Whatever that cannot do (the chains come or go, or the
+	// table is not as written) rewrites the table.
+	if !sameChains(f.proj, p) || f.changeReach(f.proj.Reach, p.Reach) != nil {
+		if err := f.writeWith(f.nets, p); err != nil {
+			return err
+		}
 	}
 	f.proj = p
 	return nil
+}
+
+// sameChains says whether the table written for a holds the chains and
+// sets b needs, so that b differs from a in set elements at most.
+func sameChains(a, b Projection) bool {
+	return len(a.Reach) > 0 && len(b.Reach) > 0 && hostReach(a.Reach) == hostReach(b.Reach) && reflect.DeepEqual(a.Guards, b.Guards)
+}
+
+// changeReach turns the visibility sets' elements from those of old into
+// those of new, in one transaction.
+func (f *Firewall) changeReach(old, new []Reach) error {
+	c, err := nftables.New(nftables.WithSockOptions(roomyWrites))
+	if err != nil {
+		return unavailable(err)
+	}
+	defer c.CloseLasting()
+	t := &nftables.Table{Name: f.table, Family: nftables.TableFamilyIPv4}
+	t6 := &nftables.Table{Name: f.table, Family: nftables.TableFamilyIPv6}
+	oldNet, oldHost := reachElements(old)
+	newNet, newHost := reachElements(new)
+	var errs []error
+	change := func(t *nftables.Table, name string, before, after []nftables.SetElement) {
+		st := &nftables.Set{Table: t, Name: name, Concatenation: true}
+		gone, added := diffElements(before, after)
+		if len(gone) > 0 {
+			errs = append(errs, c.SetDeleteElements(st, gone))
+		}
+		if len(added) > 0 {
+			errs = append(errs, c.SetAddElements(st, added))
+		}
+	}
+	for _, x := range []struct {
+		t      *nftables.Table
+		prefix string
+		before *reachSets
+		after  *reachSets
+	}{{t, "reach", &oldNet, &newNet}, {t, "reach-host", &oldHost, &newHost}} {
+		change(x.t, x.prefix+"-guarded", x.before.guarded, x.after.guarded)
+		change(x.t, x.prefix+"-internal", x.before.internal, x.after.internal)
+		change(x.t, x.prefix+"-from", x.before.from, x.after.from)
+	}
+	if hostReach(new) {
+		change(t6, "reach-host-guarded", oldHost.guarded, newHost.guarded)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("change nftables table %s: %w", f.table, err)
+	}
+	return nil
+}
+
+// diffElements are the elements of before not in after, and of after not
+// in before.
+func diffElements(before, after []nftables.SetElement) (gone, added []nftables.SetElement) {
+	in := func(es []nftables.SetElement) map[string]bool {
+		m := make(map[string]bool, len(es))
+		for _, e := range es {
+			m[string(e.Key)] = true
+		}
+		return m
+	}
+	was, is := in(before), in(after)
+	for _, e := range before {
+		if !is[string(e.Key)] {
+			gone = append(gone, e)
+		}
+	}
+	for _, e := range after {
+		if !was[string(e.Key)] {
+			added = append(added, e)
+		}
+	}
+	return gone, added
 }
 
 // Guard chains run before the network chains and only ever refuse: what
@@ -208,14 +290,7 @@ func buildReach(c *nftables.Conn, t *nftables.Table, rs []Reach) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	var net, host reachSets
-	for _, r := range rs {
-		if r.Link == "" {
-			host.add(tcpKey(r.Port), r)
-		} else {
-			net.add(slices.Concat(ifnameKey(r.Link), tcpKey(r.Port)), r)
-		}
-	}
+	net, host := reachElements(rs)
 	// A concatenation starts at the first 32-bit register and each field
 	// fills whole registers (an interface name four).
 	netKey := slices.Concat([]expr.Any{&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: unix.NFT_REG32_00}}, protoPortTo(unix.NFT_REG32_00+4))
@@ -242,6 +317,19 @@ func protoPortTo(reg uint32) []expr.Any {
 // tcpKey is a TCP port as the "protocol . port" fields of a key.
 func tcpKey(port int) []byte {
 	return []byte{unix.IPPROTO_TCP, 0, 0, 0, byte(port >> 8), byte(port), 0, 0}
+}
+
+// reachElements are the sets' elements of the networks' ports and of the
+// host's.
+func reachElements(rs []Reach) (net, host reachSets) {
+	for _, r := range rs {
+		if r.Link == "" {
+			host.add(tcpKey(r.Port), r)
+		} else {
+			net.add(slices.Concat(ifnameKey(r.Link), tcpKey(r.Port)), r)
+		}
+	}
+	return net, host
 }
 
 // reachChain adds a visibility chain that lets replies through.
@@ -315,14 +403,9 @@ func (s *reachSets) write(c *nftables.Conn, ch *nftables.Chain, keyType nftables
 // nothing else does (refused with a TCP reset, which every family has).
 func buildReach6(c *nftables.Conn, t *nftables.Table, rs []Reach) error {
 	ch := reachChain(c, t, "reach-host", nftables.ChainHookInput)
-	var ports []nftables.SetElement
-	for _, r := range rs {
-		if r.Link == "" {
-			ports = append(ports, nftables.SetElement{Key: tcpKey(r.Port)})
-		}
-	}
+	_, host := reachElements(rs)
 	guarded := &nftables.Set{Table: t, Name: "reach-host-guarded", KeyType: hostKeyType, Concatenation: true}
-	if err := c.AddSet(guarded, ports); err != nil {
+	if err := c.AddSet(guarded, host.guarded); err != nil {
 		return fmt.Errorf("nftables set %s: %w", guarded.Name, err)
 	}
 	in := append(protoPortTo(unix.NFT_REG32_00), &expr.Lookup{SourceRegister: unix.NFT_REG32_00, SetName: guarded.Name, SetID: guarded.ID})

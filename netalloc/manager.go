@@ -164,6 +164,35 @@ func (m *Manager) List() []Reservation {
 	return out
 }
 
+// In returns network's reservations, sorted by port.
+func (m *Manager) In(network string) []Reservation {
+	t, ok := m.lookup(network)
+	if !ok {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return sorted(t.ports)
+}
+
+// Held returns what workload holds in network, sorted by port.
+func (m *Manager) Held(network, workload string) []Reservation {
+	t, ok := m.lookup(network)
+	if !ok {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Reservation
+	for _, r := range t.ports {
+		if r.Workload == workload {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Reservation) int { return a.Port - b.Port })
+	return out
+}
+
 // Networks returns the names of networks with at least one reservation,
 // sorted; the sandbox removes a namespace once its network leaves this list.
 func (m *Manager) Networks() []string {

@@ -166,7 +166,7 @@ func (s *Supervisor) assignPorts(ctx context.Context, w *spec.Workload) (_ []sta
 	if err != nil {
 		return nil, false, err
 	}
-	prior := s.reservationsOf(w.Name, w.Network)
+	prior := s.ports.Held(w.Network, w.Name)
 	res, err := s.ports.Assign(ctx, w.Network, namespace(nw), w.Name, requests(w))
 	if err != nil {
 		s.dropNetworkLocked(w.Network)
@@ -240,17 +240,6 @@ func publishRequests(w *spec.Workload) []netalloc.Request {
 	return out
 }
 
-// reservationsOf is what workload holds in network now.
-func (s *Supervisor) reservationsOf(workload, network string) []netalloc.Reservation {
-	var out []netalloc.Reservation
-	for _, r := range s.ports.List() {
-		if r.Workload == workload && r.Network == network {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // restoreReservations undoes an assign whose published ports could not
 // be had: the workload's reservations in its network go back to prior.
 func (s *Supervisor) restoreReservations(ctx context.Context, w *spec.Workload, nw *sandbox.Network, prior []netalloc.Reservation) {
@@ -284,16 +273,13 @@ func (s *Supervisor) writeRules(network string) error {
 
 // publishedIn lists a network's published ports, by host port.
 func (s *Supervisor) publishedIn(network string) []status.Published {
-	all := s.ports.List()
 	inner := map[[2]string]int{}
-	for _, r := range all {
-		if r.Network == network {
-			inner[[2]string{r.Workload, r.Endpoint}] = r.Port
-		}
+	for _, r := range s.ports.In(network) {
+		inner[[2]string{r.Workload, r.Endpoint}] = r.Port
 	}
 	var out []status.Published
-	for _, r := range all {
-		if p, ok := inner[[2]string{r.Workload, r.Endpoint}]; ok && r.Network == spec.NetworkHost {
+	for _, r := range s.ports.In(spec.NetworkHost) {
+		if p, ok := inner[[2]string{r.Workload, r.Endpoint}]; ok {
 			out = append(out, status.Published{HostPort: r.Port, Port: p, Workload: r.Workload, Endpoint: r.Endpoint})
 		}
 	}
@@ -305,12 +291,9 @@ func (s *Supervisor) publishedIn(network string) []status.Published {
 func (s *Supervisor) rulesOf(network string, l *sandbox.Link) firewall.Net {
 	n := firewall.Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: s.netDoc(network).AllowsEgress(),
 		NS: filepath.Join(s.nets.Dir(), network)}
-	for _, r := range s.ports.List() {
-		if r.Network == network {
-			n.Served = append(n.Served, r.Port)
-		}
+	for _, r := range s.ports.In(network) {
+		n.Served = append(n.Served, r.Port)
 	}
-	slices.Sort(n.Served)
 	for _, p := range s.publishedIn(network) {
 		n.Published = append(n.Published, firewall.Forward{HostPort: p.HostPort, Port: p.Port, Exposed: s.exposed(p.Workload, p.Endpoint)})
 	}
@@ -373,10 +356,8 @@ func (s *Supervisor) linkOf(network string) *sandbox.Link {
 // persisted tables.
 func (s *Supervisor) reservedMappings(w *spec.Workload) []status.PortMapping {
 	byEndpoint := map[string]netalloc.Reservation{}
-	for _, r := range s.ports.List() {
-		if r.Workload == w.Name && r.Network == w.Network {
-			byEndpoint[r.Endpoint] = r
-		}
+	for _, r := range s.ports.Held(w.Network, w.Name) {
+		byEndpoint[r.Endpoint] = r
 	}
 	res := make([]netalloc.Reservation, 0, len(w.Endpoints))
 	for _, ep := range w.Endpoints {
@@ -386,7 +367,7 @@ func (s *Supervisor) reservedMappings(w *spec.Workload) []status.PortMapping {
 	}
 	var pub []netalloc.Reservation
 	if w.Network != spec.NetworkHost {
-		pub = s.reservationsOf(w.Name, spec.NetworkHost)
+		pub = s.ports.Held(spec.NetworkHost, w.Name)
 	}
 	return s.mappings(w, res, pub)
 }
