@@ -222,15 +222,19 @@ def table(path, n, r, nx=0, nc=0, scale=""):
         out.append("Scale: plain and flyd at each N, one repetition each")
         out.append("")
         out.append("| N | plain start ms/wl | flyd start ms/wl | ratio | plain stop ms/wl | flyd stop ms/wl | ratio "
-                   "| flyd RSS MiB | flyd PSS MiB | idle CPU % | idle % from ticks | `flyd ps` ms | `flyd status` ms | restart ms |")
-        out.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+                   "| flyd RSS MiB | flyd PSS MiB | idle CPU % | idle % from ticks | `flyd ps` ms | `flyd status` ms | restart ms "
+                   "| with an endpoint: start ms/wl | ratio | stop ms/wl | restart ms |")
+        out.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+                   "| ---: | ---: | ---: | ---: |")
         for sn in scale:
             p = f"scale.{sn}."
             out.append(f"| {sn:,} | {g(p + 'plain.start')} | {g(p + 'flyd.start')} | {ratio(p + 'flyd.start', p + 'plain.start')} "
                        f"| {g(p + 'plain.stop')} | {g(p + 'flyd.stop')} | {ratio(p + 'flyd.stop', p + 'plain.stop')} "
                        f"| {g(p + 'flyd.rss', '{:.1f}')} | {g(p + 'flyd.pss', '{:.1f}')} | {g(p + 'flyd.cpu', '{:.3f}')} "
                        f"| {g(p + 'flyd.cputick', '{:.2f}')} | {g(p + 'flyd.pscli', '{:.1f}')} | {g(p + 'flyd.statuscli')} "
-                       f"| {g(p + 'flyd.restart', '{:.0f}')} |")
+                       f"| {g(p + 'flyd.restart', '{:.0f}')} "
+                       f"| {g(p + 'ep.flyd.start')} | {ratio(p + 'ep.flyd.start', p + 'plain.start')} "
+                       f"| {g(p + 'ep.flyd.stop')} | {g(p + 'ep.flyd.restart', '{:.0f}')} |")
         lo, hi = min(scale), max(scale)
         a, b = med.get(f"scale.{lo}.flyd.pss"), med.get(f"scale.{hi}.flyd.pss")
         if hi > lo and a is not None and b is not None:
