@@ -3,7 +3,6 @@ package netalloc
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/flyd-dev/flyd/errdefs"
 )
@@ -39,15 +38,12 @@ func (m *Manager) Assign(ctx context.Context, network string, ns Namespace, work
 
 	// Start from the table without this workload: each of its endpoints
 	// either claims its port back below or is released by omission.
-	next := maps.Clone(t.ports)
+	next := t.changing(workload)
 	prior := map[string]Reservation{}
 	ownPorts := map[int]bool{}
-	for port, r := range t.ports {
-		if r.Workload == workload {
-			prior[r.Endpoint] = r
-			ownPorts[port] = true
-			delete(next, port)
-		}
+	for port, r := range t.own(workload) {
+		prior[r.Endpoint] = r
+		ownPorts[port] = true
 	}
 
 	out := make([]Reservation, len(reqs))
@@ -61,7 +57,7 @@ func (m *Manager) Assign(ctx context.Context, network string, ns Namespace, work
 			continue
 		}
 		p.Mode = req.Mode // hashed and fixed may trade names for one number
-		next[p.Port] = p
+		next.own[p.Port] = p
 		out[i] = p
 	}
 	// Numbered ports before ephemeral ones: the kernel must not pick a
@@ -71,7 +67,7 @@ func (m *Manager) Assign(ctx context.Context, network string, ns Namespace, work
 		if req.Mode == ModeEphemeral {
 			continue
 		}
-		if holder, taken := next[req.Port]; taken {
+		if holder, taken := next.holder(req.Port); taken {
 			return nil, fmt.Errorf("endpoint %s: %w", req.Endpoint, heldBy(holder))
 		}
 		// A port this workload held until now is not probed: whatever
@@ -82,7 +78,7 @@ func (m *Manager) Assign(ctx context.Context, network string, ns Namespace, work
 			}
 		}
 		r := Reservation{Network: network, Port: req.Port, Workload: workload, Endpoint: req.Endpoint, Mode: req.Mode}
-		next[r.Port] = r
+		next.own[r.Port] = r
 		out[i] = r
 	}
 	for _, i := range fresh {
@@ -98,10 +94,10 @@ func (m *Manager) Assign(ctx context.Context, network string, ns Namespace, work
 		r.Port = port
 		out[i] = r
 	}
-	if maps.Equal(next, t.ports) {
+	if !next.changes() {
 		return out, nil // nothing to write: a restart re-applying its spec
 	}
-	if err := m.commit(t, next, workload); err != nil {
+	if err := m.commit(next); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,26 +47,27 @@ func (m *Manager) AllocateTemporaryPort(ctx context.Context, network string, ns 
 		return 0, fmt.Errorf("%w: workload %s endpoint %s already holds %s port %d in network %s",
 			errdefs.ErrConflict, workload, endpoint, prior.Mode, prior.Port, network)
 	}
-	next := maps.Clone(t.ports)
+	next := t.changing(workload)
+	next.own = t.own(workload)
 	port, err := m.temporaryPort(ctx, ns, next, Reservation{Network: network, Workload: workload, Endpoint: endpoint, Mode: ModeEphemeral})
 	if err != nil {
 		return 0, err
 	}
-	if err := m.commit(t, next, workload); err != nil {
+	if err := m.commit(next); err != nil {
 		return 0, err
 	}
 	return port, nil
 }
 
 // temporaryPort asks the kernel for a port until one is free in next too,
-// records it in next and returns it. next is the table being built, so
+// records it in next and returns it. next is the change being built, so
 // ports reserved earlier in the same Assign count as taken.
 //
 // A probe whose port collides with the table stays bound until the
 // allocation ends. The kernel offers bind() the free ports of one parity
 // first and would offer the same reserved, unbound ports again and again;
 // held, they are out of its choice, so each retry makes progress.
-func (m *Manager) temporaryPort(ctx context.Context, ns Namespace, next map[int]Reservation, r Reservation) (int, error) {
+func (m *Manager) temporaryPort(ctx context.Context, ns Namespace, next *change, r Reservation) (int, error) {
 	var held []loopbackProbe
 	defer func() {
 		for _, p := range held {
@@ -105,7 +105,7 @@ func (m *Manager) temporaryPort(ctx context.Context, ns Namespace, next map[int]
 // still holds it, so neither the kernel nor the table can hand it to
 // anyone else in between. A probe on a port the table holds is returned
 // open, for the caller to hold.
-func (m *Manager) tryTemporaryPort(ns Namespace, next map[int]Reservation, r Reservation) (int, *loopbackProbe, error) {
+func (m *Manager) tryTemporaryPort(ns Namespace, next *change, r Reservation) (int, *loopbackProbe, error) {
 	var p loopbackProbe
 	err := inNamespace(ns, r.Network, func() error {
 		var err error
@@ -115,13 +115,13 @@ func (m *Manager) tryTemporaryPort(ns Namespace, next map[int]Reservation, r Res
 	if err != nil {
 		return 0, nil, classify(r.Network, err)
 	}
-	if _, taken := next[p.port]; taken {
+	if _, taken := next.holder(p.port); taken {
 		return 0, &p, retryable{fmt.Errorf("port %d: %w", p.port, errCollision)}
 	}
 	r.Port = p.port
-	next[p.port] = r
+	next.own[p.port] = r
 	if err := p.close(); err != nil {
-		delete(next, p.port)
+		delete(next.own, p.port)
 		return 0, nil, retryable{fmt.Errorf("close probe of port %d: %w", p.port, err)}
 	}
 	return p.port, nil, nil

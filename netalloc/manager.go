@@ -25,13 +25,60 @@ type Manager struct {
 	bindLoopback func() (loopbackProbe, error)
 }
 
-// table is one network's reservations, keyed by port. A change is built
-// on a copy and swapped in only once it is on disk, which is what makes
-// every operation all or nothing.
+// table is one network's reservations, keyed by port, and each
+// workload's ports. A change is one workload's: it is decided over the
+// table (a change), written to that workload's file and only then put in
+// the table, which is what makes every operation all or nothing, at the
+// cost of the workload's reservations rather than the network's.
 type table struct {
 	mu      sync.Mutex
 	network string
 	ports   map[int]Reservation
+	owned   map[string][]int // workload → its ports
+}
+
+func newTable(network string, ports map[int]Reservation) *table {
+	t := &table{network: network, ports: ports, owned: map[string][]int{}}
+	for port, r := range ports {
+		t.owned[r.Workload] = append(t.owned[r.Workload], port)
+	}
+	return t
+}
+
+// own is what workload holds in t, by port.
+func (t *table) own(workload string) map[int]Reservation {
+	out := make(map[int]Reservation, len(t.owned[workload]))
+	for _, port := range t.owned[workload] {
+		out[port] = t.ports[port]
+	}
+	return out
+}
+
+// change is a table as one workload's change would leave it: the others'
+// reservations as they are, and the workload's own as they will be.
+type change struct {
+	t        *table
+	workload string
+	own      map[int]Reservation
+}
+
+// changing starts a change of workload's reservations from none.
+func (t *table) changing(workload string) *change {
+	return &change{t: t, workload: workload, own: map[int]Reservation{}}
+}
+
+// holder is who would hold port after the change.
+func (c *change) holder(port int) (Reservation, bool) {
+	if r, ok := c.own[port]; ok {
+		return r, true
+	}
+	r, ok := c.t.ports[port]
+	return r, ok && r.Workload != c.workload
+}
+
+// changes says whether the change differs from the table.
+func (c *change) changes() bool {
+	return !maps.Equal(c.own, c.t.own(c.workload))
 }
 
 // NewManager loads the tables persisted under dir, creating dir if needed.
@@ -45,7 +92,7 @@ func NewManager(dir string) (*Manager, error) {
 	}
 	m := &Manager{store: s, tables: map[string]*table{}, bindLoopback: bindLoopback}
 	for network, ports := range loaded {
-		m.tables[network] = &table{network: network, ports: ports}
+		m.tables[network] = newTable(network, ports)
 	}
 	return m, nil
 }
@@ -58,7 +105,7 @@ func (m *Manager) table(network string) *table {
 	defer m.mu.Unlock()
 	t, ok := m.tables[network]
 	if !ok {
-		t = &table{network: network, ports: map[int]Reservation{}}
+		t = newTable(network, map[int]Reservation{})
 		m.tables[network] = t
 	}
 	return t
@@ -79,27 +126,29 @@ func (m *Manager) allTables() []*table {
 	return slices.Collect(maps.Values(m.tables))
 }
 
-// commit persists next, in which only workload's reservations differ
-// from the table's, and makes it the table. The caller holds t.mu.
-func (m *Manager) commit(t *table, next map[int]Reservation, workload string) error {
-	var held []Reservation
-	for _, r := range next {
-		if r.Workload == workload {
-			held = append(held, r)
-		}
-	}
-	if err := m.store.save(t.network, workload, held); err != nil {
+// commit writes c's workload's reservations and puts them in the table.
+// The caller holds the table's lock.
+func (m *Manager) commit(c *change) error {
+	t := c.t
+	held := slices.Collect(maps.Values(c.own))
+	if err := m.store.save(t.network, c.workload, held); err != nil {
 		return err
 	}
-	t.ports = next
+	for _, port := range t.owned[c.workload] {
+		delete(t.ports, port)
+	}
+	delete(t.owned, c.workload)
+	for port, r := range c.own {
+		t.ports[port] = r
+		t.owned[c.workload] = append(t.owned[c.workload], port)
+	}
 	return nil
 }
 
-// holder finds the reservation of one endpoint. Tables hold a few ports
-// per workload, so a scan costs less than keeping a second index right.
+// holder finds the reservation of one endpoint.
 func (t *table) holder(workload, endpoint string) (Reservation, bool) {
-	for _, r := range t.ports {
-		if r.Workload == workload && r.Endpoint == endpoint {
+	for _, port := range t.owned[workload] {
+		if r := t.ports[port]; r.Endpoint == endpoint {
 			return r, true
 		}
 	}
@@ -119,10 +168,8 @@ func (m *Manager) Release(workload, network string) error {
 	var errs []error
 	for _, t := range tables {
 		t.mu.Lock()
-		next := maps.Clone(t.ports)
-		maps.DeleteFunc(next, func(_ int, r Reservation) bool { return r.Workload == workload })
-		if len(next) != len(t.ports) {
-			errs = append(errs, m.commit(t, next, workload))
+		if len(t.owned[workload]) > 0 {
+			errs = append(errs, m.commit(t.changing(workload)))
 		}
 		t.mu.Unlock()
 	}
@@ -142,9 +189,10 @@ func (m *Manager) ReleasePort(network string, port int) error {
 	if !ok {
 		return notHeld
 	}
-	next := maps.Clone(t.ports)
-	delete(next, port)
-	return m.commit(t, next, r.Workload)
+	c := t.changing(r.Workload)
+	c.own = t.own(r.Workload)
+	delete(c.own, port)
+	return m.commit(c)
 }
 
 // List returns every reservation, sorted by network, then port.
@@ -183,14 +231,7 @@ func (m *Manager) Held(network, workload string) []Reservation {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []Reservation
-	for _, r := range t.ports {
-		if r.Workload == workload {
-			out = append(out, r)
-		}
-	}
-	slices.SortFunc(out, func(a, b Reservation) int { return a.Port - b.Port })
-	return out
+	return sorted(t.own(workload))
 }
 
 // Networks returns the names of networks with at least one reservation,
