@@ -230,6 +230,18 @@ func TestReachChangesInPlace(t *testing.T) {
 		t.Errorf("IPv6 sets after a change: %q", got)
 	}
 
+	// A port whose admitted networks change keeps its other elements.
+	third := slices.Clone(second)
+	third[2] = Reach{Link: "fly-9995", Port: 81, Private: true, From: []string{"fly-9997", "fly-9998"}}
+	if err := f.SetProjection(Projection{Reach: third}); err != nil {
+		t.Fatal(err)
+	}
+	w := want(marker)
+	w["reach-from"] = []string{string(slices.Concat(ifnameKey("fly-9995"), tcpKey(81), ifnameKey("fly-9997"))), string(slices.Concat(ifnameKey("fly-9995"), tcpKey(81), ifnameKey("fly-9998")))}
+	if got := setElements(t, table, nftables.TableFamilyIPv4); !reflect.DeepEqual(got, w) {
+		t.Errorf("after a change of a private port's networks:\n got %q\nwant %q", got, w)
+	}
+
 	c.DelTable(&nftables.Table{Name: table, Family: nftables.TableFamilyIPv4})
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)

@@ -106,8 +106,9 @@ func (f *Firewall) changeReach(old, new []Reach) error {
 	defer c.CloseLasting()
 	t := &nftables.Table{Name: f.table, Family: nftables.TableFamilyIPv4}
 	t6 := &nftables.Table{Name: f.table, Family: nftables.TableFamilyIPv6}
-	oldNet, oldHost := reachElements(old)
-	newNet, newHost := reachElements(new)
+	gone, came := changedReach(old, new)
+	oldNet, oldHost := reachElements(gone)
+	newNet, newHost := reachElements(came)
 	var errs []error
 	change := func(t *nftables.Table, name string, before, after []nftables.SetElement) {
 		st := &nftables.Set{Table: t, Name: name, Concatenation: true}
@@ -139,6 +140,34 @@ func (f *Firewall) changeReach(old, new []Reach) error {
 		return fmt.Errorf("change nftables table %s: %w", f.table, err)
 	}
 	return nil
+}
+
+// changedReach are the entries of old that new changes or drops, and
+// those of new that are new or changed: their elements are all that
+// differ, since every element names its entry's link and port.
+func changedReach(old, new []Reach) (gone, came []Reach) {
+	type key struct {
+		link string
+		port int
+	}
+	was := make(map[key]Reach, len(old))
+	for _, r := range old {
+		was[key{r.Link, r.Port}] = r
+	}
+	for _, r := range new {
+		k := key{r.Link, r.Port}
+		if o, ok := was[k]; ok && o.Private == r.Private && slices.Equal(o.From, r.From) {
+			delete(was, k)
+			continue
+		}
+		came = append(came, r)
+	}
+	for _, r := range old {
+		if _, ok := was[key{r.Link, r.Port}]; ok {
+			gone = append(gone, r)
+		}
+	}
+	return gone, came
 }
 
 // diffElements are the elements of before not in after, and of after not
