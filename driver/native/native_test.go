@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -261,5 +262,54 @@ func TestARunHoldsOneDescriptor(t *testing.T) {
 	<-p.(driver.Reaped).Reaped()
 	if n := pidfds() - before; n != 0 {
 		t.Errorf("%d pidfds left after the run ended", n)
+	}
+}
+
+// TestRunsShareOneWatcher: runs cost no goroutine of their own while they
+// run; each end is seen, whichever order they come in, and the watcher
+// goes once no run is left.
+func TestRunsShareOneWatcher(t *testing.T) {
+	before := runtime.NumGoroutine()
+	var ps []driver.Process
+	for range 20 {
+		p, err := Driver{}.Start(context.Background(), task(t, "sleep", "100"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if n := runtime.NumGoroutine() - before; n > 1 {
+		t.Errorf("20 runs cost %d goroutines, want at most the one watcher", n)
+	}
+	for i := len(ps) - 1; i >= 0; i -= 2 { // every other, from the last
+		if err := ps[i].Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := len(ps) - 1; i >= 0; i -= 2 {
+		if e := wait(t, ps[i]); e.Signal != "SIGKILL" {
+			t.Errorf("run %d: exit %+v, want killed by SIGKILL", i, e)
+		}
+	}
+	for i := 0; i < len(ps); i += 2 {
+		select {
+		case <-ps[i].Done():
+			t.Fatalf("run %d ended with the others", i)
+		default:
+		}
+		if err := ps[i].Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < len(ps); i += 2 {
+		if e := wait(t, ps[i]); e.Signal != "SIGTERM" {
+			t.Errorf("run %d: exit %+v, want ended by SIGTERM", i, e)
+		}
+		<-ps[i].(driver.Reaped).Reaped()
+	}
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left after every run ended", runtime.NumGoroutine()-before)
+		}
 	}
 }

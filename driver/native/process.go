@@ -22,8 +22,9 @@ import (
 
 var errGone = fmt.Errorf("process is gone: %w", errdefs.ErrNotFound)
 
-// process watches one run through a pidfd registered with Go's poller, so a
-// thousand idle workloads cost a thousand parked goroutines and no threads.
+// process is one run, whose end the exit watcher sees through its pidfd
+// (exits), so that a thousand idle workloads cost no goroutine and no
+// thread of their own.
 type process struct {
 	st  driver.State
 	cmd *exec.Cmd // nil for an adopted run: not our child, cannot be reaped
@@ -37,12 +38,15 @@ type process struct {
 	exit      driver.Exit
 
 	releaseOnce sync.Once
-	released    chan struct{}
-	watching    chan struct{}
+	watching    chan struct{} // closed once the run's end is handled, or the run released
+	exitID      uint64        // its registration with exits
 }
 
 func watch(st driver.State, pidfd int, cmd *exec.Cmd, cg *sandbox.Cgroup, oomBefore int) (*process, error) {
-	if err := unix.SetNonblock(pidfd, true); err != nil {
+	// A blocking pidfd stays out of Go's poller: exits watches it. The
+	// os.File keeps count of its users, so that a signal being sent
+	// through it (SignalMain) never meets a closed or reused number.
+	if err := unix.SetNonblock(pidfd, false); err != nil {
 		syscall.Close(pidfd)
 		return nil, err
 	}
@@ -54,22 +58,20 @@ func watch(st driver.State, pidfd int, cmd *exec.Cmd, cg *sandbox.Cgroup, oomBef
 		fd:        os.NewFile(uintptr(pidfd), "pidfd"),
 		done:      make(chan struct{}),
 		reaped:    make(chan struct{}),
-		released:  make(chan struct{}),
 		watching:  make(chan struct{}),
 	}
-	go p.wait()
+	if err := exits.watch(p, pidfd); err != nil {
+		p.fd.Close()
+		return nil, err
+	}
 	return p, nil
 }
 
-func (p *process) wait() {
+// ended handles the end of the run, once exits has seen its pidfd
+// readable.
+func (p *process) ended() {
 	defer close(p.watching)
-	rc, err := p.fd.SyscallConn()
-	if err == nil {
-		err = rc.Read(func(fd uintptr) bool { return exited(int(fd)) })
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return // released
-	}
+	rc, _ := p.fd.SyscallConn()
 	// The leader is a zombie now (or gone, if adopted); its pid still names
 	// the group, so nothing else can be signalled by mistake. Kill whatever
 	// it left behind before reaping it.
@@ -140,14 +142,6 @@ func waitReaped(fd int, limit time.Duration) bool {
 	}
 }
 
-// exited polls the pidfd without blocking: it becomes readable when the
-// process terminates.
-func exited(fd int) bool {
-	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(pfd, 0)
-	return err == nil && n > 0
-}
-
 func (p *process) State() driver.State   { return p.st }
 func (p *process) Done() <-chan struct{} { return p.done }
 func (p *process) Exit() driver.Exit     { return p.exit }
@@ -216,9 +210,18 @@ func (p *process) killAll() error {
 	return err
 }
 
+// Release stops watching the run, which goes on: a daemon that exits
+// leaves its workloads running. A run whose end came first is handled
+// before Release returns.
 func (p *process) Release() {
 	p.releaseOnce.Do(func() {
-		_ = p.fd.SetReadDeadline(time.Now())
+		released := false
+		if rc, err := p.fd.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) { released = exits.forget(p, int(fd)) })
+		}
+		if released {
+			close(p.watching)
+		}
 		<-p.watching
 		select {
 		case <-p.done:
