@@ -43,3 +43,34 @@ func TestEndpointVar(t *testing.T) {
 		}
 	}
 }
+
+// TestDeclareProjectsChangesOnly: a workload's declaration asks for a new
+// projection when it is new or changed, and not when the same spec is
+// applied again (thousands of unchanged specs re-applied project nothing);
+// a workload that can shape no guard never asks.
+func TestDeclareProjectsChangesOnly(t *testing.T) {
+	s := &Supervisor{decls: map[string]declared{}}
+	w := &spec.Workload{Name: "api", Network: spec.NetworkHost, Endpoints: []spec.Endpoint{{Name: "http", API: "http"}}}
+	steps := []struct {
+		name string
+		w    *spec.Workload
+		want bool
+	}{
+		{"new", w, true},
+		{"the same again", w, false},
+		{"an equal copy", w.Clone(), false},
+		{"another endpoint", func() *spec.Workload {
+			c := w.Clone()
+			c.Endpoints = append(c.Endpoints, spec.Endpoint{Name: "admin"})
+			return c
+		}(), true},
+		{"without endpoints, from with", &spec.Workload{Name: "api", Network: spec.NetworkHost}, true},
+		{"without endpoints, again", &spec.Workload{Name: "api", Network: spec.NetworkHost}, false},
+		{"batch job", &spec.Workload{Name: "job", Network: spec.NetworkHost}, false},
+	}
+	for _, st := range steps {
+		if got := s.declare(st.w); got != st.want {
+			t.Errorf("%s: declare = %v, want %v", st.name, got, st.want)
+		}
+	}
+}

@@ -189,6 +189,11 @@ func (s *Supervisor) assignPorts(ctx context.Context, w *spec.Workload) (_ []sta
 	if err := s.writeRules(w.Network); err != nil {
 		return nil, false, err
 	}
+	// The same declaration with other ports (or a projection that failed
+	// last time) is projected again too.
+	if !reproject && declaredOf(w).shapesGuards() {
+		reproject = s.guards.failed() || !slices.Equal(prior, s.ports.Held(w.Network, w.Name))
+	}
 	return s.mappings(w, res, pub), reproject, nil
 }
 

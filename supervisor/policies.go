@@ -95,6 +95,13 @@ type coalescer struct {
 	err         error
 }
 
+// failed says whether the last run failed.
+func (c *coalescer) failed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err != nil
+}
+
 func (c *coalescer) do(f func() error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"reflect"
 	"slices"
 	"sort"
 
@@ -22,13 +23,18 @@ type declared struct {
 }
 
 // declare records w's declaration and says whether the projection may
-// change with it (shapesGuards, before or after).
+// change with it (shapesGuards, before or after). A declaration the same
+// as before changes nothing: re-applying thousands of unchanged specs
+// projects nothing (their ports are looked at apart, in assignPorts).
 func (s *Supervisor) declare(w *spec.Workload) (reproject bool) {
 	d := declaredOf(w)
 	s.declMu.Lock()
 	defer s.declMu.Unlock()
 	old, had := s.decls[w.Name]
 	s.decls[w.Name] = d
+	if had && reflect.DeepEqual(old, d) {
+		return false
+	}
 	return d.shapesGuards() || had && old.shapesGuards()
 }
 
