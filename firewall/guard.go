@@ -64,8 +64,9 @@ type Projection struct {
 	Reach  []Reach
 }
 
-// SetProjection replaces the projection and rewrites the table, unless
-// it is the one in force.
+// SetProjection puts p in force, unless it is in force already: the
+// visibility sets' elements changed in place when only they differ, the
+// table rewritten otherwise.
 func (f *Firewall) SetProjection(p Projection) error {
 	for _, g := range p.Guards {
 		if !strings.HasPrefix(g.Link, LinkPrefix) {
@@ -120,17 +121,13 @@ func (f *Firewall) changeReach(old, new []Reach) error {
 			errs = append(errs, c.SetAddElements(st, added))
 		}
 	}
-	for _, x := range []struct {
-		t      *nftables.Table
-		prefix string
-		before *reachSets
-		after  *reachSets
-	}{{t, "reach", &oldNet, &newNet}, {t, "reach-host", &oldHost, &newHost}} {
-		change(x.t, x.prefix+"-guarded", x.before.guarded, x.after.guarded)
-		change(x.t, x.prefix+"-internal", x.before.internal, x.after.internal)
-		change(x.t, x.prefix+"-from", x.before.from, x.after.from)
+	for chain, sets := range map[string][2]*reachSets{"reach": {&oldNet, &newNet}, "reach-host": {&oldHost, &newHost}} {
+		before, after := sets[0], sets[1]
+		change(t, chain+"-guarded", before.guarded, after.guarded)
+		change(t, chain+"-internal", before.internal, after.internal)
+		change(t, chain+"-from", before.from, after.from)
 	}
-	if hostReach(new) {
+	if hostReach(new) { // and old: sameChains
 		change(t6, "reach-host-guarded", oldHost.guarded, newHost.guarded)
 	}
 	if err := errors.Join(errs...); err != nil {
