@@ -195,6 +195,18 @@ func (m *Manager) ReleasePort(network string, port int) error {
 	return m.commit(c)
 }
 
+// All returns every reservation, in no order: for callers that look at
+// each of thousands and need no order, at the cost of a copy.
+func (m *Manager) All() []Reservation {
+	var out []Reservation
+	for _, t := range m.allTables() {
+		t.mu.Lock()
+		out = slices.AppendSeq(out, maps.Values(t.ports))
+		t.mu.Unlock()
+	}
+	return out
+}
+
 // List returns every reservation, sorted by network, then port.
 func (m *Manager) List() []Reservation {
 	var out []Reservation

@@ -99,7 +99,7 @@ func (s *Supervisor) reachRules(decls map[string]declared, links map[string]stri
 		moduleLinks[m] = slices.Compact(ls)
 	}
 	var out []firewall.Reach
-	for _, r := range s.ports.List() {
+	for _, r := range s.ports.All() {
 		d, ok := decls[r.Workload]
 		if !ok || d.network != r.Network {
 			continue // a published port's host reservation, or a stale one
