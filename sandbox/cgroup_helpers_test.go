@@ -211,6 +211,18 @@ func readCgroupValue(tb testing.TB, g *Cgroup, ctrl, file string) string {
 }
 
 // alive reports whether p still runs: gone and zombie processes do not.
+// survives says whether process p is still alive a while after it was
+// killed. A killed task leaves cgroup.procs as it exits, a moment before
+// it is a zombie (longer under emulation): that moment is not survival.
+func survives(p int) bool {
+	for deadline := time.Now().Add(5 * time.Second); alive(p); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return true
+		}
+	}
+	return false
+}
+
 func alive(p int) bool {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
 	if err != nil {

@@ -56,7 +56,7 @@ func TestKillEverything(t *testing.T) {
 						t.Fatalf("after Kill: Procs() = %v, %v", procs, err)
 					}
 					for _, p := range before {
-						if alive(p) {
+						if survives(p) {
 							t.Errorf("process %d survived Kill", p)
 						}
 					}
@@ -94,7 +94,7 @@ func TestKillWithoutControllers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range before {
-				if alive(p) {
+				if survives(p) {
 					t.Errorf("process %d survived Kill", p)
 				}
 			}
@@ -244,7 +244,7 @@ func TestKillGivesUpAtDeadline(t *testing.T) {
 			if err := g.Kill(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if alive(cmd.Process.Pid) {
+			if survives(cmd.Process.Pid) {
 				t.Error("sleep survived the second Kill")
 			}
 		})
