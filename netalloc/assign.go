@@ -68,7 +68,9 @@ func (m *Manager) Assign(ctx context.Context, network string, ns Namespace, work
 			continue
 		}
 		if holder, taken := next.holder(req.Port); taken {
-			return nil, fmt.Errorf("endpoint %s: %w", req.Endpoint, heldBy(holder))
+			e := heldBy(holder)
+			e.Hashed = req.Mode == ModeHashed && holder.Mode == ModeHashed
+			return nil, fmt.Errorf("endpoint %s: %w", req.Endpoint, e)
 		}
 		// A port this workload held until now is not probed: whatever
 		// listens on it is most likely the workload itself.

@@ -22,6 +22,7 @@ func TestAssignConflictBetweenWorkloads(t *testing.T) {
 		{"hashed vs fixed", Request{Endpoint: "http", Mode: ModeHashed}, ModeFixed},
 		{"fixed vs hashed", Request{Endpoint: "http", Mode: ModeFixed}, ModeHashed},
 		{"ephemeral vs fixed", Request{Endpoint: "http", Mode: ModeEphemeral}, ModeFixed},
+		{"hashed vs hashed", Request{Endpoint: "http", Mode: ModeHashed}, ModeHashed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,6 +41,10 @@ func TestAssignConflictBetweenWorkloads(t *testing.T) {
 				t.Fatalf("second workload: err = %v, want ErrPortInUse", err)
 			}
 			want := fmt.Sprintf("port %d in network host is held by workload api-server (endpoint http)", port)
+			if first.Mode == ModeHashed && tt.mode == ModeHashed {
+				// Two hashes that meet: the message says the way out.
+				want += ", whose hashed port is the same: give one of them a port number or ephemeral"
+			}
 			var pe *PortInUseError
 			if !errors.As(err, &pe) || pe.Error() != want {
 				t.Fatalf("err = %q, want it to say %q", err, want)

@@ -33,11 +33,17 @@ type PortInUseError struct {
 	// PID and Program name a holder flyd does not manage, when /proc tells.
 	PID     int
 	Program string
+	// Hashed: the refused request and the holder's reservation are both
+	// hashed ports, two endpoints whose hashes meet, which only a port of
+	// another mode for one of them settles.
+	Hashed bool
 }
 
 func (e *PortInUseError) Error() string {
 	head := fmt.Sprintf("port %d in network %s", e.Port, e.Network)
 	switch {
+	case e.Workload != "" && e.Hashed:
+		return fmt.Sprintf("%s is held by workload %s (endpoint %s), whose hashed port is the same: give one of them a port number or ephemeral", head, e.Workload, e.Endpoint)
 	case e.Workload != "":
 		return fmt.Sprintf("%s is held by workload %s (endpoint %s)", head, e.Workload, e.Endpoint)
 	case e.PID > 0 && e.Program != "":

@@ -78,6 +78,8 @@ func TestPortInUseMessages(t *testing.T) {
 		want string
 	}{
 		{PortInUseError{Network: "host", Port: 8080, Workload: "api-server", Endpoint: "http"}, "port 8080 in network host is held by workload api-server (endpoint http)"},
+		{PortInUseError{Network: "host", Port: 18591, Workload: "api-server", Endpoint: "http", Hashed: true},
+			"port 18591 in network host is held by workload api-server (endpoint http), whose hashed port is the same: give one of them a port number or ephemeral"},
 		{PortInUseError{Network: "host", Port: 8080, PID: 1234, Program: "nginx"}, "port 8080 in network host is in use by pid 1234 (nginx)"},
 		{PortInUseError{Network: "ci", Port: 80, PID: 1}, "port 80 in network ci is in use by pid 1"},
 		{PortInUseError{Network: "host", Port: 8080}, "port 8080 in network host is in use"},
