@@ -7,9 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 
+	"github.com/flyd-dev/flyd/internal/trust"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -35,23 +36,33 @@ type fileState struct {
 	err  error
 }
 
-// scan reads every spec file of dir, sorted by name. A missing directory is
-// empty (the daemon may start before it is created); any other failure to list
-// it is returned, because acting on a partial listing would delete workloads.
+// scan reads every spec file of dir, sorted by name. The directory is
+// judged again each time (internal/trust): every component of its path, and
+// every link on the way, root's and writable by no one else, so that a
+// directory someone else made or swapped in since the last look is
+// refused, never read. A missing directory is empty (its parent may hold
+// it later); any other failure to list it is returned, because acting on a
+// partial listing would delete workloads.
 func scan(dir string) ([]fileState, error) {
-	entries, err := os.ReadDir(dir)
+	d, err := trust.OpenDir("workloads dir", dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	var files []fileState
-	for _, e := range entries { // ReadDir sorts by name
+	for _, e := range entries {
 		if e.IsDir() || !isSpecFile(e.Name()) {
 			continue
 		}
-		ws, err := parseTrusted(filepath.Join(dir, e.Name()))
+		ws, err := parseTrusted(d, e.Name())
 		if errors.Is(err, fs.ErrNotExist) {
 			// Renamed or removed since the listing: its own event brings
 			// another reconcile, which sees the final state.
@@ -62,29 +73,18 @@ func scan(dir string) ([]fileState, error) {
 	return files, nil
 }
 
-// parseTrusted parses a spec file that only root (or the daemon's user)
-// can have written: the daemon runs what it says, as root. The file is
-// checked as opened, so the checked file is the one read whatever its
-// name is made to point at meanwhile.
-func parseTrusted(path string) ([]*spec.Workload, error) {
-	f, err := os.Open(path)
+// parseTrusted parses the spec file name of the trusted directory dir: the
+// daemon runs what it says, as root, so only root (or the daemon's user)
+// may have written it (trust.OpenIn). It is judged as opened, so the file
+// judged is the file read, whatever its name is made to point at
+// meanwhile.
+func parseTrusted(dir *os.File, name string) ([]*spec.Workload, error) {
+	f, err := trust.OpenIn(dir, name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: refused, as the daemon would run what it says as root", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
-		return nil, fmt.Errorf("%s: owned by uid %d, not root: refused, as the daemon would run what it says as root", path, st.Uid)
-	case fi.Mode().Perm()&0o022 != 0:
-		return nil, fmt.Errorf("%s: writable by group or others (mode %v): refused, as the daemon would run what it says as root", path, fi.Mode().Perm())
-	}
+	path := filepath.Join(dir.Name(), name)
 	data, err := io.ReadAll(io.LimitReader(f, maxSpecFile+1))
 	if err != nil {
 		return nil, err

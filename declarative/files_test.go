@@ -54,14 +54,34 @@ func TestScanRefusesUntrustedFiles(t *testing.T) {
 	write("good.yaml", 0o644, 0)
 	write("theirs.yaml", 0o644, 65534)
 	write("open.yaml", 0o666, 0)
-	if err := os.Symlink(filepath.Join(dir, "theirs.yaml"), filepath.Join(dir, "link.yaml")); err != nil {
+	link := func(name, target string) {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("link.yaml", filepath.Join(dir, "theirs.yaml"))
+	link("good-link.yaml", "good.yaml")
+	// A root-owned file in a user's folder: the user swaps it later.
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(home, "web.yaml"), []byte("name: web\ncommand: [/bin/true]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, 65534, -1); err != nil {
+		t.Fatal(err)
+	}
+	link("home.yaml", filepath.Join(home, "web.yaml"))
+	// A root-owned 0444 file holding a process's own words.
+	link("proc.yaml", "/proc/self/cmdline")
 	files, err := scan(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"good.yaml": "", "theirs.yaml": "owned by uid 65534", "open.yaml": "writable by group or others", "link.yaml": "owned by uid 65534"}
+	want := map[string]string{"good.yaml": "", "good-link.yaml": "", "theirs.yaml": "owned by uid 65534",
+		"open.yaml": "writable by group or others", "link.yaml": "owned by uid 65534",
+		"home.yaml": "home is owned by uid 65534", "proc.yaml": "on procfs"}
 	for _, f := range files {
 		w, ok := want[f.name]
 		if !ok {
@@ -78,5 +98,33 @@ func TestScanRefusesUntrustedFiles(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("not scanned: %v", want)
+	}
+}
+
+// TestScanRefusesUntrustedDir: a workloads directory that another user made
+// (under a sticky parent such as /tmp, anyone can make it while it is
+// missing) is never read, at whatever scan it appears.
+func TestScanRefusesUntrustedDir(t *testing.T) {
+	testenv.RequireRoot(t, "the directory is given to another user")
+	parent := t.TempDir()
+	if err := os.Chmod(parent, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "workloads.d")
+	if files, err := scan(dir); err != nil || len(files) != 0 {
+		t.Fatalf("missing directory: %v, %v; want empty", files, err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "root.yaml"), []byte("name: x\ncommand: [/bin/true]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, -1); err != nil {
+		t.Fatal(err)
+	}
+	files, err := scan(dir)
+	if err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Fatalf("a user's directory: %v, %v; want refused", files, err)
 	}
 }

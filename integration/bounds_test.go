@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -205,6 +206,23 @@ func TestUnsafePathsRefused(t *testing.T) {
 	if err := os.Symlink(secret, dir+"/lock.sock.lock"); err != nil {
 		t.Fatal(err)
 	}
+	// A user's symlink to a root folder: the user would re-point it later.
+	if err := os.MkdirAll(dir+"/root-state", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir+"/root-state", dir+"/their-link"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(dir+"/their-link", 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	// A config of a user's, naming the user's group.
+	if err := os.WriteFile(dir+"/their.yaml", []byte("socket-group: nogroup\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir+"/their.yaml", 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
 	base := func(sock string) []string {
 		return []string{"daemon", "--socket", dir + "/" + sock, "--state-dir", dir + "/state-" + sock, "--run-dir", dir + "/run-" + sock,
 			"--registry", "off", "--workloads-dir", dir + "/wd-" + sock}
@@ -217,6 +235,8 @@ func TestUnsafePathsRefused(t *testing.T) {
 		{"planted state dir", append(base("a.sock"), "--state-dir", planted), "state dir " + planted + ": " + planted + " is owned by uid 65534"},
 		{"workloads dir in a user's dir", append(base("b.sock"), "--workloads-dir", userDir("theirs")+"/workloads.d"), "is owned by uid 65534"},
 		{"symlinked lock", base("lock.sock"), "lock.sock.lock"},
+		{"state dir through a user's symlink", append(base("c.sock"), "--state-dir", dir+"/their-link/state"), "their-link is a symlink owned by uid 65534"},
+		{"a user's config", append(base("d.sock"), "--config", dir+"/their.yaml"), "config " + dir + "/their.yaml: " + dir + "/their.yaml is owned by uid 65534"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 		_, errOut, code := runCmd(t, cliCmd(ctx, dir+"/none.sock", tt.args...))
@@ -227,6 +247,53 @@ func TestUnsafePathsRefused(t *testing.T) {
 	}
 	if b, err := os.ReadFile(secret); err != nil || string(b) != "precious\n" {
 		t.Errorf("the file behind the symlinked lock: %q, %v", b, err)
+	}
+}
+
+// TestWorkloadsDirNeverAdopted: the daemon makes a missing workloads dir
+// itself, root's and 0755; one that another user makes after it is gone
+// (anyone may, under a sticky parent such as /tmp) is never read, even
+// when what it holds is a root-owned file, and says why.
+func TestWorkloadsDirNeverAdopted(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	d := startDaemon(t)
+	wd := filepath.Join(d.dir, "workloads.d")
+	fi, err := os.Stat(wd)
+	if err != nil || fi.Mode().Perm() != 0o755 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Fatalf("workloads dir made at start: %v, %v; want root's, 0755", fi, err)
+	}
+	if err := os.Remove(wd); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(wd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wd, "x.yaml"), []byte("name: x\ncommand: [\""+d.prog+"\", signals]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(wd, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitFor)
+	for {
+		st, err := d.client.Status(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.FileProblems) > 0 {
+			if !strings.Contains(fmt.Sprint(st.FileProblems), "owned by uid 65534") {
+				t.Errorf("problems %+v; want the directory's owner named", st.FileProblems)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a user's workloads dir was not reported")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ws, err := d.client.List(t.Context()); err != nil || len(ws) != 0 {
+		t.Fatalf("workloads %+v, %v; want none from a user's directory", ws, err)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flyd-dev/flyd/api"
 )
 
@@ -79,9 +81,9 @@ func TestWorkloadsDirectory(t *testing.T) {
 func TestWorkloadsDirectoryOrder(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
-	// Written aside and renamed into place whole: the watcher sees all
-	// three files in one reconcile however slow this machine is, which
-	// is what the test is about.
+	// Written aside and renamed into place whole, over the empty directory
+	// the daemon made: the watcher sees all three files in one reconcile
+	// however slow this machine is, which is what the test is about.
 	staging := filepath.Join(d.dir, "staging")
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		t.Fatal(err)
@@ -95,7 +97,7 @@ func TestWorkloadsDirectoryOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Rename(staging, filepath.Join(d.dir, "workloads.d")); err != nil {
+	if err := unix.Rename(staging, filepath.Join(d.dir, "workloads.d")); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"postgres", "cache", "api"} {

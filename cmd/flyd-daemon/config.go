@@ -4,10 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/flyd-dev/flyd/internal/trust"
 )
 
 // applyConfigFile sets every flag named in the YAML file that was not set
@@ -23,12 +25,22 @@ func applyConfigFile(fset *flag.FlagSet, path string) error {
 			explicit = true
 		}
 	})
-	b, err := os.ReadFile(path)
+	// It sets the socket's group and the daemon's paths: only root may
+	// have written it, as for every path the daemon trusts.
+	f, err := trust.File("config", path)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if len(b) > maxConfig {
+		return fmt.Errorf("config %s: over %d bytes", path, maxConfig)
 	}
 	var kv map[string]any
 	if err := yaml.Unmarshal(b, &kv); err != nil {
@@ -48,3 +60,6 @@ func applyConfigFile(fset *flag.FlagSet, path string) error {
 	}
 	return nil
 }
+
+// maxConfig bounds the config file: a few dozen keys.
+const maxConfig = 1 << 20

@@ -135,26 +135,29 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		log.Warn("cannot mark inherited descriptors close-on-exec", zap.Error(err))
 	}
 	// Checked before anything is made in them, and again once made: a
-	// directory another user made or can write is refused, not used.
+	// directory another user made or can write is refused, not used. From
+	// then on the daemon uses the paths as resolved, so that no symlink
+	// re-pointed later moves what it trusted.
+	sockDir := filepath.Dir(cfg.socket)
 	dirs := []struct {
-		what, path string
-		mode       os.FileMode
-	}{{"state dir", cfg.stateDir, 0o700}, {"run dir", cfg.runDir, 0o755},
-		{"socket dir", filepath.Dir(cfg.socket), 0o755}, {"workloads dir", cfg.workloadsDir, 0}}
+		what string
+		path *string
+		mode os.FileMode
+	}{{"state dir", &cfg.stateDir, 0o700}, {"run dir", &cfg.runDir, 0o755},
+		{"socket dir", &sockDir, 0o755}, {"workloads dir", &cfg.workloadsDir, 0o755}}
 	for _, d := range dirs {
-		if err := trust.Dir(d.what, d.path); err != nil {
+		real, err := trust.Dir(d.what, *d.path)
+		if err != nil {
 			return err
 		}
-		if d.mode == 0 {
-			continue // the watcher waits for it to appear
-		}
-		if err := os.MkdirAll(d.path, d.mode); err != nil {
+		if err := os.MkdirAll(real, d.mode); err != nil {
 			return err
 		}
-		if err := trust.Dir(d.what, d.path); err != nil {
+		if *d.path, err = trust.Dir(d.what, real); err != nil {
 			return err
 		}
 	}
+	cfg.socket = filepath.Join(sockDir, filepath.Base(cfg.socket))
 	policy, err := peerUsersPolicy(cfg.peerUsers)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
 // TestDaemonUsage: a daemon flag with a bad value is a usage error, before
@@ -59,6 +60,27 @@ func TestConfigFile(t *testing.T) {
 	_ = fs.Parse([]string{"--config", filepath.Join(dir, "absent.yaml")})
 	if err := applyConfigFile(fs, filepath.Join(dir, "absent.yaml")); err == nil {
 		t.Fatal("an absent config named explicitly must be an error")
+	}
+}
+
+// TestConfigFileTrust: the config sets the socket's group and the paths the
+// daemon trusts, so a config another user could have written is refused.
+func TestConfigFileTrust(t *testing.T) {
+	testenv.RequireRoot(t, "the config file is given to another user")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "flyd.yaml")
+	if err := os.WriteFile(path, []byte("socket-group: users\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, 65534, -1); err != nil {
+		t.Fatal(err)
+	}
+	var cfg daemonConfig
+	fs := daemonFlags(&cfg)
+	_ = fs.Parse([]string{"--config", path})
+	err := applyConfigFile(fs, path)
+	if err == nil || !strings.Contains(err.Error(), "owned by uid 65534") || cfg.socketGroup != "flyd" {
+		t.Fatalf("a user's config: %v, socket group %q; want refused and unread", err, cfg.socketGroup)
 	}
 }
 
