@@ -1,7 +1,7 @@
 // Package firewall keeps a daemon's nftables table: the rules that let an
 // isolated network's traffic out through the host (source NAT) or keep it
 // in, and that keep networks from reaching each other. Each daemon owns
-// one table in the ip family (TableFor) whole and rewrites it in one
+// one table in the ip family (named by internal/instance) whole and rewrites it in one
 // transaction whenever a network changes; it never touches a rule it did
 // not create, nor another daemon's table. Connections
 // already flowing keep their NAT bindings across a rewrite (they live in
@@ -13,8 +13,6 @@
 package firewall
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -29,20 +27,6 @@ import (
 
 	"github.com/flyd-dev/flyd/errdefs"
 )
-
-// TableFor names the table of the daemon whose run dir is runDir: "flyd"
-// for the default one, "flyd-" and a hash of the path for any other, so
-// that daemons side by side keep out of each other's rules.
-func TableFor(runDir string) string {
-	if runDir == DefaultRunDir {
-		return "flyd"
-	}
-	sum := sha256.Sum256([]byte(runDir))
-	return "flyd-" + hex.EncodeToString(sum[:4])
-}
-
-// DefaultRunDir is the run dir of a daemon with the default paths.
-const DefaultRunDir = "/run/flyd"
 
 // LinkPrefix starts the host-side name of every network link: the rules
 // that keep networks apart match on it.
@@ -214,12 +198,16 @@ func (f *Firewall) writeWith(nets map[string]Net, p Projection) error {
 	c.DelTable(t)
 	if len(nets) > 0 || len(p.Guards) > 0 || len(p.Reach) > 0 {
 		tt := c.AddTable(t)
-		if err := buildReach(c, tt, p.Reach); err != nil {
+		links, err := ownLinks(c, tt, nets)
+		if err != nil {
+			return err
+		}
+		if err := buildReach(c, tt, p.Reach, links); err != nil {
 			return err
 		}
 		buildGuards(c, tt, p.Guards)
 		if len(nets) > 0 {
-			build(c, tt, sorted(nets))
+			build(c, tt, sorted(nets), links)
 		}
 	}
 	// The networks are IPv4; what the host serves on IPv6 is guarded in

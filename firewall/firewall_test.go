@@ -10,6 +10,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/userdata"
 
+	"github.com/flyd-dev/flyd/internal/instance"
 	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
@@ -18,7 +19,7 @@ import (
 func testFirewall(t testing.TB) (*Firewall, string) {
 	t.Helper()
 	testenv.RequireRoot(t, "rules are written into the kernel")
-	table := TableFor(t.TempDir())
+	table := instance.Name(t.TempDir())
 	f, err := New(table)
 	if err != nil {
 		testenv.Skip(t, err.Error())

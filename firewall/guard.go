@@ -308,11 +308,11 @@ var reachPriority = nftables.ChainPriorityRef(-3)
 // 40 ms for 3,000 ports where a hash takes 3:
 //
 //	PREFIX-guarded   every internal and private port
-//	PREFIX-internal  the internal ports: every network of flyd's reaches them
+//	PREFIX-internal  the internal ports: every network of the daemon's reaches them
 //	PREFIX-from      KEY . iifname: the networks a private port admits
 //
 // The host reaches its own ports over loopback first.
-func buildReach(c *nftables.Conn, t *nftables.Table, rs []Reach) error {
+func buildReach(c *nftables.Conn, t *nftables.Table, rs []Reach, links *nftables.Set) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -321,11 +321,11 @@ func buildReach(c *nftables.Conn, t *nftables.Table, rs []Reach) error {
 	// fills whole registers (an interface name four).
 	netKey := slices.Concat([]expr.Any{&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: unix.NFT_REG32_00}}, protoPortTo(unix.NFT_REG32_00+4))
 	if err := net.write(c, reachChain(c, t, "reach", nftables.ChainHookForward),
-		nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeInetProto, nftables.TypeInetService), netKey, nil); err != nil {
+		nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeInetProto, nftables.TypeInetService), netKey, nil, links); err != nil {
 		return err
 	}
 	return host.write(c, reachChain(c, t, "reach-host", nftables.ChainHookInput),
-		hostKeyType, protoPortTo(unix.NFT_REG32_00), ifname(expr.MetaKeyIIFNAME, "lo", false))
+		hostKeyType, protoPortTo(unix.NFT_REG32_00), ifname(expr.MetaKeyIIFNAME, "lo", false), links)
 }
 
 // hostKeyType is the key of the sets of the host's ports.
@@ -385,8 +385,9 @@ func (s *reachSets) add(k []byte, r Reach) {
 
 // write adds ch's sets, of keyType, and its rules over them; key loads a
 // packet's key into the registers. lo, when not nil, matches what is
-// accepted at a guarded port before anything else.
-func (s *reachSets) write(c *nftables.Conn, ch *nftables.Chain, keyType nftables.SetDatatype, key, lo []expr.Any) error {
+// accepted at a guarded port before anything else; links are the daemon's
+// own, which reach its internal ports.
+func (s *reachSets) write(c *nftables.Conn, ch *nftables.Chain, keyType nftables.SetDatatype, key, lo []expr.Any, links *nftables.Set) error {
 	fromType := nftables.MustConcatSetType(append(nftables.ConcatSetTypeElements(keyType), nftables.TypeIFName)...)
 	set := func(name string, kt nftables.SetDatatype, elems []nftables.SetElement) (*nftables.Set, error) {
 		st := &nftables.Set{Table: ch.Table, Name: ch.Name + "-" + name, KeyType: kt, Concatenation: true}
@@ -419,7 +420,7 @@ func (s *reachSets) write(c *nftables.Conn, ch *nftables.Chain, keyType nftables
 		rule(in(guarded), lo, verdict(expr.VerdictAccept))
 	}
 	rule(in(from, iif), verdict(expr.VerdictAccept))
-	rule(in(internal), ifname(expr.MetaKeyIIFNAME, LinkPrefix, false), verdict(expr.VerdictAccept))
+	rule(in(internal), inSet(expr.MetaKeyIIFNAME, links), verdict(expr.VerdictAccept))
 	rule(in(guarded), refuse())
 	return nil
 }

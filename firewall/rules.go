@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/google/nftables"
@@ -14,15 +15,20 @@ import (
 //	prerouting, output (nat): a connection to a host address at a published
 //	            port goes to its network (from elsewhere, and from the host);
 //	            an internal endpoint's only at loopback and from networks.
-//	forward     (filter): replies and published ports pass; networks never
-//	            reach each other; a network without egress forwards nothing.
+//	forward     (filter): replies pass; a network without egress forwards
+//	            nothing new, published ports of other networks included;
+//	            published ports pass; networks never reach each other.
 //	input       (filter): a network without egress reaches nothing of the
 //	            host but replies to what the host began.
 //	postrouting (nat):    a network with egress leaves with the host's
 //	            address (masquerade), and what a published port takes into
 //	            a network comes from the host's link address, so that its
 //	            replies, to loopback or another network, come back.
-func build(c *nftables.Conn, t *nftables.Table, nets []Net) {
+//
+// What arrives from "the host's networks" is matched against links, the
+// set of this daemon's own links: another daemon's networks are not its
+// to let in.
+func build(c *nftables.Conn, t *nftables.Table, nets []Net, links *nftables.Set) {
 	chain := func(name string, typ nftables.ChainType, hook *nftables.ChainHook, prio *nftables.ChainPriority) *nftables.Chain {
 		accept := nftables.ChainPolicyAccept
 		return c.AddChain(&nftables.Chain{Name: name, Table: t, Type: typ, Hooknum: hook, Priority: prio, Policy: &accept})
@@ -41,7 +47,17 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: all})
 	}
 	rule(forward, replies(), verdict(expr.VerdictAccept))
+	// Before published ports pass: a network without egress reaches none
+	// of them, its own at the host's address included.
+	for _, n := range nets {
+		if !n.Egress {
+			rule(forward, ifname(expr.MetaKeyIIFNAME, n.Link, false), refuse())
+		}
+	}
 	rule(forward, dnatted(), verdict(expr.VerdictAccept))
+	// Between any two networks of flyd's, this daemon's or another's,
+	// nothing but published ports: a refusal, which takes nothing from
+	// another daemon that its own table does not take too.
 	rule(forward, ifname(expr.MetaKeyIIFNAME, LinkPrefix, false), ifname(expr.MetaKeyOIFNAME, LinkPrefix, false), refuse())
 	for _, n := range nets {
 		for _, p := range n.Published {
@@ -51,7 +67,7 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net) {
 				rule(out, toLocal(), tcpDport(p.HostPort), to)
 				continue
 			}
-			rule(pre, ifname(expr.MetaKeyIIFNAME, LinkPrefix, false), toLocal(), tcpDport(p.HostPort), to)
+			rule(pre, inSet(expr.MetaKeyIIFNAME, links), toLocal(), tcpDport(p.HostPort), to)
 			rule(out, addrIn(16, loopbackNet), tcpDport(p.HostPort), to)
 		}
 		if len(n.Published) > 0 {
@@ -61,7 +77,6 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net) {
 			rule(post, saddrIn(n), ifname(expr.MetaKeyOIFNAME, n.Link, true), masquerade())
 			continue
 		}
-		rule(forward, ifname(expr.MetaKeyIIFNAME, n.Link, false), refuse())
 		rule(input, ifname(expr.MetaKeyIIFNAME, n.Link, false), replies(), verdict(expr.VerdictAccept))
 		rule(input, ifname(expr.MetaKeyIIFNAME, n.Link, false), refuse())
 	}
@@ -81,6 +96,25 @@ func ifname(key expr.MetaKey, name string, negate bool) []expr.Any {
 		op = expr.CmpOpNeq
 	}
 	return []expr.Any{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: op, Register: 1, Data: data}}
+}
+
+// ownLinks adds the set of the links of nets, the daemon's own: rules
+// that let the host's networks in match them alone.
+func ownLinks(c *nftables.Conn, t *nftables.Table, nets map[string]Net) (*nftables.Set, error) {
+	st := &nftables.Set{Table: t, Name: "links", KeyType: nftables.TypeIFName}
+	elems := make([]nftables.SetElement, 0, len(nets))
+	for _, n := range nets {
+		elems = append(elems, nftables.SetElement{Key: ifnameKey(n.Link)})
+	}
+	if err := c.AddSet(st, elems); err != nil {
+		return nil, fmt.Errorf("nftables set %s: %w", st.Name, err)
+	}
+	return st, nil
+}
+
+// inSet matches an interface name in a set of them.
+func inSet(key expr.MetaKey, st *nftables.Set) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: key, Register: 1}, &expr.Lookup{SourceRegister: 1, SetName: st.Name, SetID: st.ID}}
 }
 
 // replies matches packets of connections already established (or related

@@ -19,6 +19,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/internal/instance"
 )
 
 // outside is a host the test makes: a network namespace with a veth to the
@@ -168,7 +169,7 @@ network: %s
 		t.Errorf("ci-x reached ci-y: %s", o)
 	}
 
-	table := firewall.TableFor(filepath.Join(d.dir, "run"))
+	table := instance.Name(filepath.Join(d.dir, "run"))
 	if ok, n, err := firewall.Exists(table); !ok || n == 0 || err != nil {
 		t.Errorf("table %s: exists %v, %d rules, %v", table, ok, n, err)
 	}
@@ -197,6 +198,26 @@ network: %s
 	if o, _, code := runCLI(t, d.socket, "exec", "--network", "ci-x", "--", d.prog, "get", byName["ci-x"].Gateway+":"+hostPort); code == 0 {
 		t.Errorf("ci-x reached the host with egress off: %s", o)
 	}
+	// Nor a published port of another network, at the host's address.
+	pubPort := freePort(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "pub.yaml", fmt.Sprintf(`
+name: pub
+command: ["@PROG@", "serve", "127.0.0.1:${PORT_HTTP}"]
+endpoints: [{name: http, api: http, port: %d, publish: %d}]
+network: ci-z
+`, port, pubPort)))
+	pub := d.waitState(t, "pub", api.StateRunning)
+	eventually(t, "ci-y reaches ci-z's published port", func() error {
+		o, errOut, code := runCLI(t, d.socket, "exec", "--network", "ci-y", "--", d.prog, "get", byName["ci-y"].Gateway+":"+strconv.Itoa(pubPort))
+		if code != 0 || !strings.Contains(o, fmt.Sprintf("pid=%d\n", pub.PID)) {
+			return fmt.Errorf("exit %d: %s %s", code, o, errOut)
+		}
+		return nil
+	})
+	if o, _, code := runCLI(t, d.socket, "exec", "--network", "ci-x", "--", d.prog, "get", byName["ci-x"].Gateway+":"+strconv.Itoa(pubPort)); code == 0 {
+		t.Errorf("ci-x reached a published port with egress off: %s", o)
+	}
+	d.mustCLI(t, "rm", "pub")
 	waitServing(t, byName["ci-x"].Address+":"+strconv.Itoa(port), d.get(t, "web-ci-x").PID)
 	if _, errOut, code := runCLI(t, d.socket, "apply", "-f", d.writeSpec(t, "bad-net.yaml", "kind: network\nname: ci-x\negres: false\n")); code != 1 || !strings.Contains(errOut, "egres: unknown field") {
 		t.Errorf("a network document with an unknown key: exit %d, %s", code, errOut)
@@ -360,7 +381,7 @@ network: ci-p3
 		t.Error("no port reservation file of a running workload")
 	}
 	d.mustCLI(t, "rm", "--all")
-	table := firewall.TableFor(filepath.Join(d.dir, "run"))
+	table := instance.Name(filepath.Join(d.dir, "run"))
 	if ok, n, err := firewall.Exists(table); ok || err != nil {
 		t.Errorf("table %s left with %d rules (%v)", table, n, err)
 	}

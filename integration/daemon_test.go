@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/instance"
 )
 
 // TestDaemonRestartAdopts restarts the daemon under a running workload: a
@@ -221,4 +222,41 @@ func runAs(t *testing.T, socket string, uid, gid uint32, groups []uint32, args .
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
 	return runCmd(t, cmd)
+}
+
+// TestDaemonsSideBySide: two daemons with the default names for what they
+// make on the host (cgroup parent, registry port, table), apart only in
+// their paths, each running a workload named web: restarting either, or
+// killing it with -9, leaves the other's workload alone, with its pid.
+func TestDaemonsSideBySide(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	defaults := withArgs("--cgroup-parent", "", "--registry-listen", "")
+	ds := []*daemon{startDaemon(t, defaults), startDaemon(t, defaults)}
+	pids := make([]int, 2)
+	for i, d := range ds {
+		d.mustCLI(t, "apply", "-f", d.writeSpec(t, "web.yaml", "name: web\ncommand: [\"@PROG@\", signals]\n"))
+		pids[i] = d.waitState(t, "web", api.StateRunning).PID
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pids[i]))
+		if want := "/" + instance.Name(d.runDir) + "/web"; err != nil || !strings.Contains(string(b), want) {
+			t.Fatalf("daemon %d's web is in %s (%v), want %s", i, b, err, want)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		for i, d := range ds {
+			w := d.waitState(t, "web", api.StateRunning)
+			if w.PID != pids[i] || w.Restarts != 0 || !alive(pids[i]) {
+				t.Fatalf("%s: daemon %d's web has pid %d, restarts %d; want pid %d, alive, never restarted", when, i, w.PID, w.Restarts, pids[i])
+			}
+		}
+	}
+	for i := range ds {
+		ds[i].terminate(t)
+		ds[i] = startDaemon(t, inDir(ds[i].dir), defaults)
+		check(fmt.Sprintf("after daemon %d's restart", i))
+		ds[i].kill(t)
+		ds[i] = startDaemon(t, inDir(ds[i].dir), defaults)
+		check(fmt.Sprintf("after daemon %d was killed and started again", i))
+	}
 }

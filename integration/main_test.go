@@ -201,15 +201,16 @@ func startDaemon(t *testing.T, opts ...option) *daemon {
 	}
 	defer logFile.Close()
 
-	// No --config: the default /etc/flyd/flyd.yaml is absent on test
-	// machines, and an explicit file that is absent is an error.
-	// The embedded registry gets a port of its own: tests run side by side.
+	// FLYD_HOME is the test's directory: the daemon reads no config of the
+	// host's (its default is FLYD_HOME/flyd.yaml, absent unless a test
+	// writes one). The embedded registry gets a port of its own: tests run
+	// side by side.
 	args := append([]string{"daemon", "--socket", d.socket, "--state-dir", d.stateDir, "--run-dir", d.runDir,
 		"--registry-listen", "127.0.0.1:0", "--cgroup-parent", cgroupParent(o.dir),
 		"--workloads-dir", filepath.Join(o.dir, "workloads.d")}, o.args...)
 	d.cmd = exec.Command(flydBin, args...)
 	d.cmd.Dir = d.dir
-	d.cmd.Env = append(cleanEnv(), o.env...)
+	d.cmd.Env = append(append(cleanEnv(), "FLYD_HOME="+o.dir), o.env...)
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
 	d.cmd.ExtraFiles = o.files
 	if err := d.cmd.Start(); err != nil {
@@ -244,7 +245,7 @@ func startDaemon(t *testing.T, opts ...option) *daemon {
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NOTIFY_SOCKET=") && !strings.HasPrefix(kv, "FLYD_SOCKET=") {
+		if !strings.HasPrefix(kv, "NOTIFY_SOCKET=") && !strings.HasPrefix(kv, "FLYD_SOCKET=") && !strings.HasPrefix(kv, "FLYD_HOME=") {
 			env = append(env, kv)
 		}
 	}

@@ -218,6 +218,38 @@ func (c *Cgroups) List() ([]string, error) {
 	return names, nil
 }
 
+// Claim holds the parent for this process until release is called (or
+// the process ends): a second daemon given the same parent is refused,
+// naming it, so that no daemon sweeps, kills or reuses the cgroups of
+// another. The hold is an exclusive flock on the parent's directory in
+// every hierarchy, which dies with its holder: a killed daemon never
+// blocks the next one.
+func (c *Cgroups) Claim() (release func(), err error) {
+	var held []*os.File
+	release = func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}
+	for _, h := range c.l.hier {
+		dir := filepath.Join(h.mount, c.parent)
+		f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("hold cgroup parent %q: %w", c.parent, err)
+		}
+		held = append(held, f)
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			release()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("cgroup parent %q is held by another flyd daemon: give each daemon its own --cgroup-parent (the default follows --run-dir): %w", c.parent, errdefs.ErrConflict)
+			}
+			return nil, fmt.Errorf("hold cgroup parent %q: %w", c.parent, err)
+		}
+	}
+	return release, nil
+}
+
 // RemoveParent removes the parent in every hierarchy, for an uninstall or
 // a test's cleanup; it fails, wrapping errdefs.ErrConflict, while any
 // cgroup remains under it. A missing parent is not an error.

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flyd-dev/flyd/errdefs"
 )
 
 // Kill leaves nothing alive, whatever session or process group the
@@ -271,6 +273,33 @@ func TestKillEmptyReturnsAtOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// TestClaimParent: one daemon at a time holds a parent; a second one given
+// the same parent is refused, naming it, until the first lets go.
+func TestClaimParent(t *testing.T) {
+	for _, tl := range testLayouts(t) {
+		t.Run(tl.name, func(t *testing.T) {
+			c := newTestCgroups(t, tl.l)
+			release, err := c.Claim()
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := newCgroups(c.parent, tl.l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := other.Claim(); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), c.parent) {
+				t.Fatalf("a second claim of %s: %v; want a conflict naming it", c.parent, err)
+			}
+			release()
+			again, err := other.Claim()
+			if err != nil {
+				t.Fatalf("a claim after the release: %v", err)
+			}
+			again()
 		})
 	}
 }

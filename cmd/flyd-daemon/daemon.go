@@ -25,11 +25,11 @@ import (
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/internal/instance"
 	"github.com/flyd-dev/flyd/internal/trust"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/metrics"
 	"github.com/flyd-dev/flyd/reaper"
-	"github.com/flyd-dev/flyd/registryclient"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/supervisor"
@@ -63,21 +63,22 @@ type daemonConfig struct {
 
 func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
-	fs.StringVar(&cfg.config, "config", "/etc/flyd/flyd.yaml", "config file; its keys are these flags' names (absent file = defaults)")
-	fs.StringVar(&cfg.socket, "socket", api.DefaultSocket, "API socket")
+	home := cli.Home()
+	fs.StringVar(&cfg.config, "config", home.Config, "config file; its keys are these flags' names (absent file = defaults)")
+	fs.StringVar(&cfg.socket, "socket", home.Socket, "API socket")
 	fs.StringVar(&cfg.socketGroup, "socket-group", "flyd", "group whose members may use the socket: root-equivalent unless --peer-users limits them")
 	fs.StringVar(&cfg.peerUsers, "peer-users", "", "users (names or uids, comma-separated) a caller other than root may run native workloads as; nothing else is allowed it")
-	fs.StringVar(&cfg.stateDir, "state-dir", "/var/lib/flyd", "specs and logs")
-	fs.StringVar(&cfg.runDir, "run-dir", "/run/flyd", "runtime state")
+	fs.StringVar(&cfg.stateDir, "state-dir", home.StateDir, "specs and logs")
+	fs.StringVar(&cfg.runDir, "run-dir", home.RunDir, "runtime state")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.logMaxSize, "log-max-size", "10Mi", "rotate a workload's log file at this size")
 	fs.IntVar(&cfg.logGens, "log-generations", logfile.DefaultGenerations, "rotated log files kept per workload")
-	fs.StringVar(&cfg.workloadsDir, "workloads-dir", "/etc/flyd/workloads.d", "spec files applied and watched; a workload created by a file changes only through it")
+	fs.StringVar(&cfg.workloadsDir, "workloads-dir", home.WorkloadsDir, "spec files applied and watched; a workload created by a file changes only through it")
 	fs.StringVar(&cfg.containerdSock, "containerd-socket", ctrdriver.DefaultSocket, "the containerd daemon that runs kind containerd")
-	fs.StringVar(&cfg.cgroupParent, "cgroup-parent", "flyd", "the cgroup, under each hierarchy's root, that holds one cgroup per workload")
+	fs.StringVar(&cfg.cgroupParent, "cgroup-parent", "", "the cgroup, under each hierarchy's root, that holds one cgroup per workload (default flyd for the default run dir, flyd-HASH of the run dir otherwise)")
 	fs.StringVar(&cfg.registry, "registry", "embedded", "embedded, off, or the base URL of a registry (http://host:port), or of its replicas, comma-separated")
 	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
-	fs.StringVar(&cfg.registryListen, "registry-listen", registryclient.DefaultListen, "where the embedded registry listens")
+	fs.StringVar(&cfg.registryListen, "registry-listen", "", "where the embedded registry listens (default 127.0.0.1:9471 for the default run dir, a port hashed from the run dir above it otherwise)")
 	fs.StringVar(&cfg.advertise, "advertise-address", "127.0.0.1", "address published as the public instance of host-network endpoints")
 	fs.StringVar(&cfg.networkPool, "network-pool", defaultNetworkPool, "IPv4 prefix the isolated networks' links take a /30 each from; off leaves them islands with only loopback")
 	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
@@ -158,6 +159,14 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		}
 	}
 	cfg.socket = filepath.Join(sockDir, filepath.Base(cfg.socket))
+	// What the daemon makes in the host's shared namespaces is named after
+	// its run dir, so that daemons side by side never meet there.
+	if cfg.cgroupParent == "" {
+		cfg.cgroupParent = instance.Name(cfg.runDir)
+	}
+	if cfg.registryListen == "" {
+		cfg.registryListen = instance.RegistryListen(cfg.runDir)
+	}
 	policy, err := peerUsersPolicy(cfg.peerUsers)
 	if err != nil {
 		return err
@@ -197,6 +206,17 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		// as the only handle on their children.
 		log.Warn("no cgroups: resources are refused and a child that leaves its session escapes stop", zap.Error(err))
 		cgroups = nil
+	}
+	if cgroups != nil {
+		// Held before anything is swept: a daemon never deletes, kills or
+		// reuses the cgroups of another given the same parent.
+		release, err := cgroups.Claim()
+		if err != nil {
+			reg.close()
+			l.Close()
+			return err
+		}
+		defer release()
 	}
 	drivers, closeDrivers := runtimes(ctx, &cfg, cgroups, log)
 	defer closeDrivers()

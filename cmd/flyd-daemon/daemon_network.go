@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/internal/instance"
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
@@ -33,7 +34,7 @@ func networkLinks(cfg daemonConfig, log *zap.Logger) (netip.Prefix, *firewall.Fi
 	if err != nil {
 		return netip.Prefix{}, nil, err
 	}
-	fw, err := firewall.New(firewall.TableFor(runDir))
+	fw, err := firewall.New(instance.Name(runDir))
 	if err != nil {
 		log.Warn("isolated networks get no way out through the host", zap.Error(err))
 		return pool, nil, nil

@@ -57,7 +57,7 @@ func startRegistry(ctx context.Context, cfg daemonConfig, log *zap.Logger, onErr
 		}
 		l, err := net.Listen("tcp", cfg.registryListen)
 		if err != nil {
-			return nil, fmt.Errorf("embedded registry: %w", err)
+			return nil, fmt.Errorf("embedded registry: %w: another daemon's? give this one its own --registry-listen, or --registry off", err)
 		}
 		sctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

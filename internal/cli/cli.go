@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"sort"
 	"syscall"
@@ -122,9 +123,9 @@ func (c *Env) Flags() *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	def := os.Getenv("FLYD_SOCKET")
 	if def == "" {
-		def = api.DefaultSocket
+		def = Home().Socket
 	}
-	fs.StringVar(&c.Socket, "socket", def, "daemon socket (env FLYD_SOCKET)")
+	fs.StringVar(&c.Socket, "socket", def, "daemon socket (env FLYD_SOCKET, or FLYD_HOME's)")
 	fs.BoolVar(&c.JSON, "json", false, "print JSON")
 	return fs
 }
@@ -189,4 +190,23 @@ func (c *Env) PrintFlags(fs *flag.FlagSet) {
 func IsTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// Paths are where a daemon keeps what it uses, by default: the system's,
+// or all under one folder when FLYD_HOME names it.
+type Paths struct {
+	Config, Socket, StateDir, RunDir, WorkloadsDir string
+}
+
+// Home is the default paths: under $FLYD_HOME when it is set (a daemon
+// beside the installed one, which reads none of the installed one's
+// files), the system's otherwise.
+func Home() Paths {
+	home := os.Getenv("FLYD_HOME")
+	if home == "" {
+		return Paths{Config: "/etc/flyd/flyd.yaml", Socket: api.DefaultSocket, StateDir: "/var/lib/flyd",
+			RunDir: "/run/flyd", WorkloadsDir: "/etc/flyd/workloads.d"}
+	}
+	return Paths{Config: filepath.Join(home, "flyd.yaml"), Socket: filepath.Join(home, "flyd.sock"),
+		StateDir: filepath.Join(home, "state"), RunDir: filepath.Join(home, "run"), WorkloadsDir: filepath.Join(home, "workloads.d")}
 }
