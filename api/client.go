@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/user"
 	"strconv"
 	"syscall"
 	"time"
@@ -126,7 +127,7 @@ func (c *Client) dialError(err error) error {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ECONNREFUSED):
 		return fmt.Errorf("%w: no flyd daemon answers on %s (is it running? set --socket or FLYD_SOCKET)", errdefs.ErrUnavailable, c.socket)
 	case errors.Is(err, unix.EACCES):
-		return fmt.Errorf("%w: permission denied on %s (root or group flyd is needed)", errdefs.ErrForbidden, c.socket)
+		return fmt.Errorf("%w: permission denied on %s (root or %s is needed)", errdefs.ErrForbidden, c.socket, socketGroup(c.socket))
 	case errors.Is(err, errdefs.ErrForbidden):
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -134,6 +135,20 @@ func (c *Client) dialError(err error) error {
 		}
 	}
 	return err
+}
+
+// socketGroup names the group whose members may use the socket: the
+// socket file's own group, whatever the daemon was told to use.
+func socketGroup(socket string) string {
+	fi, err := os.Stat(socket)
+	if err != nil {
+		return "the socket's group"
+	}
+	gid := strconv.Itoa(int(fi.Sys().(*syscall.Stat_t).Gid))
+	if g, err := user.LookupGroupId(gid); err == nil {
+		return "group " + g.Name
+	}
+	return "group " + gid
 }
 
 func workloadPath(name string, rest ...string) string {

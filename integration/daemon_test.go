@@ -197,8 +197,8 @@ func TestSocketAndAccess(t *testing.T) {
 		if _, errOut, code := runAs(t, d.socket, 65534, uint32(gid), nil, "ps"); code != 0 {
 			t.Errorf("ps as nobody with primary group users: exit %d, stderr %q; want served", code, errOut)
 		}
-		if _, errOut, code := runAs(t, d.socket, 65534, 65534, nil, "ps"); code != 1 || !strings.Contains(errOut, "forbidden") {
-			t.Errorf("ps as nobody outside group users: exit %d, stderr %q; want 1, forbidden", code, errOut)
+		if _, errOut, code := runAs(t, d.socket, 65534, 65534, nil, "ps"); code != 1 || !strings.Contains(errOut, "forbidden") || !strings.Contains(errOut, "root or group users is needed") {
+			t.Errorf("ps as nobody outside group users: exit %d, stderr %q; want 1, forbidden, naming the socket's group", code, errOut)
 		}
 		// Even with the socket open to all, membership is checked.
 		if err := os.Chmod(d.socket, 0o666); err != nil {

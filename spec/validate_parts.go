@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"math"
 	"strconv"
 	"strings"
 )
@@ -169,14 +168,22 @@ func (w *Workload) hasEndpoint(name string) bool {
 	return false
 }
 
+// MinCPU and MaxCPU bound resources.cpu_max, in cores.
+const (
+	MinCPU = 0.01
+	MaxCPU = 1e6
+)
+
 func (r *Resources) validate(p *problems) {
 	if r.MemoryMax < 0 {
 		p.add("resources.memory_max", "must not be negative")
 	}
 	if r.CPUMax != "" {
+		// The kernel's bounds: a quota of at least 1 ms a period, and
+		// no more cores than a machine has by far.
 		cores, err := strconv.ParseFloat(r.CPUMax, 64)
-		if err != nil || !(cores > 0) || math.IsInf(cores, 1) { // !(> 0) also refuses NaN
-			p.add("resources.cpu_max", "must be a positive number of cores, like \"0.5\" or \"2\"")
+		if err != nil || !(cores >= MinCPU && cores <= MaxCPU) { // also refuses NaN
+			p.add("resources.cpu_max", "must be a number of cores from %v to %v, like \"0.5\" or \"2\"", MinCPU, MaxCPU)
 		}
 	}
 	if r.CPUWeight < 0 || r.CPUWeight > 10000 {

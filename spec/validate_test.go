@@ -106,6 +106,8 @@ func TestValidate(t *testing.T) {
 		{"cpu max word", func(w *Workload) { w.Resources.CPUMax = "half" }, []string{"resources.cpu_max"}},
 		{"cpu max zero", func(w *Workload) { w.Resources.CPUMax = "0" }, []string{"resources.cpu_max"}},
 		{"cpu max NaN", func(w *Workload) { w.Resources.CPUMax = "NaN" }, []string{"resources.cpu_max"}},
+		{"cpu max beyond any machine", func(w *Workload) { w.Resources.CPUMax = "1e308" }, []string{"resources.cpu_max"}},
+		{"cpu max below the kernel's quota", func(w *Workload) { w.Resources.CPUMax = "0.001" }, []string{"resources.cpu_max"}},
 		{"cpu max two cores", func(w *Workload) { w.Resources.CPUMax = "2" }, nil},
 		{"cpu weight", func(w *Workload) { w.Resources.CPUWeight = 10001 }, []string{"resources.cpu_weight"}},
 		{"pids negative", func(w *Workload) { w.Resources.PidsMax = -1 }, []string{"resources.pids_max"}},

@@ -118,6 +118,14 @@ func (s *Supervisor) Batch(ctx context.Context, action api.Action, bt api.Batch)
 		return nil, fmt.Errorf("%w: a batch needs names, or all", errdefs.ErrInvalid)
 	default:
 		names = slices.Clone(names)
+		// As an apply refuses a spec given twice: one name is one action.
+		seen := make(map[string]bool, len(names))
+		for _, n := range names {
+			if seen[n] {
+				return nil, fmt.Errorf("%w: workload %q is named twice", errdefs.ErrInvalid, n)
+			}
+			seen[n] = true
+		}
 	}
 	outs := make([]Outcome, len(names))
 	if stopping {

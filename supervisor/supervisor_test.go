@@ -439,3 +439,23 @@ func TestBatchStopSetsEveryWorkloadStopping(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchRefusesANameTwice: a batch naming one workload twice is refused
+// whole, as an apply of one spec twice is, and nothing of it runs.
+func TestBatchRefusesANameTwice(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Put(ctx, fakeSpec("web", "stubborn"), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []api.Action{api.ActionStart, api.ActionStop, api.ActionRestart, api.ActionRemove} {
+		rs, err := s.Batch(ctx, action, api.Batch{Names: []string{"web", "web"}})
+		if !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), `"web" is named twice`) || rs != nil {
+			t.Errorf("%s web web: %v, %v; want refused naming web", action, rs, err)
+		}
+	}
+	if w, err := s.Get(ctx, "web"); err != nil || w.State != api.StateStopped {
+		t.Errorf("web after the refused batches: %+v, %v; want there, never started", w, err)
+	}
+}
