@@ -12,7 +12,7 @@ func FromWorkload(w status.Workload) Workload {
 		Name: w.Name, Kind: w.Kind, State: w.State, Since: w.Since, Reason: w.Reason,
 		PID: w.PID, ContainerID: w.ContainerID, StartedAt: w.StartedAt, Restarts: w.Restarts,
 		LastExit: fromExit(w.LastExit), LastError: w.LastError, NextStart: w.NextStart,
-		Healthy: w.Healthy, Ports: FromPorts(w.Ports), Spec: w.Spec, Owner: w.Owner,
+		Healthy: w.Healthy, Ports: FromPorts(w.Ports), Spec: w.Spec, Owner: w.Owner, NotifyRefused: w.NotifyRefused,
 	}
 	if h := w.LimitHits; h != nil {
 		out.LimitHits = &LimitHits{OOMKills: h.OOMKills, LastOOMKill: h.LastOOMKill, PidsRefusals: h.PidsRefusals, LastRefusal: h.LastRefusal}

@@ -69,18 +69,21 @@ type Workload struct {
 	Since time.Time `json:"since"`
 	// Reason says why the workload is in its state, when there is more to
 	// say: what it waits for, what it prepares, why it failed.
-	Reason      string         `json:"reason,omitempty"`
-	PID         int            `json:"pid,omitempty"`
-	ContainerID string         `json:"container_id,omitempty"`
-	StartedAt   *time.Time     `json:"started_at,omitempty"`
-	Restarts    int            `json:"restarts"`
-	LastExit    *Exit          `json:"last_exit,omitempty"`
-	LimitHits   *LimitHits     `json:"limit_hits,omitempty"`
-	LastError   string         `json:"last_error,omitempty"`
-	NextStart   *time.Time     `json:"next_start,omitempty"`
-	Healthy     *bool          `json:"healthy,omitempty"`
-	Ports       []PortMapping  `json:"ports,omitempty"`
-	Spec        *spec.Workload `json:"spec,omitempty"`
+	Reason      string     `json:"reason,omitempty"`
+	PID         int        `json:"pid,omitempty"`
+	ContainerID string     `json:"container_id,omitempty"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	Restarts    int        `json:"restarts"`
+	LastExit    *Exit      `json:"last_exit,omitempty"`
+	LimitHits   *LimitHits `json:"limit_hits,omitempty"`
+	// NotifyRefused counts datagrams at its notify socket from processes
+	// not of the workload, which were ignored.
+	NotifyRefused int            `json:"notify_refused,omitempty"`
+	LastError     string         `json:"last_error,omitempty"`
+	NextStart     *time.Time     `json:"next_start,omitempty"`
+	Healthy       *bool          `json:"healthy,omitempty"`
+	Ports         []PortMapping  `json:"ports,omitempty"`
+	Spec          *spec.Workload `json:"spec,omitempty"`
 	// Owner is the workloads-directory file the workload comes from.
 	Owner string `json:"owner,omitempty"`
 }

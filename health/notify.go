@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,6 +18,12 @@ import (
 // "STOPPING=1") datagrams to the NOTIFY_SOCKET it is given. The kernel
 // says who sent each datagram (SCM_CREDENTIALS), and only a process of the
 // workload (belongs) is heard.
+//
+// A socket is read at most NotifyRate datagrams a second (a burst of as
+// many): a sender that floods it, from inside the workload or out, fills
+// the socket's queue and then waits on it, and costs the daemon no more
+// than that rate whatever it sends. A datagram that says what the last
+// one heard said changes nothing and is not passed on.
 type Notify struct {
 	conn *net.UnixConn
 	path string
@@ -65,11 +72,25 @@ func ListenNotify(path string, uid int, belongs func(pid int32) bool, on func(Me
 	return n, nil
 }
 
+// NotifyRate is how many datagrams a second a notify socket is read at
+// most: far more than a program that tells its state needs.
+const NotifyRate = 64
+
 func (n *Notify) read(belongs func(int32) bool, on func(Message), refused func(int32)) {
 	defer close(n.done)
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	var last []byte
+	tokens, at := float64(NotifyRate), time.Now()
 	for {
+		now := time.Now()
+		tokens = min(NotifyRate, tokens+now.Sub(at).Seconds()*NotifyRate)
+		at = now
+		if tokens < 1 {
+			time.Sleep(time.Duration((1 - tokens) / NotifyRate * float64(time.Second)))
+			continue
+		}
+		tokens--
 		nb, noob, _, _, err := n.conn.ReadMsgUnix(buf, oob)
 		if err != nil {
 			return // closed
@@ -81,6 +102,10 @@ func (n *Notify) read(belongs func(int32) bool, on func(Message), refused func(i
 			}
 			continue
 		}
+		if last != nil && bytes.Equal(last, buf[:nb]) {
+			continue
+		}
+		last = append(last[:0], buf[:nb]...)
 		var m Message
 		for _, line := range bytes.Split(buf[:nb], []byte("\n")) {
 			switch k, v, _ := strings.Cut(string(line), "="); {

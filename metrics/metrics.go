@@ -26,6 +26,7 @@ var (
 	restartsDesc   = prometheus.NewDesc("flyd_workload_restarts_total", "Restarts of a workload by its policy.", []string{"workload"}, nil)
 	healthyDesc    = prometheus.NewDesc("flyd_workload_healthy", "1 when the workload's health check passes, 0 when it fails; absent without a verdict.", []string{"workload"}, nil)
 	oomDesc        = prometheus.NewDesc("flyd_workload_oom_kills_total", "Processes of a workload the memory limit's OOM killer killed, since the daemon began watching.", []string{"workload"}, nil)
+	notifyDesc     = prometheus.NewDesc("flyd_workload_notify_refused_total", "Datagrams at a workload's notify socket from processes not of the workload, ignored.", []string{"workload"}, nil)
 	pidsDesc       = prometheus.NewDesc("flyd_workload_pids_refusals_total", "Forks of a workload its pids limit refused, since the daemon began watching.", []string{"workload"}, nil)
 	portsDesc      = prometheus.NewDesc("flyd_port_allocations", "Ports held by workloads, by network.", []string{"network"}, nil)
 	regDesiredDesc = prometheus.NewDesc("flyd_registry_instances", "Registry instances that should be registered, and that are.", []string{"kind"}, nil)
@@ -91,7 +92,7 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 type collector struct{ backend api.Backend }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{workloadsDesc, restartsDesc, healthyDesc, oomDesc, pidsDesc, portsDesc, regDesiredDesc, regBeatsDesc, regFailsDesc} {
+	for _, d := range []*prometheus.Desc{workloadsDesc, restartsDesc, healthyDesc, oomDesc, pidsDesc, notifyDesc, portsDesc, regDesiredDesc, regBeatsDesc, regFailsDesc} {
 		ch <- d
 	}
 }
@@ -104,6 +105,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, w := range ws {
 			byState[w.State]++
 			ch <- prometheus.MustNewConstMetric(restartsDesc, prometheus.CounterValue, float64(w.Restarts), w.Name)
+			if w.NotifyRefused > 0 {
+				ch <- prometheus.MustNewConstMetric(notifyDesc, prometheus.CounterValue, float64(w.NotifyRefused), w.Name)
+			}
 			if h := w.LimitHits; h != nil {
 				ch <- prometheus.MustNewConstMetric(oomDesc, prometheus.CounterValue, float64(h.OOMKills), w.Name)
 				ch <- prometheus.MustNewConstMetric(pidsDesc, prometheus.CounterValue, float64(h.PidsRefusals), w.Name)

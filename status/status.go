@@ -53,10 +53,13 @@ type Workload struct {
 	Restarts    int
 	LastExit    *Exit
 	LimitHits   *LimitHits
-	LastError   string
-	NextStart   *time.Time
-	Healthy     *bool
-	Ports       []PortMapping
+	// NotifyRefused counts datagrams at its notify socket from processes
+	// not of the workload, ignored.
+	NotifyRefused int
+	LastError     string
+	NextStart     *time.Time
+	Healthy       *bool
+	Ports         []PortMapping
 	// Spec is the workload's spec; a snapshot for others has it redacted.
 	Spec *spec.Workload
 	// Owner is the workloads-directory file the workload comes from.

@@ -249,6 +249,9 @@ func (s *Supervisor) notifyPath(name string) string {
 	return filepath.Join(s.cfg.RunDir, "notify", name+".sock")
 }
 
+// refusedEvery is how often refused notify messages are said, at most.
+const refusedEvery = 10 * time.Second
+
 // listenNotify binds the workload's notify socket, unless it is bound:
 // owned by the workload's user, heard only from the workload's processes.
 func (w *workload) listenNotify() error {
@@ -278,10 +281,24 @@ func (w *workload) listenNotify() error {
 		}
 		return sessionOf(int(pid)) == int(w.runPID.Load())
 	}
+	// Refusals are counted (at most health.NotifyRate a second are read),
+	// and said at most every refusedEvery: a flood of them costs a line,
+	// not a line each. The socket's one reader calls
+	// this, so its state needs no lock.
+	var refused, said int
+	var saidAt time.Time
 	n, err := health.ListenNotify(path, uid, belongs, func(m health.Message) {
 		go func() { _ = w.call(w.s.ctx, func() error { w.notified(m); return nil }) }()
 	}, func(pid int32) {
-		w.log.Warn("a notify message from a process that is not the workload's, ignored", zap.Int32("pid", pid))
+		refused++
+		total := refused
+		w.update(func(v *status.Workload) { v.NotifyRefused = total })
+		if time.Since(saidAt) < refusedEvery {
+			return
+		}
+		w.log.Warn("notify messages from processes that are not the workload's, ignored",
+			zap.Int32("pid", pid), zap.Int("since_last_said", refused-said), zap.Int("total", refused))
+		said, saidAt = refused, time.Now()
 	})
 	if err != nil {
 		return err
