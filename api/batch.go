@@ -87,7 +87,7 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request) {
 	if !s.admitApply(w, r) {
 		return
 	}
-	defer s.doneApply()
+	defer s.doneApply(r)
 	var body struct {
 		Workloads []json.RawMessage `json:"workloads"`
 	}

@@ -16,16 +16,23 @@ import (
 )
 
 // Bounds on what the peers of the socket can hold, so that none of them,
-// however it behaves, keeps root from using the daemon.
+// however it behaves, keeps root from using the daemon: root is counted
+// in none of them (see quota), and each user other than root gets a
+// share, so that no one user keeps the others out.
 const (
-	// MaxConns caps the connections of peers other than root at once.
-	// Root's are not counted: a flood by anyone else never locks it out.
-	MaxConns = 256
-	// MaxStreams caps the log follows and event streams at once.
-	MaxStreams = 64
+	// MaxConns caps the connections of peers other than root at once;
+	// maxConnsPerUser those of one of them.
+	MaxConns        = 256
+	maxConnsPerUser = 64
+	// MaxStreams caps the log follows and event streams of peers other
+	// than root at once; maxStreamsPerUser those of one of them.
+	MaxStreams        = 64
+	maxStreamsPerUser = 16
 	// maxApplies caps the applies reading and checking specs at once, which
-	// is where a request's memory goes.
-	maxApplies = 4
+	// is where a request's memory goes: root's, and the other peers'
+	// apart, maxAppliesPerUser of them one user's.
+	maxApplies        = 4
+	maxAppliesPerUser = 2
 	// maxRefusing bounds the goroutines answering refused connections; past
 	// it a refused connection is closed without an answer.
 	maxRefusing = 16
@@ -49,13 +56,13 @@ type gate struct {
 	net.Listener
 	allow    func(Peer) bool
 	log      *zap.Logger
-	slots    chan struct{}
+	conns    *quota
 	refusing chan struct{}
 }
 
 func newGate(l net.Listener, allow func(Peer) bool, log *zap.Logger) *gate {
 	return &gate{Listener: l, allow: allow, log: log,
-		slots: make(chan struct{}, MaxConns), refusing: make(chan struct{}, maxRefusing)}
+		conns: newQuota("connections", MaxConns, maxConnsPerUser), refusing: make(chan struct{}, maxRefusing)}
 }
 
 func (g *gate) Accept() (net.Conn, error) {
@@ -76,13 +83,13 @@ func (g *gate) Accept() (net.Conn, error) {
 		case p.UID == 0:
 			return &peerConn{Conn: c, peer: p}, nil
 		}
-		select {
-		case g.slots <- struct{}{}:
-			return &peerConn{Conn: c, peer: p, release: func() { <-g.slots }}, nil
-		default:
-			g.log.Warn("connection refused: too many", zap.Uint32("uid", p.UID), zap.Int("max", MaxConns))
-			g.refuse(c, fmt.Errorf("%w: %d connections are open, the most this socket serves to peers other than root", errdefs.ErrUnavailable, MaxConns))
+		if err := g.conns.take(p.UID); err != nil {
+			g.log.Warn("connection refused: too many", zap.Uint32("uid", p.UID), zap.Error(err))
+			g.refuse(c, err)
+			continue
 		}
+		uid := p.UID
+		return &peerConn{Conn: c, peer: p, release: func() { g.conns.give(uid) }}, nil
 	}
 }
 

@@ -225,10 +225,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if !s.openStream(w) {
+	if !s.openStream(w, r) {
 		return
 	}
-	defer s.closeStream()
+	defer s.closeStream(r)
 	if records {
 		w.Header().Set("Content-Type", "application/x-flyd-log-records")
 	} else {

@@ -25,11 +25,13 @@ const MaxBodyBytes = 1 << 20
 // Server serves a Backend over HTTP. Access control is a Peer check run on
 // every request with the credentials of the connection's peer.
 type Server struct {
-	backend  Backend
-	allow    func(Peer) bool
-	log      *zap.Logger
-	streams  atomic.Int64
-	applying chan struct{}
+	backend Backend
+	allow   func(Peer) bool
+	log     *zap.Logger
+	// streams counts every open stream, root's too, for the status.
+	streams                    atomic.Int64
+	streamQuota, applyQuota    *quota
+	rootApplying, peerApplying chan struct{}
 	// specPolicy, when set, may refuse what a peer applies.
 	specPolicy func(Peer, *spec.Workload) error
 	mux        *http.ServeMux
@@ -88,7 +90,10 @@ func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 // NewServer returns a server for b. allow decides which peers are served;
 // everyone else gets 403 and nothing else.
 func NewServer(b Backend, allow func(Peer) bool, log *zap.Logger, opts ...Option) *Server {
-	s := &Server{backend: b, allow: allow, log: log, mux: http.NewServeMux(), applying: make(chan struct{}, maxApplies)}
+	s := &Server{backend: b, allow: allow, log: log, mux: http.NewServeMux(),
+		rootApplying: make(chan struct{}, maxApplies), peerApplying: make(chan struct{}, maxApplies),
+		applyQuota:  newQuota("applies in progress", maxApplies, maxAppliesPerUser),
+		streamQuota: newQuota("streams", MaxStreams, maxStreamsPerUser)}
 	s.routes()
 	s.handler = s.mux
 	for _, o := range opts {
@@ -237,32 +242,57 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// openStream counts a stream in, or refuses it past MaxStreams; a true
-// answer must be followed by closeStream.
-func (s *Server) openStream(w http.ResponseWriter) bool {
-	if s.streams.Add(1) > MaxStreams {
-		s.streams.Add(-1)
-		writeError(w, fmt.Errorf("%w: %d streams are open, the most this daemon serves at once", errdefs.ErrUnavailable, MaxStreams))
+// openStream counts a stream in, or refuses it past the streams' quota; a
+// true answer must be followed by closeStream.
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request) bool {
+	p, _ := peerFrom(r.Context())
+	if err := s.streamQuota.take(p.UID); err != nil {
+		writeError(w, err)
 		return false
 	}
+	s.streams.Add(1)
 	return true
 }
 
-func (s *Server) closeStream() { s.streams.Add(-1) }
+func (s *Server) closeStream(r *http.Request) {
+	p, _ := peerFrom(r.Context())
+	s.streams.Add(-1)
+	s.streamQuota.give(p.UID)
+}
 
-// admitApply waits for one of the maxApplies places for an apply, or for
-// the request to end; a true answer must be followed by doneApply.
+// admitApply waits for one of the places for an apply, root's or the
+// other peers', or for the request to end; a peer other than root holds at
+// most maxAppliesPerUser of them (more are refused). A true answer must be
+// followed by doneApply.
 func (s *Server) admitApply(w http.ResponseWriter, r *http.Request) bool {
+	p, _ := peerFrom(r.Context())
+	if err := s.applyQuota.take(p.UID); err != nil {
+		writeError(w, err)
+		return false
+	}
+	slots := s.peerApplying
+	if p.UID == 0 {
+		slots = s.rootApplying
+	}
 	select {
-	case s.applying <- struct{}{}:
+	case slots <- struct{}{}:
 		return true
 	case <-r.Context().Done():
+		s.applyQuota.give(p.UID)
 		writeError(w, r.Context().Err())
 		return false
 	}
 }
 
-func (s *Server) doneApply() { <-s.applying }
+func (s *Server) doneApply(r *http.Request) {
+	p, _ := peerFrom(r.Context())
+	if p.UID == 0 {
+		<-s.rootApplying
+	} else {
+		<-s.peerApplying
+	}
+	s.applyQuota.give(p.UID)
+}
 
 // respond writes v, or err when there is one.
 func respond(w http.ResponseWriter, v any, err error) {
@@ -309,7 +339,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	if !s.admitApply(w, r) {
 		return
 	}
-	defer s.doneApply()
+	defer s.doneApply(r)
 	name := r.PathValue("name")
 	ws, err := spec.DecodeJSON(r.Body)
 	if err != nil {
@@ -384,10 +414,10 @@ func (f flushWriter) Write(p []byte) (int, error) {
 func (f flushWriter) Flush() { _ = f.rc.Flush() }
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	if !s.openStream(w) {
+	if !s.openStream(w, r) {
 		return
 	}
-	defer s.closeStream()
+	defer s.closeStream(r)
 	var after uint64
 	if v := r.URL.Query().Get("after"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

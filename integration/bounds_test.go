@@ -19,12 +19,13 @@ import (
 )
 
 // flood runs testprog's flood as uid nobody with groups, holding its
-// connections while check runs, and returns its counts.
-func flood(t *testing.T, d *daemon, n int, groups []uint32, check func()) map[string]int {
+// connections while check runs, and returns its counts; req, when not
+// empty, is what each connection asks (see testprog).
+func flood(t *testing.T, d *daemon, n int, groups []uint32, check func(), req ...string) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, d.prog, "flood", d.socket, strconv.Itoa(n), "1h")
+	cmd := exec.CommandContext(ctx, d.prog, append([]string{"flood", d.socket, strconv.Itoa(n), "1h"}, req...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups}}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -99,6 +100,53 @@ func TestConnectionFloods(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPeerCannotStarveRoot: a member of the socket group that holds 70
+// event streams, or 8 applies whose bodies never come, holds its own share
+// and no more: root's streams and applies go on as if it were not there.
+func TestPeerCannotStarveRoot(t *testing.T) {
+	t.Parallel()
+	g, err := user.LookupGroup("users")
+	if err != nil {
+		t.Skipf("no group users on this host to test --socket-group with: %v", err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	d := startDaemon(t, withArgs("--socket-group", "users"))
+	member := []uint32{uint32(gid)}
+	rootStreams := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		for range 4 {
+			c, err := net.Dial("unix", d.socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(waitFor))
+			fmt.Fprint(c, "GET /v1/events HTTP/1.1\r\nHost: flyd\r\n\r\n")
+			if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+				t.Errorf("root's event stream during a member's flood: %q, %v", line, err)
+			}
+		}
+		_ = ctx
+	}
+	streams := flood(t, d, 70, member, rootStreams, "events")
+	if streams["200"] == 0 || streams["200"] > 16 || streams["503"] < 70-16 {
+		t.Errorf("a member's 70 event streams: %v; want at most 16 served, the rest 503", streams)
+	}
+	spec := d.writeSpec(t, "w.yaml", "name: w\ncommand: [\"@PROG@\", signals]\n")
+	var took time.Duration
+	applies := flood(t, d, 8, member, func() {
+		start := time.Now()
+		d.mustCLI(t, "apply", "-f", spec)
+		took = time.Since(start)
+	}, "slowapply")
+	if took > 5*time.Second {
+		t.Errorf("root's apply took %v while a member held 8 applies (%v)", took, applies)
+	}
+	t.Logf("streams %v; applies %v, root's apply %v", streams, applies, took)
 }
 
 // TestSlowReaderDropped: a client that asks to follow a log and never

@@ -115,6 +115,9 @@ func TestDaemonRestartAdopts(t *testing.T) {
 		}
 		return portFree(addr)
 	})
+	// The stopped workloads still hold their ports, and their rules: a
+	// last daemon removes them, and so everything of the test.
+	startDaemon(t, inDir(d1.dir))
 }
 
 // TestSocketAndAccess covers the socket's life and who may use it.

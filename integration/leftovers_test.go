@@ -5,6 +5,12 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/internal/instance"
 )
 
 // cgroupParent is the daemon's --cgroup-parent: one per daemon directory,
@@ -64,10 +70,39 @@ func (d *daemon) checkAndRemoveCgroups(removedAll bool) {
 	if anotherDaemonRuns(d) {
 		return
 	}
+	d.checkAndRemoveNetworking(removedAll)
 	for _, c := range left {
 		_ = os.Remove(c)
 	}
 	for _, p := range cgroupDirs(parent) {
 		_ = os.Remove(p)
+	}
+}
+
+// checkAndRemoveNetworking fails the test if a daemon that removed every
+// workload left its nftables table or a link behind, then removes both,
+// as for a daemon killed or stopped on purpose with workloads: the host
+// keeps nothing of a test.
+func (d *daemon) checkAndRemoveNetworking(removedAll bool) {
+	table := instance.Name(d.runDir)
+	if ok, _, err := firewall.Exists(table); err == nil && ok {
+		if removedAll {
+			d.t.Errorf("nftables table %s left after every workload was removed", table)
+		}
+		if err := firewall.Purge(table); err != nil {
+			d.t.Errorf("cleanup: %v", err)
+		}
+	}
+	links, _ := netlink.LinkList()
+	for _, l := range links {
+		if !strings.HasPrefix(l.Attrs().Alias, d.runDir+"/") {
+			continue
+		}
+		if removedAll {
+			d.t.Errorf("link %s (%s) left after every workload was removed", l.Attrs().Name, l.Attrs().Alias)
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			d.t.Errorf("cleanup: %v", err)
+		}
 	}
 }

@@ -14,9 +14,11 @@
 //	spawn-escapee PIDFILE  start a child in a new session (setsid), write its pid, sleep
 //	env                    print ids, cwd and the sorted environment, then sleep
 //	signals                print every SIGHUP, SIGUSR1, SIGUSR2 it gets; exit 0 on SIGTERM
-//	flood SOCKET N HOLD    open up to N connections to SOCKET, print how many were answered
-//	                       403, 503, closed without an answer or held silent for 2 s;
-//	                       hold them for HOLD, exit
+//	flood SOCKET N HOLD [REQ]  open up to N connections to SOCKET, send each REQ (events:
+//	                       follow the events; slowapply: an apply whose body never
+//	                       comes), print how many were answered 200, 403, 503, closed
+//	                       without an answer or held silent for 2 s; hold them for
+//	                       HOLD, exit
 //	listen SOCKET          listen on a Unix socket, print "listening", then "received N bytes"
 //	                       for each connection (what a client sent before closing or 1 s)
 //	notify DELAY           after DELAY, send "READY=1" and "STATUS=serving" to $NOTIFY_SOCKET,
@@ -98,7 +100,11 @@ func main() {
 		if err != nil {
 			fail(err.Error())
 		}
-		flood(args[0], atoi(args[1]), hold)
+		req := ""
+		if len(args) > 3 {
+			req = floodRequests[args[3]]
+		}
+		flood(args[0], atoi(args[1]), hold, req)
 	case "listen":
 		need(args, 1)
 		listen(args[0])
@@ -308,12 +314,21 @@ func pidlock(file string) {
 // flood opens connections to a Unix socket without sending a request, as a
 // client that means to exhaust the server's descriptors would, and reports
 // what the server answered on each.
-func flood(socket string, n int, hold time.Duration) {
+// floodRequests are what flood may send on each connection.
+var floodRequests = map[string]string{
+	"events":    "GET /v1/events HTTP/1.1\r\nHost: flyd\r\n\r\n",
+	"slowapply": "POST /v1/batch/apply HTTP/1.1\r\nHost: flyd\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+}
+
+func flood(socket string, n int, hold time.Duration, req string) {
 	var conns []net.Conn
 	for range n {
 		c, err := net.Dial("unix", socket)
 		if err != nil {
 			break // our own descriptors, or the server's backlog
+		}
+		if req != "" {
+			_, _ = io.WriteString(c, req)
 		}
 		conns = append(conns, c)
 	}
@@ -341,7 +356,7 @@ func flood(socket string, n int, hold time.Duration) {
 		})
 	}
 	wg.Wait()
-	fmt.Printf("opened %d 403 %d 503 %d closed %d silent %d\n", len(conns), counts["403"], counts["503"], counts["closed"], counts["silent"])
+	fmt.Printf("opened %d 200 %d 403 %d 503 %d closed %d silent %d\n", len(conns), counts["200"], counts["403"], counts["503"], counts["closed"], counts["silent"])
 	time.Sleep(hold)
 }
 
