@@ -66,10 +66,17 @@ type ApplyOptions struct {
 	// through that file, unless Force.
 	Owner string
 	Force bool
+	// By is the uid of the caller that applies it, recorded with it;
+	// Confined holds that caller to its own lane (see Confinement).
+	By       uint32
+	Confined bool
 }
 
-// RemoveOptions qualify Remove; Owner and Force as in ApplyOptions.
+// RemoveOptions qualify Remove; Owner, Force, By and Confined as in
+// ApplyOptions.
 type RemoveOptions struct {
-	Owner string
-	Force bool
+	Owner    string
+	Force    bool
+	By       uint32
+	Confined bool
 }

@@ -13,6 +13,7 @@ func FromWorkload(w status.Workload) Workload {
 		PID: w.PID, ContainerID: w.ContainerID, StartedAt: w.StartedAt, Restarts: w.Restarts,
 		LastExit: fromExit(w.LastExit), LastError: w.LastError, NextStart: w.NextStart,
 		Healthy: w.Healthy, Ports: FromPorts(w.Ports), Spec: w.Spec, Owner: w.Owner, NotifyRefused: w.NotifyRefused,
+		AppliedBy: w.AppliedBy,
 	}
 	if h := w.LimitHits; h != nil {
 		out.LimitHits = &LimitHits{OOMKills: h.OOMKills, LastOOMKill: h.LastOOMKill, PidsRefusals: h.PidsRefusals, LastRefusal: h.LastRefusal}

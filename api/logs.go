@@ -225,6 +225,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := s.mayActOn(r, name); err != nil {
+		writeError(w, err)
+		return
+	}
 	if !s.openStream(w, r) {
 		return
 	}

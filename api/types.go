@@ -86,6 +86,9 @@ type Workload struct {
 	Spec          *spec.Workload `json:"spec,omitempty"`
 	// Owner is the workloads-directory file the workload comes from.
 	Owner string `json:"owner,omitempty"`
+	// AppliedBy is the uid of the caller that applied it (0: root, or the
+	// workloads directory).
+	AppliedBy uint32 `json:"applied_by"`
 }
 
 // PortMapping publishes one endpoint's allocation.

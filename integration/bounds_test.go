@@ -382,4 +382,51 @@ func TestPeerUsersPolicy(t *testing.T) {
 	}
 	// Root is not limited.
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "root.yaml", "name: mine\ncommand: [\"@PROG@\", signals]\n"))
+
+	// A member stays in its lane: root's workloads are not its own to
+	// replace, stop, signal, remove or read.
+	for _, args := range [][]string{
+		{"apply", "-f", d.writeSpec(t, "take.yaml", "name: mine\ncommand: [\"@PROG@\", signals]\nuser: nobody\n")},
+		{"stop", "mine"}, {"restart", "mine"}, {"signal", "mine", "TERM"}, {"rm", "mine"}, {"logs", "mine"},
+	} {
+		if _, errOut, code := member(args...); code != 1 || !strings.Contains(errOut, "workload mine was applied by uid 0") {
+			t.Errorf("%v of root's workload by a member: exit %d, %s; want forbidden", args, code, errOut)
+		}
+	}
+	if out, errOut, code := member("stop", "--all"); code != 0 || strings.Contains(out, "mine") || !strings.Contains(out, "ok") {
+		t.Errorf("stop --all by a member: exit %d, %q %s; want its own workload alone", code, out, errOut)
+	}
+	if w := d.get(t, "mine"); w.State != api.StateRunning || w.AppliedBy != 0 {
+		t.Errorf("root's workload after a member's attempts: %s, applied by %d", w.State, w.AppliedBy)
+	}
+	if w := d.get(t, "ok"); w.AppliedBy != 65534 || w.Spec.Identity == nil || w.Spec.Identity.Workspace != "uid-65534" {
+		t.Errorf("a member's workload: applied by %d, identity %+v; want 65534, workspace uid-65534", w.AppliedBy, w.Spec.Identity)
+	}
+	// Nor the host's privileged ports, more endpoints than its share, or
+	// another workspace.
+	many := "endpoints:\n"
+	for i := range 17 {
+		many += fmt.Sprintf("  - {name: e%d, port: ephemeral}\n", i)
+	}
+	root := d.writeSpec(t, "root-net.yaml", "name: rnet\ncommand: [\"@PROG@\", signals]\nnetwork: ci-root\n")
+	d.mustCLI(t, "apply", "-f", root)
+	for _, tt := range []struct {
+		name, spec, want string
+	}{
+		{"a privileged host port", "endpoints: [{name: https, port: 443}]\n", "endpoints[0].port: 443 is a privileged port"},
+		{"a privileged published port", "network: ci-p\nendpoints: [{name: http, port: 8080, publish: 80}]\n", "endpoints[0].publish: 80 is a privileged port"},
+		{"too many endpoints", many, "at most 16 endpoints"},
+		{"root's workspace", "identity: {workspace: default, module: billing}\n", `identity.workspace: "default"`},
+		{"root's network", "network: ci-root\n", "network ci-root holds workload rnet of uid 0"},
+	} {
+		_, errOut, code := member("apply", "-f", d.writeSpec(t, "lane.yaml", "name: lane\ncommand: [\"@PROG@\", signals]\nuser: nobody\n"+tt.spec))
+		if code != 1 || !strings.Contains(errOut, "forbidden") || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, %s; want forbidden: %s", tt.name, code, errOut, tt.want)
+		}
+	}
+	// Root opens its network to peers.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "open.yaml", "kind: network\nname: ci-root\npeers: true\n"))
+	if out, errOut, code := member("apply", "-f", d.writeSpec(t, "lane.yaml", "name: lane\ncommand: [\"@PROG@\", signals]\nuser: nobody\nnetwork: ci-root\n")); code != 0 {
+		t.Errorf("a member in a network root opened to peers: exit %d, %s %s", code, out, errOut)
+	}
 }

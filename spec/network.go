@@ -18,6 +18,11 @@ type Network struct {
 	// false keeps everything beyond the network out of its reach, the host
 	// included. Default true.
 	Egress *bool `json:"egress,omitempty"`
+	// Peers opens the network to callers other than root while
+	// --peer-users limits them: they may put workloads in it beside
+	// root's. Without it a caller other than root uses only networks that
+	// hold its own workloads alone.
+	Peers bool `json:"peers,omitempty"`
 }
 
 // AllowsEgress is Egress with its default.

@@ -58,6 +58,10 @@ type Peers struct {
 	// selected workload: who reaches it follows from the declared
 	// dependencies, at its endpoints' ports unless the rule names ports.
 	Users bool `json:"users,omitempty"`
+	// Peers, beside Users, counts among them the workloads that callers
+	// other than root applied: without it a `uses` of theirs opens
+	// nothing of what root applied.
+	Peers bool `json:"peers,omitempty"`
 	// DNS names cannot be enforced by a packet filter without a resolver
 	// of its own in the path; a rule naming any is refused, saying so.
 	DNS []string `json:"dns,omitempty"`

@@ -1,5 +1,10 @@
 package spec
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Kind selects how a workload's process is produced.
 type Kind string
 
@@ -149,3 +154,15 @@ type Containerd struct {
 	Image   string `json:"image,omitempty"`
 	Archive string `json:"archive,omitempty"`
 }
+
+// PeerWorkspace is the workspace of the workloads a caller other than root
+// applies while --peer-users confines callers: one of its own, so that it
+// never claims root's modules or registry names.
+func PeerWorkspace(uid uint32) string {
+	return peerWorkspacePrefix + strconv.FormatUint(uint64(uid), 10)
+}
+
+// IsPeerWorkspace says whether a workspace is a confined caller's.
+func IsPeerWorkspace(ws string) bool { return strings.HasPrefix(ws, peerWorkspacePrefix) }
+
+const peerWorkspacePrefix = "uid-"

@@ -62,6 +62,8 @@ type Workload struct {
 	Ports         []PortMapping
 	// Spec is the workload's spec; a snapshot for others has it redacted.
 	Spec *spec.Workload
+	// AppliedBy is the uid of the caller that applied it.
+	AppliedBy uint32
 	// Owner is the workloads-directory file the workload comes from.
 	Owner string
 }

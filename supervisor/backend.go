@@ -119,7 +119,16 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 		return nil, err
 	}
 	if w, err := s.lookup(sp.Name); err == nil {
-		if err := ownedBy(sp.Name, w.snapshot(false).Owner, o.Owner, o.Force); err != nil {
+		v := w.snapshot(false)
+		if err := ownedBy(sp.Name, v.Owner, o.Owner, o.Force); err != nil {
+			return nil, err
+		}
+		if err := confinedTo(sp.Name, v.AppliedBy, o.By, o.Confined); err != nil {
+			return nil, err
+		}
+	}
+	if o.Confined {
+		if err := s.laneOf(sp, o.By); err != nil {
 			return nil, err
 		}
 	}
@@ -154,7 +163,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 		if err != nil {
 			return nil, err
 		}
-		w, created := s.register(sp, ports, status.Pending, func(w *workload) { w.createErr = w.create(o.Start, o.Owner) })
+		w, created := s.register(sp, ports, status.Pending, func(w *workload) { w.createErr = w.create(o.Start, o.Owner, o.By) })
 		if created {
 			s.publish(status.Event{Type: status.EventApplied, Workload: sp.Name, Message: "created"})
 			err := w.call(ctx, func() error { return w.createErr })
@@ -163,7 +172,12 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 			}
 			return wireResult(w.result(err))
 		}
-		err = w.call(ctx, func() error { return w.replace(sp, ports, o.Start) })
+		err = w.call(ctx, func() error {
+			if err := confinedTo(sp.Name, w.by, o.By, o.Confined); err != nil {
+				return err
+			}
+			return w.replace(sp, ports, o.Start, o.By)
+		})
 		if errors.Is(err, errRemoved) {
 			continue // removed while we waited: create it anew
 		}
@@ -256,14 +270,17 @@ func (s *Supervisor) Delete(ctx context.Context, name string) error {
 
 // Remove stops and removes a workload; a stop in progress is overtaken.
 func (s *Supervisor) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
-	return s.remove(ctx, name, removal{owner: o.Owner, force: o.Force})
+	return s.remove(ctx, name, removal{owner: o.Owner, force: o.Force, by: o.By, confined: o.Confined})
 }
 
 // removal is who removes a workload: the workloads directory's file
-// owner, or the API (no owner), forcing past an owner or not.
+// owner, or the API (no owner), forcing past an owner or not; a confined
+// caller removes only what it applied.
 type removal struct {
-	owner string
-	force bool
+	owner    string
+	force    bool
+	by       uint32
+	confined bool
 }
 
 func (s *Supervisor) remove(ctx context.Context, name string, o removal) error {
@@ -271,11 +288,14 @@ func (s *Supervisor) remove(ctx context.Context, name string, o removal) error {
 	if err != nil {
 		return s.removeQuarantined(ctx, name, o, err)
 	}
-	if ownedBy(name, w.snapshot(false).Owner, o.owner, o.force) == nil {
+	if v := w.snapshot(false); ownedBy(name, v.Owner, o.owner, o.force) == nil && confinedTo(name, v.AppliedBy, o.by, o.confined) == nil {
 		w.overtake()
 	}
 	return gone(name, w.call(ctx, func() error {
 		if err := ownedBy(name, w.owner, o.owner, o.force); err != nil {
+			return err
+		}
+		if err := confinedTo(name, w.by, o.by, o.confined); err != nil {
 			return err
 		}
 		return w.remove()

@@ -213,7 +213,7 @@ func (s *Supervisor) project(policies map[string]*spec.Policy) projection {
 				for i, r := range *p.Ingress {
 					*g.Ingress = append(*g.Ingress, allowOf(name, networks(name, fmt.Sprintf("ingress[%d].from", i), r.From.Workloads, r.From.Networks), r.From.CIDRs, r.Ports))
 					if r.From.Users {
-						*g.Ingress = append(*g.Ingress, s.usersOf(name, p.Select, l, r.Ports, decls, links)...)
+						*g.Ingress = append(*g.Ingress, s.usersOf(name, p.Select, l, r.Ports, r.From.Peers, decls, links)...)
 					}
 				}
 			}

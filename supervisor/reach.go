@@ -40,9 +40,7 @@ func (s *Supervisor) declare(w *spec.Workload) (reproject bool) {
 
 func declaredOf(w *spec.Workload) declared {
 	d := declared{network: w.Network, endpoints: slices.Clone(w.Endpoints), uses: slices.Clone(w.Uses)}
-	if w.Identity != nil {
-		d.module = w.Identity.Module
-	}
+	d.module = moduleKey(w)
 	return d
 }
 
@@ -133,8 +131,11 @@ func (s *Supervisor) reachRules(decls map[string]declared, links map[string]stri
 // usersOf derives an ingress rule's `users` peers for the guard of link:
 // for each workload the policy selects there, an allow from the networks
 // of the workloads that use it, at its endpoints' ports (or the rule's).
-// A user on the host's network is the host, which is never refused.
-func (s *Supervisor) usersOf(policy string, sel spec.Selector, link string, ports []spec.PolicyPort, decls map[string]declared, links map[string]string) []firewall.Allow {
+// A user on the host's network is the host, which is never refused. A
+// user that a caller other than root applied counts only when peers says
+// so (the rule's `peers: true`), or for a workload the same caller applied:
+// declaring `uses` never opens, by itself, what someone else applied.
+func (s *Supervisor) usersOf(policy string, sel spec.Selector, link string, ports []spec.PolicyPort, peers bool, decls map[string]declared, links map[string]string) []firewall.Allow {
 	var out []firewall.Allow
 	names := make([]string, 0, len(decls))
 	for n := range decls {
@@ -149,7 +150,7 @@ func (s *Supervisor) usersOf(policy string, sel spec.Selector, link string, port
 		}
 		var from []string
 		for _, u := range names {
-			if l, ok := links[decls[u].network]; ok && slices.Contains(decls[u].uses, x) {
+			if l, ok := links[decls[u].network]; ok && slices.Contains(decls[u].uses, x) && (peers || s.sameLane(u, x)) {
 				from = append(from, l)
 			}
 		}

@@ -73,7 +73,8 @@ func envText(m map[string]string) string {
 }
 
 // resolveRef resolves one reference by the seed's rule: the producer is
-// the workload whose identity has the module and service; its endpoint
+// the workload whose identity has the module and service, in the
+// consumer's workspace or else in another; its endpoint
 // whose name is the token wins; else the token is an API, and exactly one
 // endpoint serving it is the answer. "::API" requires the chosen endpoint
 // to serve API; "|authority" asks for host:port where an http or rest
@@ -86,15 +87,27 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 		return "", fmt.Errorf("an endpoint reference must be ${endpoint:MODULE/SERVICE/ENDPOINT[::API][|authority]}")
 	}
 	module, service, token := parts[0], parts[1], parts[2]
+	// The consumer's own workspace first; then the others, but for the
+	// workspaces of callers other than root ("uid-N"), which can never
+	// take, nor make ambiguous, a reference of someone else's.
+	own := identity(consumer).Workspace
 	var producer *spec.Workload
 	var ports []status.PortMapping
-	for _, w := range s.all() {
-		v := w.snapshot(true)
-		if id := identity(v.Spec); id.Module == module && id.Service == service {
+	for _, sameWorkspace := range []bool{true, false} {
+		for _, w := range s.all() {
+			v := w.snapshot(true)
+			id := identity(v.Spec)
+			if id.Module != module || id.Service != service || (id.Workspace == own) != sameWorkspace ||
+				!sameWorkspace && spec.IsPeerWorkspace(id.Workspace) {
+				continue
+			}
 			if producer != nil {
 				return "", fmt.Errorf("%s/%s is the identity of both %s and %s", module, service, producer.Name, v.Name)
 			}
 			producer, ports = v.Spec, v.Ports
+		}
+		if producer != nil {
+			break
 		}
 	}
 	if producer == nil {

@@ -34,8 +34,8 @@ func (w *workload) detach(stop bool) {
 // still alive, else the restart policy applied as to any ended run. A run
 // that could not be told alive or gone is adopted later, by retries.
 func (w *workload) restore(rec specRecord, run *recovered) {
-	w.desired, w.owner = rec.Running, rec.Owner
-	w.update(func(v *status.Workload) { v.Owner = rec.Owner })
+	w.desired, w.owner, w.by = rec.Running, rec.Owner, rec.By
+	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = rec.Owner, rec.By })
 	if w.s.drivers[rec.Spec.Kind] == nil {
 		w.rest(status.Failed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
 		return

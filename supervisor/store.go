@@ -28,6 +28,8 @@ type specRecord struct {
 	Running bool           `json:"running"`
 	// Owner is the workloads-directory file the spec comes from.
 	Owner string `json:"owner,omitempty"`
+	// By is the uid of the caller that applied it.
+	By uint32 `json:"by,omitempty"`
 	// Rest is the state a workload that is not running comes back in
 	// (stopped, exited or failed), with the reason it got there.
 	Rest      status.State `json:"rest,omitempty"`

@@ -65,7 +65,7 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 // that is not published cannot be reached from another.
 func (s *Supervisor) reach(consumer, producer *spec.Workload, p status.PortMapping) (string, error) {
 	for _, e := range producer.Endpoints {
-		if e.Name == p.Endpoint && e.Reach() == spec.VisibilityPrivate && moduleOf(consumer) != moduleOf(producer) {
+		if e.Name == p.Endpoint && e.Reach() == spec.VisibilityPrivate && moduleKey(consumer) != moduleKey(producer) {
 			return "", fmt.Errorf("endpoint %s of %s is private to module %q, and %s is of module %q", p.Endpoint, producer.Name, moduleOf(producer), consumer.Name, moduleOf(consumer))
 		}
 	}
@@ -94,4 +94,15 @@ func moduleOf(w *spec.Workload) string {
 		return ""
 	}
 	return w.Identity.Module
+}
+
+// moduleKey is what private visibility compares: the module within its
+// workspace, so that a module of the same name in another workspace (a
+// caller other than root works in its own) is another module. Empty
+// without a module.
+func moduleKey(w *spec.Workload) string {
+	if m := moduleOf(w); m != "" {
+		return identity(w).Workspace + "/" + m
+	}
+	return ""
 }

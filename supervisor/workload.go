@@ -40,6 +40,7 @@ type workload struct {
 
 	spec    *spec.Workload
 	owner   string
+	by      uint32 // the uid of the caller that applied it
 	ports   []status.PortMapping
 	desired bool
 	proc    driver.Process
@@ -248,7 +249,7 @@ func (w *workload) persist(rest status.State) error {
 	w.mu.Lock()
 	lastErr := w.view.LastError
 	w.mu.Unlock()
-	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner}
+	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by}
 	if !w.desired {
 		rec.Rest, rec.LastError = rest, lastErr
 	}
@@ -277,10 +278,10 @@ func (w *workload) cancelTimer() {
 // workload whose spec cannot be persisted does not exist, and holds no
 // port: released before it is forgotten, so that an apply racing it sees
 // it gone only once its ports are free to assign again.
-func (w *workload) create(start bool, owner string) error {
-	w.desired, w.owner = start, owner
-	w.update(func(v *status.Workload) { v.Owner = owner })
-	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner}); err != nil {
+func (w *workload) create(start bool, owner string, by uint32) error {
+	w.desired, w.owner, w.by = start, owner, by
+	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = owner, by })
+	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner, By: by}); err != nil {
 		w.s.release(w.name, w.spec.Network)
 		w.s.undeclare(w.name)
 		w.gone = true
@@ -340,7 +341,7 @@ func (w *workload) signal(sig syscall.Signal) error {
 
 // replace applies a new spec. An equal spec changes nothing but may start
 // a workload that is not running: apply means "make it so".
-func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start bool) error {
+func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start bool, by uint32) error {
 	// An equal spec whose ports moved (a hashing rule that changed) is a
 	// change: the run must take its new ports.
 	if spec.Equal(w.spec, sp) && samePorts(w.ports, ports) {
@@ -351,10 +352,12 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	}
 	// Recorded first: a replacement that cannot be made durable is
 	// refused before the running one is touched.
-	rec := specRecord{Spec: sp, Running: start, Owner: w.owner, Rest: status.Stopped}
+	rec := specRecord{Spec: sp, Running: start, Owner: w.owner, By: by, Rest: status.Stopped}
 	if err := w.s.store.saveSpec(rec); err != nil {
 		return fmt.Errorf("cannot record the new spec of %s, so it is not replaced: %w", w.name, err)
 	}
+	w.by = by
+	w.update(func(v *status.Workload) { v.AppliedBy = by })
 	if err := w.stopRun(); err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/flyd-dev/flyd/api"
@@ -15,7 +17,13 @@ import (
 // spec, and flyd runs it as root. With it, a caller other than root may
 // apply only native workloads that run as one of users: never as root,
 // and never kind nix (whose builds run as root) or containerd (whose
-// image's root is the host's).
+// image's root is the host's); no host port below the kernel's
+// unprivileged start (which root's servers take), at most
+// maxPeerEndpoints endpoints a workload, and an identity in a workspace of
+// its own, "uid-N" (the default for it), so that it never claims root's
+// modules (private visibility) or registry names. The API holds it to the
+// workloads it applied (api/caller.go), the supervisor to its networks and
+// its share of ports.
 func peerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil
@@ -53,6 +61,45 @@ func peerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) 
 		if err != nil || !allowed[a.UID] {
 			return api.Forbidden("user", "%q is not a user a caller other than root may run as here (one of %s)", w.User, them)
 		}
+		if len(w.Endpoints) > maxPeerEndpoints {
+			return api.Forbidden("endpoints", "a caller other than root declares at most %d endpoints a workload", maxPeerEndpoints)
+		}
+		start := unprivilegedPortStart()
+		for i, e := range w.Endpoints {
+			if e.Publish.Mode == spec.PortFixed && e.Publish.Number < start {
+				return api.Forbidden(fmt.Sprintf("endpoints[%d].publish", i), "%d is a privileged port (below %d, net.ipv4.ip_unprivileged_port_start): root's to publish", e.Publish.Number, start)
+			}
+			if e.Port.Mode == spec.PortFixed && e.Port.Number < start && (w.Network == "" || w.Network == spec.NetworkHost) {
+				return api.Forbidden(fmt.Sprintf("endpoints[%d].port", i), "%d is a privileged port of the host (below %d, net.ipv4.ip_unprivileged_port_start): root's to hold", e.Port.Number, start)
+			}
+		}
+		ws := spec.PeerWorkspace(p.UID)
+		switch {
+		case w.Identity == nil:
+			w.Identity = &spec.Identity{Workspace: ws}
+		case w.Identity.Workspace == "":
+			w.Identity.Workspace = ws
+		case w.Identity.Workspace != ws:
+			return api.Forbidden("identity.workspace", "%q: a caller other than root works in its own workspace, %q", w.Identity.Workspace, ws)
+		}
 		return nil
 	}, nil
+}
+
+// maxPeerEndpoints bounds the endpoints of a workload of a caller other
+// than root.
+const maxPeerEndpoints = 16
+
+// unprivilegedPortStart is the first port any user may bind, 1024 unless
+// the host says otherwise.
+func unprivilegedPortStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+	if err != nil {
+		return 1024
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 1024
+	}
+	return n
 }

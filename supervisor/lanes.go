@@ -1,0 +1,79 @@
+package supervisor
+
+import (
+	"fmt"
+
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// A caller other than root that --peer-users holds to its own lane
+// (api.ApplyOptions.Confined) acts only on the workloads it applied, puts
+// them only in networks that hold its own workloads alone or that root
+// opened to peers (a network document's `peers: true`), and holds a share
+// of the ports. What its specs may say (kind, user, ports below the
+// unprivileged start, identity) is the daemon's spec policy; this is what
+// depends on what runs already.
+
+// maxPeerPorts bounds the ports the workloads of one confined caller hold
+// in all, endpoints and published ports alike: the port space is shared
+// with root.
+const maxPeerPorts = 256
+
+// confinedTo refuses a confined caller by a workload another applied.
+func confinedTo(name string, appliedBy, by uint32, confined bool) error {
+	if !confined || appliedBy == by {
+		return nil
+	}
+	return fmt.Errorf("%w: workload %s was applied by uid %d: a caller other than root acts only on the workloads it applied", errdefs.ErrForbidden, name, appliedBy)
+}
+
+// laneOf refuses a confined caller's spec that would leave its lane: a
+// network of others, or more ports than its share.
+func (s *Supervisor) laneOf(sp *spec.Workload, by uint32) error {
+	var doc *spec.Network
+	if sp.Network != spec.NetworkHost {
+		doc = s.netDoc(sp.Network)
+		if doc != nil && !doc.Peers {
+			return fmt.Errorf("%w: network %s is root's, and its document does not open it to callers other than root (peers: true)", errdefs.ErrForbidden, sp.Network)
+		}
+	}
+	held := 0
+	for _, w := range s.all() {
+		if w.name == sp.Name {
+			continue
+		}
+		v := w.snapshot(true) // the spec is shared, never copied
+		if v.AppliedBy == by {
+			held += len(v.Ports)
+		}
+		if doc == nil && sp.Network != spec.NetworkHost && v.Spec != nil && v.Spec.Network == sp.Network && v.AppliedBy != by {
+			return fmt.Errorf("%w: network %s holds workload %s of uid %d: a caller other than root uses a network of its own, or one root opened to peers (peers: true)", errdefs.ErrForbidden, sp.Network, w.name, v.AppliedBy)
+		}
+	}
+	need := len(sp.Endpoints)
+	for _, e := range sp.Endpoints {
+		if e.Publish != (spec.Port{}) {
+			need++
+		}
+	}
+	if held+need > maxPeerPorts {
+		return fmt.Errorf("%w: uid %d's workloads hold %d ports, and %s asks %d more: a caller other than root holds at most %d", errdefs.ErrForbidden, by, held, sp.Name, need, maxPeerPorts)
+	}
+	return nil
+}
+
+// sameLane says whether consumer may reach producer on its declaration
+// alone: root's workloads may, and a confined caller's only its own.
+func (s *Supervisor) sameLane(consumer, producer string) bool {
+	c, err := s.lookup(consumer)
+	if err != nil {
+		return false
+	}
+	by := c.snapshot(false).AppliedBy
+	if by == 0 {
+		return true
+	}
+	p, err := s.lookup(producer)
+	return err == nil && p.snapshot(false).AppliedBy == by
+}
