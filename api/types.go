@@ -239,4 +239,6 @@ const (
 	EventError    = status.EventError
 	EventFile     = status.EventFile
 	EventRegistry = status.EventRegistry
+	EventNetwork  = status.EventNetwork
+	EventPolicy   = status.EventPolicy
 )

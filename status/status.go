@@ -85,6 +85,9 @@ type Exit struct {
 
 func (e *Exit) String() string { return e.Description }
 
+// Succeeded says whether the run is known to have exited 0.
+func (e *Exit) Succeeded() bool { return e != nil && !e.Unknown && e.Code == 0 && e.Signal == "" }
+
 // LimitHits counts what a workload's limits did to its processes.
 type LimitHits struct {
 	OOMKills     int
@@ -192,6 +195,10 @@ const (
 	// EventRegistry reports an instance the registry refuses or cannot be
 	// reached for, and its recovery.
 	EventRegistry = "registry"
+	// EventNetwork and EventPolicy report a network or policy document
+	// applied or removed.
+	EventNetwork = "network"
+	EventPolicy  = "policy"
 )
 
 // Usage is what a workload's processes use, read from its cgroup.

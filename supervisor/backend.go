@@ -370,6 +370,7 @@ func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy
 	if err := s.setPolicy(p.Name, p); err != nil {
 		return nil, err
 	}
+	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + p.Name + " applied"})
 	for _, v := range s.policyList() {
 		if v.Name == p.Name {
 			out := api.FromPolicy(v)
@@ -380,7 +381,11 @@ func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy
 }
 
 func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
-	return s.setPolicy(name, nil)
+	if err := s.setPolicy(name, nil); err != nil {
+		return err
+	}
+	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + name + " removed"})
+	return nil
 }
 
 func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
@@ -388,6 +393,7 @@ func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Netw
 	if nw == nil {
 		return nil, err
 	}
+	s.publish(status.Event{Type: status.EventNetwork, Message: fmt.Sprintf("network %s applied (egress %v, peers %v)", n.Name, n.AllowsEgress(), n.Peers)})
 	out := api.FromNetwork(*nw)
 	return &out, err
 }

@@ -137,21 +137,11 @@ type exitRecord struct {
 }
 
 func recordOf(ev status.Event) eventRecord {
-	r := eventRecord{ev.Seq, ev.Time, ev.Type, ev.Workload, ev.State, ev.Message, nil}
-	if ev.Exit != nil {
-		x := exitRecord(*ev.Exit)
-		r.Exit = &x
-	}
-	return r
+	return eventRecord{ev.Seq, ev.Time, ev.Type, ev.Workload, ev.State, ev.Message, recordExit(ev.Exit)}
 }
 
 func (r eventRecord) event() status.Event {
-	ev := status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, State: r.State, Message: r.Message}
-	if r.Exit != nil {
-		x := status.Exit(*r.Exit)
-		ev.Exit = &x
-	}
-	return ev
+	return status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, State: r.State, Message: r.Message, Exit: r.Exit.exit()}
 }
 
 func (b *bus) keep(ev status.Event) error {

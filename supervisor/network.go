@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -487,6 +488,14 @@ func (s *Supervisor) networkList() ([]status.Network, error) {
 		}
 		out = append(out, an)
 	}
+	// A document of a network that has no namespace (none of its
+	// workloads runs yet, or any more) is listed too, with its settings.
+	for n, doc := range s.networkDocs() {
+		if !slices.Contains(names, n) {
+			out = append(out, status.Network{Name: n, Workloads: []string{}, Egress: doc.AllowsEgress()})
+		}
+	}
+	slices.SortFunc(out, func(a, b status.Network) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -494,16 +503,26 @@ func (s *Supervisor) networkList() ([]status.Network, error) {
 func (s *Supervisor) DeleteNetwork(ctx context.Context, name string) error {
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
-	if _, err := s.nets.Open(name); err != nil {
-		return err
-	}
 	if users := s.networkUsers(name); len(users) > 0 {
 		return fmt.Errorf("%w: network %s is used by %s", errdefs.ErrConflict, name, strings.Join(users, ", "))
+	}
+	// The document goes whether or not the namespace is there: a network
+	// whose last workload went has none, and its settings must not linger
+	// for a later network of that name.
+	doc := s.netDoc(name) != nil
+	if _, err := s.nets.Open(name); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) && doc {
+			s.forgetNetDoc(name)
+			s.publish(status.Event{Type: status.EventNetwork, Message: "network " + name + " removed"})
+			return nil
+		}
+		return err
 	}
 	if err := s.nets.Delete(name); err != nil {
 		return err
 	}
 	s.forgetLink(name)
 	s.forgetNetDoc(name)
+	s.publish(status.Event{Type: status.EventNetwork, Message: "network " + name + " removed"})
 	return nil
 }

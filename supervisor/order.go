@@ -46,7 +46,7 @@ func (s *Supervisor) unready(after []string) (waiting []string, never string) {
 		}
 		v := w.snapshot(true)
 		healthy := v.Spec == nil || v.Spec.Health == nil || (v.Healthy != nil && *v.Healthy)
-		completed := v.State == status.Exited && v.LastExit != nil && !v.LastExit.Unknown && v.LastExit.Code == 0 && v.LastExit.Signal == ""
+		completed := v.State == status.Exited && v.LastExit.Succeeded()
 		switch {
 		case v.State == status.Failed:
 			return nil, fmt.Sprintf("%s, which it waits for, failed: %s", dep, v.LastError)

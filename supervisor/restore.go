@@ -59,8 +59,10 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 		if st == "" {
 			st = status.Stopped
 		}
-		w.update(func(v *status.Workload) { v.LastError = rec.LastError })
-		w.setState(st, "")
+		w.update(func(v *status.Workload) {
+			v.LastError, v.LastExit, v.Restarts = rec.LastError, rec.LastExit.exit(), rec.Restarts
+		})
+		w.setState(st, rec.Reason)
 	default:
 		w.start()
 	}

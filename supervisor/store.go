@@ -34,6 +34,30 @@ type specRecord struct {
 	// (stopped, exited or failed), with the reason it got there.
 	Rest      status.State `json:"rest,omitempty"`
 	LastError string       `json:"last_error,omitempty"`
+	// Reason, LastExit and Restarts are the rest of what `inspect` shows
+	// of a workload at rest: a daemon restart keeps them, and a one-shot
+	// that completed is still complete for what waits on it.
+	Reason   string      `json:"reason,omitempty"`
+	LastExit *exitRecord `json:"last_exit,omitempty"`
+	Restarts int         `json:"restarts,omitempty"`
+}
+
+// recordExit and exit turn a status.Exit into its record on disk
+// (exitRecord, as the event history keeps it) and back.
+func recordExit(e *status.Exit) *exitRecord {
+	if e == nil {
+		return nil
+	}
+	r := exitRecord(*e)
+	return &r
+}
+
+func (r *exitRecord) exit() *status.Exit {
+	if r == nil {
+		return nil
+	}
+	e := status.Exit(*r)
+	return &e
 }
 
 // runRecord is what a later daemon needs to adopt a live run, under the run

@@ -242,16 +242,25 @@ func (w *workload) networkName() string {
 	return w.view.Spec.Network
 }
 
-// persist writes the desired state. A workload at rest records why.
+// completed says whether the workload is at rest after a run that exited
+// 0: a one-shot done.
+func (w *workload) completed() bool {
+	v := w.snapshot(false)
+	return v.State == status.Exited && v.LastExit.Succeeded()
+}
+
+// persist writes the desired state. A workload at rest records why, and
+// how its last run ended.
 // What cannot be recorded is logged, and returned to a caller that asked
 // for the change, which must not be told it is done.
-func (w *workload) persist(rest status.State) error {
+func (w *workload) persist(rest status.State, reason string) error {
 	w.mu.Lock()
-	lastErr := w.view.LastError
+	lastErr, lastExit, restarts := w.view.LastError, w.view.LastExit, w.view.Restarts
 	w.mu.Unlock()
 	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by}
 	if !w.desired {
-		rec.Rest, rec.LastError = rest, lastErr
+		rec.Rest, rec.LastError, rec.Reason = rest, lastErr, reason
+		rec.LastExit, rec.Restarts = recordExit(lastExit), restarts
 	}
 	if err := w.s.store.saveSpec(rec); err != nil {
 		w.log.Error("cannot persist desired state", zap.Error(err))
@@ -300,7 +309,7 @@ func (w *workload) create(start bool, owner string, by uint32) error {
 func (w *workload) userStart() error {
 	was := w.desired
 	w.desired = true
-	if err := w.persist(""); err != nil {
+	if err := w.persist("", ""); err != nil {
 		w.desired = was
 		return err
 	}
@@ -345,7 +354,10 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	// An equal spec whose ports moved (a hashing rule that changed) is a
 	// change: the run must take its new ports.
 	if spec.Equal(w.spec, sp) && samePorts(w.ports, ports) {
-		if start && w.proc == nil && w.timer == nil {
+		// Applying the same spec again changes nothing: a one-shot that
+		// completed stays completed (start or restart runs it again on
+		// purpose); anything else at rest is started.
+		if start && w.proc == nil && w.timer == nil && !w.completed() {
 			return w.userStart()
 		}
 		return nil
