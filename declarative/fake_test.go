@@ -24,6 +24,7 @@ type fakeApplier struct {
 	failPut   map[string]error // workload name → error
 	failDel   map[string]error
 	failOwned error
+	docs      map[string]string // DocKey → owner
 }
 
 type fakeWorkload struct {
@@ -32,7 +33,7 @@ type fakeWorkload struct {
 }
 
 func newFakeApplier(owned map[string]string) *fakeApplier {
-	f := &fakeApplier{workloads: make(map[string]fakeWorkload), failPut: map[string]error{}, failDel: map[string]error{}}
+	f := &fakeApplier{workloads: make(map[string]fakeWorkload), failPut: map[string]error{}, failDel: map[string]error{}, docs: map[string]string{}}
 	for name, owner := range owned {
 		f.workloads[name] = fakeWorkload{owner: owner, spec: &spec.Workload{Name: name, Command: []string{"/bin/adopted"}}}
 	}
@@ -151,4 +152,52 @@ func (l *problemLog) all() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.events)
+}
+
+func (f *fakeApplier) putDoc(key, owner string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("put %s %s", key, owner))
+	if cur, ok := f.docs[key]; ok && cur != owner {
+		return fmt.Errorf("%w: %s belongs to %q", errdefs.ErrConflict, key, cur)
+	}
+	f.docs[key] = owner
+	return nil
+}
+
+func (f *fakeApplier) dropDoc(key, owner string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("drop %s %s", key, owner))
+	cur, ok := f.docs[key]
+	if !ok {
+		return fmt.Errorf("%w: %s", errdefs.ErrNotFound, key)
+	}
+	if cur != owner {
+		return fmt.Errorf("%w: %s belongs to %q", errdefs.ErrConflict, key, cur)
+	}
+	delete(f.docs, key)
+	return nil
+}
+
+func (f *fakeApplier) PutNetworkOwned(_ context.Context, n *spec.Network, owner string) error {
+	return f.putDoc("network/"+n.Name, owner)
+}
+
+func (f *fakeApplier) DropNetworkOwned(_ context.Context, name, owner string) error {
+	return f.dropDoc("network/"+name, owner)
+}
+
+func (f *fakeApplier) PutPolicyOwned(_ context.Context, p *spec.Policy, owner string) error {
+	return f.putDoc("policy/"+p.Name, owner)
+}
+
+func (f *fakeApplier) DropPolicyOwned(_ context.Context, name, owner string) error {
+	return f.dropDoc("policy/"+name, owner)
+}
+
+func (f *fakeApplier) OwnedDocuments(context.Context) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.docs), nil
 }

@@ -29,10 +29,13 @@ func isSpecFile(name string) bool {
 	return false
 }
 
-// fileState is one spec file as read now: its workloads, or why it is bad.
+// fileState is one spec file as read now: its documents (workloads,
+// networks, policies, as `flyd apply` takes them), or why it is bad.
 type fileState struct {
-	name string // base name: the owner of its workloads
+	name string // base name: the owner of its documents
 	ws   []*spec.Workload
+	nets []*spec.Network
+	pols []*spec.Policy
 	err  error
 }
 
@@ -62,13 +65,17 @@ func scan(dir string) ([]fileState, error) {
 		if e.IsDir() || !isSpecFile(e.Name()) {
 			continue
 		}
-		ws, err := parseTrusted(d, e.Name())
+		docs, err := parseTrusted(d, e.Name())
 		if errors.Is(err, fs.ErrNotExist) {
 			// Renamed or removed since the listing: its own event brings
 			// another reconcile, which sees the final state.
 			continue
 		}
-		files = append(files, fileState{name: e.Name(), ws: ws, err: err})
+		f := fileState{name: e.Name(), err: err}
+		if err == nil {
+			f.ws, f.nets, f.pols = docs.Workloads, docs.Networks, docs.Policies
+		}
+		files = append(files, f)
 	}
 	return files, nil
 }
@@ -78,7 +85,7 @@ func scan(dir string) ([]fileState, error) {
 // may have written it (trust.OpenIn). It is judged as opened, so the file
 // judged is the file read, whatever its name is made to point at
 // meanwhile.
-func parseTrusted(dir *os.File, name string) ([]*spec.Workload, error) {
+func parseTrusted(dir *os.File, name string) (*spec.Documents, error) {
 	f, err := trust.OpenIn(dir, name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: refused, as the daemon would run what it says as root", err)
@@ -92,11 +99,14 @@ func parseTrusted(dir *os.File, name string) ([]*spec.Workload, error) {
 	if len(data) > maxSpecFile {
 		return nil, fmt.Errorf("%s: over %d bytes", path, maxSpecFile)
 	}
-	ws, err := spec.Parse(data)
+	docs, err := spec.ParseAll(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return ws, nil
+	if len(docs.Workloads)+len(docs.Networks)+len(docs.Policies) == 0 {
+		return nil, fmt.Errorf("%s: no document found", path)
+	}
+	return docs, nil
 }
 
 // maxSpecFile bounds a spec file as the API bounds a request body.

@@ -3,6 +3,7 @@ package declarative
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -11,20 +12,44 @@ import (
 )
 
 // ErrDuplicateName is wrapped by the problem reported for each file when two
-// files define the same workload name. It is an errdefs.ErrConflict.
-var ErrDuplicateName = fmt.Errorf("%w: a workload name may be defined in one file only", errdefs.ErrConflict)
+// files define the same workload name (or network, or policy). It is an
+// errdefs.ErrConflict.
+var ErrDuplicateName = fmt.Errorf("%w: a name may be defined in one file only", errdefs.ErrConflict)
 
-// applied is what the watcher last put for a workload name.
-type applied struct {
-	owner string
-	// spec is nil when the applier's copy is unknown: adopted from Owned at
-	// start, or after a failed put that may have half-happened. It is then
-	// put again, which the applier makes a no-op when nothing changed.
-	spec *spec.Workload
+// doc is a document a file may hold: a workload, a network or a policy.
+type doc interface {
+	*spec.Workload | *spec.Network | *spec.Policy
 }
 
-type putAction struct {
-	w     *spec.Workload
+// kind is what the plan needs to know of one kind of document.
+type kind[D doc] struct {
+	what  string // "workload", "network", "policy"
+	of    func(f fileState) []D
+	name  func(D) string
+	equal func(a, b D) bool
+}
+
+var (
+	workloads = kind[*spec.Workload]{what: "workload", of: func(f fileState) []*spec.Workload { return f.ws },
+		name: func(w *spec.Workload) string { return w.Name }, equal: spec.Equal}
+	networks = kind[*spec.Network]{what: "network", of: func(f fileState) []*spec.Network { return f.nets },
+		name: func(n *spec.Network) string { return n.Name }, equal: func(a, b *spec.Network) bool { return reflect.DeepEqual(a, b) }}
+	policies = kind[*spec.Policy]{what: "policy", of: func(f fileState) []*spec.Policy { return f.pols },
+		name: func(p *spec.Policy) string { return p.Name }, equal: func(a, b *spec.Policy) bool { return reflect.DeepEqual(a, b) }}
+)
+
+// applied is what the watcher last put for a name.
+type applied[D doc] struct {
+	owner string
+	// spec is nil when the applier's copy is unknown: adopted from the
+	// applier at start, or after a failed put that may have half-happened.
+	// It is then put again, which the applier makes a no-op when nothing
+	// changed.
+	spec D
+}
+
+type putAction[D doc] struct {
+	w     D
 	owner string
 }
 
@@ -32,38 +57,51 @@ type deleteAction struct {
 	name, owner string
 }
 
-// plan is the difference between the files and what is applied.
-type plan struct {
-	puts     []putAction    // sorted by name
+// plan is the difference between the files and what is applied, for one
+// kind of document.
+type plan[D doc] struct {
+	puts     []putAction[D] // sorted by name
 	deletes  []deleteAction // sorted by name
 	problems map[string][]error
 }
 
-// claim is one file's interest in a workload name. w is nil for a bad file:
-// it holds on to its names without a spec to put.
-type claim struct {
+// claim is one file's interest in a name. w is nil for a bad file: it holds
+// on to its names without a document to put.
+type claim[D doc] struct {
 	file string
-	w    *spec.Workload
+	w    D
 }
 
-// makePlan decides the puts and deletes that bring cur to what files define.
+// makePlan decides the puts and deletes of workloads that bring cur to what
+// files define (planKind for workloads), with each bad file's problem: it
+// is said once, here, whatever kinds of documents the file holds.
+func makePlan(files []fileState, lastGood map[string]fileState, cur map[string]applied[*spec.Workload]) plan[*spec.Workload] {
+	p := planKind(workloads, files, lastGood, cur)
+	for _, f := range files {
+		if f.err != nil {
+			p.problems[f.name] = append([]error{f.err}, p.problems[f.name]...)
+		}
+	}
+	return p
+}
+
+// planKind decides the puts and deletes that bring cur to what files define.
 // A bad file claims the names of its last good parse and the names it owns
-// now, so that its workloads are neither deleted nor taken by another file
+// now, so that its documents are neither deleted nor taken by another file
 // while it is broken. It does not change its arguments.
-func makePlan(files []fileState, lastGood map[string][]*spec.Workload, cur map[string]applied) plan {
-	p := plan{problems: make(map[string][]error)}
-	claims := make(map[string][]claim)
+func planKind[D doc](k kind[D], files []fileState, lastGood map[string]fileState, cur map[string]applied[D]) plan[D] {
+	p := plan[D]{problems: make(map[string][]error)}
+	claims := make(map[string][]claim[D])
 	for _, f := range files {
 		if f.err == nil {
-			for _, w := range f.ws {
-				claims[w.Name] = append(claims[w.Name], claim{f.name, w})
+			for _, w := range k.of(f) {
+				claims[k.name(w)] = append(claims[k.name(w)], claim[D]{f.name, w})
 			}
 			continue
 		}
-		p.problems[f.name] = append(p.problems[f.name], f.err)
 		held := make(map[string]bool)
-		for _, w := range lastGood[f.name] {
-			held[w.Name] = true
+		for _, w := range k.of(lastGood[f.name]) {
+			held[k.name(w)] = true
 		}
 		for name, a := range cur {
 			if a.owner == f.name {
@@ -71,14 +109,14 @@ func makePlan(files []fileState, lastGood map[string][]*spec.Workload, cur map[s
 			}
 		}
 		for _, name := range slices.Sorted(maps.Keys(held)) {
-			claims[name] = append(claims[name], claim{file: f.name})
+			claims[name] = append(claims[name], claim[D]{file: f.name})
 		}
 	}
 
 	for _, name := range slices.Sorted(maps.Keys(claims)) {
 		cs := claims[name]
 		if len(cs) > 1 {
-			err := duplicateError(name, cs)
+			err := duplicateError(k.what, name, cs)
 			for _, c := range cs {
 				p.problems[c.file] = append(p.problems[c.file], err)
 			}
@@ -89,15 +127,15 @@ func makePlan(files []fileState, lastGood map[string][]*spec.Workload, cur map[s
 			continue
 		}
 		a, ok := cur[name]
-		if ok && a.owner == c.file && a.spec != nil && spec.Equal(a.spec, c.w) {
+		if ok && a.owner == c.file && a.spec != nil && k.equal(a.spec, c.w) {
 			continue
 		}
 		if ok && a.owner != c.file {
-			// The applier lets only a workload's owner change it, so a
-			// workload moving to another file is deleted, then created.
+			// The applier lets only a document's owner change it, so one
+			// moving to another file is deleted, then created.
 			p.deletes = append(p.deletes, deleteAction{name: name, owner: a.owner})
 		}
-		p.puts = append(p.puts, putAction{w: c.w, owner: c.file})
+		p.puts = append(p.puts, putAction[D]{w: c.w, owner: c.file})
 	}
 
 	for name, a := range cur {
@@ -109,10 +147,10 @@ func makePlan(files []fileState, lastGood map[string][]*spec.Workload, cur map[s
 	return p
 }
 
-func duplicateError(name string, cs []claim) error {
+func duplicateError[D doc](what, name string, cs []claim[D]) error {
 	files := make([]string, len(cs))
 	for i, c := range cs {
 		files[i] = c.file
 	}
-	return fmt.Errorf("workload %q is defined in %s: %w", name, strings.Join(files, " and "), ErrDuplicateName)
+	return fmt.Errorf("%s %q is defined in %s: %w", what, name, strings.Join(files, " and "), ErrDuplicateName)
 }

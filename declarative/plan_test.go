@@ -21,22 +21,22 @@ func TestMakePlan(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		files    []fileState
-		lastGood map[string][]*spec.Workload
-		cur      map[string]applied
+		lastGood map[string]fileState
+		cur      map[string]applied[*spec.Workload]
 		want     string // puts and deletes, then "file: problem" lines
 	}{
-		{name: "nothing to do", files: []fileState{good("a", x1)}, cur: map[string]applied{"x": {"a", x1}}},
+		{name: "nothing to do", files: []fileState{good("a", x1)}, cur: map[string]applied[*spec.Workload]{"x": {"a", x1}}},
 		{name: "new", files: []fileState{good("a", x1)}, want: "put x a"},
-		{name: "changed", files: []fileState{good("a", x2)}, cur: map[string]applied{"x": {"a", x1}}, want: "put x a"},
-		{name: "unknown spec is put again", files: []fileState{good("a", x1)}, cur: map[string]applied{"x": {owner: "a"}}, want: "put x a"},
-		{name: "moved to another file", files: []fileState{good("b", x1)}, cur: map[string]applied{"x": {"a", x1}}, want: "delete x a\nput x b"},
-		{name: "file gone", cur: map[string]applied{"x": {"a", x1}, "y": {"b", y1}}, want: "delete x a\ndelete y b"},
-		{name: "bad file keeps what it owns", files: []fileState{broken("a")}, cur: map[string]applied{"x": {owner: "a"}},
+		{name: "changed", files: []fileState{good("a", x2)}, cur: map[string]applied[*spec.Workload]{"x": {"a", x1}}, want: "put x a"},
+		{name: "unknown spec is put again", files: []fileState{good("a", x1)}, cur: map[string]applied[*spec.Workload]{"x": {owner: "a"}}, want: "put x a"},
+		{name: "moved to another file", files: []fileState{good("b", x1)}, cur: map[string]applied[*spec.Workload]{"x": {"a", x1}}, want: "delete x a\nput x b"},
+		{name: "file gone", cur: map[string]applied[*spec.Workload]{"x": {"a", x1}, "y": {"b", y1}}, want: "delete x a\ndelete y b"},
+		{name: "bad file keeps what it owns", files: []fileState{broken("a")}, cur: map[string]applied[*spec.Workload]{"x": {owner: "a"}},
 			want: "a: malformed"},
 		{name: "bad file keeps its last good names from others", files: []fileState{broken("a"), good("b", x2)},
-			lastGood: map[string][]*spec.Workload{"a": {x1}},
+			lastGood: map[string]fileState{"a": good("a", x1)},
 			want:     `a: malformed` + "\n" + `a: workload "x" is defined in a and b` + "\n" + `b: workload "x" is defined in a and b`},
-		{name: "duplicate keeps the current owner", files: []fileState{good("a", x1), good("b", x2, y1)}, cur: map[string]applied{"x": {"a", x1}},
+		{name: "duplicate keeps the current owner", files: []fileState{good("a", x1), good("b", x2, y1)}, cur: map[string]applied[*spec.Workload]{"x": {"a", x1}},
 			want: "put y b\n" + `a: workload "x" is defined in a and b` + "\n" + `b: workload "x" is defined in a and b`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -14,7 +15,7 @@ import (
 )
 
 // reconcile brings the applier to what the files define now. It is the only
-// writer of applied and lastGood, and runs one at a time.
+// writer of applied, nets, pols and lastGood, and runs one at a time.
 func (w *Watcher) reconcile(ctx context.Context) error {
 	select {
 	case w.sem <- struct{}{}:
@@ -36,20 +37,34 @@ func (w *Watcher) reconcile(ctx context.Context) error {
 		return err
 	}
 
-	p := makePlan(files, w.lastGood, w.applied)
-	w.execute(ctx, p)
+	// Networks and policies are put before the workloads, so that no
+	// workload runs unguarded or with a network's defaults, and dropped
+	// after them, so that none is left unguarded while it goes.
+	np := planKind(networks, files, w.lastGood, w.nets)
+	pp := planKind(policies, files, w.lastGood, w.pols)
+	wp := makePlan(files, w.lastGood, w.applied)
+	problems := wp.problems
+	for f, es := range np.problems {
+		problems[f] = append(problems[f], es...)
+	}
+	for f, es := range pp.problems {
+		problems[f] = append(problems[f], es...)
+	}
+	putDocs(ctx, w, networks, np, w.nets, w.applier.PutNetworkOwned, problems)
+	putDocs(ctx, w, policies, pp, w.pols, w.applier.PutPolicyOwned, problems)
+	w.execute(ctx, wp, problems)
+	dropDocs(ctx, w, policies, pp, w.pols, w.applier.DropPolicyOwned, problems)
+	dropDocs(ctx, w, networks, np, w.nets, w.applier.DropNetworkOwned, problems)
 	if err := ctx.Err(); err != nil {
 		// Failures of a cancelled reconcile say nothing about the files.
 		return err
 	}
-	for _, f := range files {
-		if f.err == nil {
-			w.lastGood[f.name] = f.ws
-		}
-	}
 	present := make(map[string]bool, len(files))
 	for _, f := range files {
 		present[f.name] = true
+		if f.err == nil {
+			w.lastGood[f.name] = f
+		}
 	}
 	for name := range w.lastGood {
 		if !present[name] {
@@ -57,14 +72,15 @@ func (w *Watcher) reconcile(ctx context.Context) error {
 		}
 	}
 	if len(dirErrs) > 0 {
-		p.problems[""] = dirErrs
+		problems[""] = dirErrs
 	}
-	w.setProblems(joinProblems(p.problems))
+	w.setProblems(joinProblems(problems))
 	return errors.Join(dirErrs...)
 }
 
-// adopt learns, once, which workloads files owned before this watcher
-// started, so that those whose file is gone are deleted like any other.
+// adopt learns, once, which workloads and documents files owned before this
+// watcher started, so that those whose file is gone are deleted like any
+// other.
 func (w *Watcher) adopt(ctx context.Context) error {
 	if w.adopted {
 		return nil
@@ -75,17 +91,78 @@ func (w *Watcher) adopt(ctx context.Context) error {
 	}
 	for name, owner := range owned {
 		if _, ok := w.applied[name]; !ok {
-			w.applied[name] = applied{owner: owner}
+			w.applied[name] = applied[*spec.Workload]{owner: owner}
+		}
+	}
+	docs, err := w.applier.OwnedDocuments(ctx)
+	if err != nil {
+		return fmt.Errorf("list documents owned by files: %w", err)
+	}
+	for key, owner := range docs {
+		kind, name, _ := strings.Cut(key, "/")
+		switch kind {
+		case spec.KindNetwork:
+			if _, ok := w.nets[name]; !ok {
+				w.nets[name] = applied[*spec.Network]{owner: owner}
+			}
+		case spec.KindPolicy:
+			if _, ok := w.pols[name]; !ok {
+				w.pols[name] = applied[*spec.Policy]{owner: owner}
+			}
 		}
 	}
 	w.adopted = true
 	return nil
 }
 
-// execute runs the plan, deletes first so that what they free (ports, names
-// in a network) is there for the puts, and adds failures to p.problems. A
-// failed action stays different from applied, so the next reconcile retries.
-func (w *Watcher) execute(ctx context.Context, p plan) {
+// putDocs puts the documents of one kind the plan asks for, and adds
+// failures to problems; a failed put stays different from applied, so the
+// next reconcile retries.
+func putDocs[D doc](ctx context.Context, w *Watcher, k kind[D], p plan[D], cur map[string]applied[D], put func(context.Context, D, string) error, problems map[string][]error) {
+	for _, a := range p.puts {
+		if ctx.Err() != nil {
+			return
+		}
+		name := k.name(a.w)
+		if err := put(ctx, a.w, a.owner); err != nil {
+			problems[a.owner] = append(problems[a.owner], fmt.Errorf("apply %s %q: %w", k.what, name, err))
+			if _, ok := cur[name]; !ok {
+				cur[name] = applied[D]{owner: a.owner} // it may exist anyway
+			}
+			continue
+		}
+		cur[name] = applied[D]{owner: a.owner, spec: a.w}
+		w.log.Info("applied document from file", zap.String("kind", k.what), zap.String("name", name), zap.String("file", a.owner))
+	}
+}
+
+// dropDocs drops the documents of one kind that no file defines any more.
+func dropDocs[D doc](ctx context.Context, w *Watcher, k kind[D], p plan[D], cur map[string]applied[D], drop func(context.Context, string, string) error, problems map[string][]error) {
+	for _, d := range p.deletes {
+		if ctx.Err() != nil {
+			return
+		}
+		if a, ok := cur[d.name]; ok && a.owner != d.owner {
+			continue // put anew by another file meanwhile
+		}
+		err := drop(ctx, d.name, d.owner)
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrConflict) {
+			err = nil // gone, or no longer this file's
+		}
+		if err != nil {
+			problems[d.owner] = append(problems[d.owner], fmt.Errorf("remove %s %q: %w", k.what, d.name, err))
+			continue
+		}
+		delete(cur, d.name)
+		w.log.Info("removed document of a file", zap.String("kind", k.what), zap.String("name", d.name), zap.String("file", d.owner))
+	}
+}
+
+// execute runs the workloads' plan, deletes first so that what they free
+// (ports, names in a network) is there for the puts, and adds failures to
+// problems. A failed action stays different from applied, so the next
+// reconcile retries.
+func (w *Watcher) execute(ctx context.Context, p plan[*spec.Workload], problems map[string][]error) {
 	stuck := make(map[string]bool) // names whose delete failed
 	for _, d := range p.deletes {
 		if ctx.Err() != nil {
@@ -99,7 +176,7 @@ func (w *Watcher) execute(ctx context.Context, p plan) {
 			err = nil
 		}
 		if err != nil {
-			p.problems[d.owner] = append(p.problems[d.owner], fmt.Errorf("delete workload %q: %w", d.name, err))
+			problems[d.owner] = append(problems[d.owner], fmt.Errorf("delete workload %q: %w", d.name, err))
 			stuck[d.name] = true
 			continue
 		}
@@ -130,14 +207,14 @@ func (w *Watcher) execute(ctx context.Context, p plan) {
 			err = errs[i]
 		}
 		if err != nil {
-			p.problems[a.Owner] = append(p.problems[a.Owner], fmt.Errorf("apply workload %q: %w", name, err))
+			problems[a.Owner] = append(problems[a.Owner], fmt.Errorf("apply workload %q: %w", name, err))
 			if _, ok := w.applied[name]; !ok {
 				// It may exist anyway; if its file goes, it must be deleted.
-				w.applied[name] = applied{owner: a.Owner}
+				w.applied[name] = applied[*spec.Workload]{owner: a.Owner}
 			}
 			continue
 		}
-		w.applied[name] = applied{owner: a.Owner, spec: ours[i]}
+		w.applied[name] = applied[*spec.Workload]{owner: a.Owner, spec: ours[i]}
 		w.log.Info("applied workload from file", zap.String("workload", name), zap.String("file", a.Owner))
 	}
 }

@@ -27,6 +27,16 @@ type Applier interface {
 	// at start to delete workloads whose file was removed while the daemon
 	// was down.
 	Owned(ctx context.Context) (map[string]string, error)
+
+	// The network and policy documents of files, each owned by its file as
+	// workloads are: put (created or replaced), dropped when the file no
+	// longer defines it, and listed by DocKey ("network/NAME",
+	// "policy/NAME") → owner.
+	PutNetworkOwned(ctx context.Context, n *spec.Network, owner string) error
+	DropNetworkOwned(ctx context.Context, name, owner string) error
+	PutPolicyOwned(ctx context.Context, p *spec.Policy, owner string) error
+	DropPolicyOwned(ctx context.Context, name, owner string) error
+	OwnedDocuments(ctx context.Context) (map[string]string, error)
 }
 
 // Put is one workload of a file, for PutOwned.
@@ -77,8 +87,10 @@ type Watcher struct {
 	// below it. It is a channel so that a waiting Sync can give up on ctx.
 	sem      chan struct{}
 	adopted  bool // Owned has been read into applied
-	applied  map[string]applied
-	lastGood map[string][]*spec.Workload // file → its last good parse
+	applied  map[string]applied[*spec.Workload]
+	nets     map[string]applied[*spec.Network]
+	pols     map[string]applied[*spec.Policy]
+	lastGood map[string]fileState // file → its last good parse
 
 	mu       sync.Mutex
 	problems map[string]error // file → what is wrong with it
@@ -104,8 +116,10 @@ func New(cfg Config) (*Watcher, error) {
 		resync:    cfg.Resync,
 		onProblem: cfg.OnProblem,
 		sem:       make(chan struct{}, 1),
-		applied:   make(map[string]applied),
-		lastGood:  make(map[string][]*spec.Workload),
+		applied:   make(map[string]applied[*spec.Workload]),
+		nets:      make(map[string]applied[*spec.Network]),
+		pols:      make(map[string]applied[*spec.Policy]),
+		lastGood:  make(map[string]fileState),
 		problems:  make(map[string]error),
 	}
 	if w.log == nil {

@@ -114,3 +114,49 @@ func TestWorkloadsDirectoryOrder(t *testing.T) {
 		t.Error("a dependent was applied before what it names")
 	}
 }
+
+// TestWorkloadsDirectoryDocuments: a file of the workloads directory takes
+// every document kind `flyd apply` takes: its network and policy documents
+// are in force before its workloads run, belong to the file (the API may
+// not change them), and go with it, across a daemon restart too.
+func TestWorkloadsDirectoryDocuments(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	file := filepath.Join(d.dir, "workloads.d", "stack.yaml")
+	text := "kind: network\nname: ci-doc\negress: false\n---\nkind: policy\nname: doc-quiet\nselect: {networks: [ci-doc]}\ningress: []\n---\n" +
+		"name: inside\ncommand: [\"" + d.prog + "\", signals]\nnetwork: ci-doc\n"
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitState(t, "inside", api.StateRunning)
+	var nets []api.Network
+	decodeJSON(t, d.mustCLI(t, "networks", "--json"), &nets)
+	if len(nets) != 1 || nets[0].Name != "ci-doc" || nets[0].Egress {
+		t.Errorf("networks: %+v; want ci-doc with egress off, from the file", nets)
+	}
+	if out := d.mustCLI(t, "policies"); !strings.Contains(out, "doc-quiet") {
+		t.Errorf("policies: %s; want doc-quiet, from the file", out)
+	}
+	for _, args := range [][]string{{"policies", "rm", "doc-quiet"}, {"apply", "-f", d.writeSpec(t, "n.yaml", "kind: network\nname: ci-doc\n")}} {
+		if _, errOut, code := runCLI(t, d.socket, args...); code != 1 || !strings.Contains(errOut, "belongs to stack.yaml") {
+			t.Errorf("%v of a file's document: exit %d, %s; want a conflict naming the file", args, code, errOut)
+		}
+	}
+	// A daemon restart keeps whose they are; the file's removal takes them.
+	d.terminate(t)
+	d = startDaemon(t, inDir(d.dir))
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the file's documents gone with it", func() error {
+		if out := d.mustCLI(t, "policies"); strings.Contains(out, "doc-quiet") {
+			return fmt.Errorf("policies: %s", out)
+		}
+		var nets []api.Network
+		decodeJSON(t, d.mustCLI(t, "networks", "--json"), &nets)
+		if len(nets) != 0 {
+			return fmt.Errorf("networks: %+v", nets)
+		}
+		return nil
+	})
+}

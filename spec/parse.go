@@ -20,8 +20,12 @@ func Parse(data []byte) ([]*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Nothing is dropped unsaid: what is not a workload is refused.
 	if len(d.Networks) > 0 {
-		return nil, fmt.Errorf("network document %q: a network document (kind: network) is applied with `flyd apply` or PUT /v1/networks/NAME, not here", d.Networks[0].Name)
+		return nil, fmt.Errorf("network document %q: only workloads are read here (`flyd apply` and the workloads directory take network documents)", d.Networks[0].Name)
+	}
+	if len(d.Policies) > 0 {
+		return nil, fmt.Errorf("policy document %q: only workloads are read here (`flyd apply` and the workloads directory take policy documents)", d.Policies[0].Name)
 	}
 	if len(d.Workloads) == 0 {
 		return nil, errors.New("no workload found")

@@ -367,6 +367,9 @@ func (s *Supervisor) Policies(ctx context.Context) ([]api.Policy, error) {
 // PutPolicy records a policy and puts it in force: it is answered once
 // its rules are in the kernel.
 func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, error) {
+	if err := s.docOwnedBy(spec.KindPolicy, p.Name, "", false); err != nil {
+		return nil, err
+	}
 	if err := s.setPolicy(p.Name, p); err != nil {
 		return nil, err
 	}
@@ -381,6 +384,9 @@ func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy
 }
 
 func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
+	if err := s.docOwnedBy(spec.KindPolicy, name, "", false); err != nil {
+		return err
+	}
 	if err := s.setPolicy(name, nil); err != nil {
 		return err
 	}
@@ -389,6 +395,9 @@ func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
 }
 
 func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
+	if err := s.docOwnedBy(spec.KindNetwork, n.Name, "", false); err != nil {
+		return nil, err
+	}
 	nw, err := s.putNetwork(ctx, n)
 	if nw == nil {
 		return nil, err

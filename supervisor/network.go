@@ -503,6 +503,9 @@ func (s *Supervisor) networkList() ([]status.Network, error) {
 func (s *Supervisor) DeleteNetwork(ctx context.Context, name string) error {
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
+	if err := s.docOwnedBy(spec.KindNetwork, name, "", false); err != nil {
+		return err
+	}
 	if users := s.networkUsers(name); len(users) > 0 {
 		return fmt.Errorf("%w: network %s is used by %s", errdefs.ErrConflict, name, strings.Join(users, ", "))
 	}

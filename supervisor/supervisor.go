@@ -95,6 +95,7 @@ type Supervisor struct {
 	linkMu  sync.Mutex
 	links   map[string]*sandbox.Link
 	docMu   sync.Mutex
+	owners  docOwners
 	netDocs atomic.Pointer[map[string]*spec.Network]
 	// policies are the policy documents in force (policies.go); guards
 	// shares their writes among the changes that ask at once.
@@ -271,6 +272,7 @@ func (s *Supervisor) restore() {
 	s.logQuarantine()
 	s.sweepCarriers(keep)
 	s.loadNetDocs()
+	s.loadDocOwners()
 	s.loadPolicies()
 	for _, r := range recs {
 		s.declare(r.Spec)

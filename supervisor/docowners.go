@@ -1,0 +1,164 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/atomicfile"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
+)
+
+// A network or policy document that a file of the workloads directory
+// defines belongs to that file, as its workloads do: the API may not
+// change or remove it (conflict), a file may not take one made through the
+// API, and the directory's watcher removes it when the file stops defining
+// it, across a daemon restart too (the owners are recorded).
+
+// docOwnersFile records which file owns which document, under the state
+// dir.
+const docOwnersFile = "document-owners.json"
+
+// docOwners is the owning file of each file-owned document, by DocKey.
+type docOwners struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// DocKey names a document of a kind: "network/NAME", "policy/NAME".
+func DocKey(kind, name string) string { return kind + "/" + name }
+
+func (s *Supervisor) loadDocOwners() {
+	var m map[string]string
+	if _, err := readJSON(filepath.Join(s.cfg.StateDir, docOwnersFile), &m); err != nil {
+		s.log.Error("cannot read which files own which documents; the workloads directory applies its files again", zap.Error(err))
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	s.owners.m = m
+}
+
+func (s *Supervisor) docOwner(kind, name string) string {
+	s.owners.mu.Lock()
+	defer s.owners.mu.Unlock()
+	return s.owners.m[DocKey(kind, name)]
+}
+
+// setDocOwner records owner as the document's ("" for none) before the
+// change it goes with is made: a daemon killed between the two leaves the
+// watcher a document to put again or delete, never one it forgot.
+func (s *Supervisor) setDocOwner(kind, name, owner string) error {
+	s.owners.mu.Lock()
+	defer s.owners.mu.Unlock()
+	next := maps.Clone(s.owners.m)
+	if owner == "" {
+		delete(next, DocKey(kind, name))
+	} else {
+		next[DocKey(kind, name)] = owner
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(s.cfg.StateDir, docOwnersFile), b, 0o600); err != nil {
+		return fmt.Errorf("cannot record the owners of documents: %w", err)
+	}
+	s.owners.m = next
+	return nil
+}
+
+// OwnedDocuments lists the documents files own: DocKey → file.
+func (s *Supervisor) OwnedDocuments(ctx context.Context) (map[string]string, error) {
+	s.owners.mu.Lock()
+	defer s.owners.mu.Unlock()
+	return maps.Clone(s.owners.m), nil
+}
+
+// docOwnedBy refuses a change of a document by another than its owner: a
+// file ("" for the API).
+func (s *Supervisor) docOwnedBy(kind, name, by string, exists bool) error {
+	owner := s.docOwner(kind, name)
+	switch {
+	case owner == by:
+		return nil
+	case owner != "":
+		return fmt.Errorf("%w: %s %s belongs to %s in the workloads directory; change that file", errdefs.ErrConflict, kind, name, owner)
+	case exists:
+		return fmt.Errorf("%w: %s %s was made through the API, not by %s", errdefs.ErrConflict, kind, name, by)
+	}
+	return nil
+}
+
+// PutNetworkOwned records and puts in force a network document of a file.
+func (s *Supervisor) PutNetworkOwned(ctx context.Context, n *spec.Network, owner string) error {
+	if err := s.docOwnedBy(spec.KindNetwork, n.Name, owner, s.netDoc(n.Name) != nil); err != nil {
+		return err
+	}
+	if err := s.setDocOwner(spec.KindNetwork, n.Name, owner); err != nil {
+		return err
+	}
+	if _, err := s.putNetwork(ctx, n); err != nil {
+		return err
+	}
+	s.publish(status.Event{Type: status.EventNetwork, Message: fmt.Sprintf("network %s applied from %s (egress %v, peers %v)", n.Name, owner, n.AllowsEgress(), n.Peers)})
+	return nil
+}
+
+// DropNetworkOwned forgets a network document its file no longer defines:
+// the network keeps its workloads and takes the defaults.
+func (s *Supervisor) DropNetworkOwned(ctx context.Context, name, owner string) error {
+	if err := s.docOwnedBy(spec.KindNetwork, name, owner, false); err != nil {
+		return err
+	}
+	s.forgetNetDoc(name)
+	if err := s.writeRules(name); err != nil {
+		return err
+	}
+	if err := s.setDocOwner(spec.KindNetwork, name, ""); err != nil {
+		return err
+	}
+	s.publish(status.Event{Type: status.EventNetwork, Message: "network " + name + " document removed with " + owner})
+	return nil
+}
+
+// PutPolicyOwned records and puts in force a policy document of a file.
+func (s *Supervisor) PutPolicyOwned(ctx context.Context, p *spec.Policy, owner string) error {
+	s.docMu.Lock()
+	_, exists := s.policies[p.Name]
+	s.docMu.Unlock()
+	if err := s.docOwnedBy(spec.KindPolicy, p.Name, owner, exists); err != nil {
+		return err
+	}
+	if err := s.setDocOwner(spec.KindPolicy, p.Name, owner); err != nil {
+		return err
+	}
+	if err := s.setPolicy(p.Name, p); err != nil {
+		return err
+	}
+	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + p.Name + " applied from " + owner})
+	return nil
+}
+
+// DropPolicyOwned removes a policy its file no longer defines.
+func (s *Supervisor) DropPolicyOwned(ctx context.Context, name, owner string) error {
+	if err := s.docOwnedBy(spec.KindPolicy, name, owner, false); err != nil {
+		return err
+	}
+	if err := s.setPolicy(name, nil); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	if err := s.setDocOwner(spec.KindPolicy, name, ""); err != nil {
+		return err
+	}
+	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + name + " removed with " + owner})
+	return nil
+}
