@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,11 +63,7 @@ func (d *daemon) fds(t *testing.T) int {
 // to api.MaxConns; root is served throughout.
 func TestConnectionFloods(t *testing.T) {
 	t.Parallel()
-	g, err := user.LookupGroup("users")
-	if err != nil {
-		t.Skipf("no group users on this host to test --socket-group with: %v", err)
-	}
-	gid, _ := strconv.Atoi(g.Gid)
+	gid := usersGroup(t)
 	d := startDaemon(t, withArgs("--socket-group", "users"))
 	if err := os.Chmod(d.socket, 0o666); err != nil { // reachable by all: only credentials decide
 		t.Fatal(err)
@@ -107,11 +102,7 @@ func TestConnectionFloods(t *testing.T) {
 // and no more: root's streams and applies go on as if it were not there.
 func TestPeerCannotStarveRoot(t *testing.T) {
 	t.Parallel()
-	g, err := user.LookupGroup("users")
-	if err != nil {
-		t.Skipf("no group users on this host to test --socket-group with: %v", err)
-	}
-	gid, _ := strconv.Atoi(g.Gid)
+	gid := usersGroup(t)
 	d := startDaemon(t, withArgs("--socket-group", "users"))
 	member := []uint32{uint32(gid)}
 	rootStreams := func() {
@@ -349,11 +340,7 @@ func TestWorkloadsDirNeverAdopted(t *testing.T) {
 // run native workloads as the users named, and nothing as root.
 func TestPeerUsersPolicy(t *testing.T) {
 	t.Parallel()
-	g, err := user.LookupGroup("users")
-	if err != nil {
-		t.Skipf("no group users on this host to test --socket-group with: %v", err)
-	}
-	gid, _ := strconv.Atoi(g.Gid)
+	gid := usersGroup(t)
 	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", "nobody"))
 	member := func(args ...string) (string, string, int) {
 		return runAs(t, d.socket, 65534, 65534, []uint32{uint32(gid)}, args...)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -181,11 +180,7 @@ func TestSocketAndAccess(t *testing.T) {
 	}
 
 	t.Run("socket group", func(t *testing.T) {
-		g, err := user.LookupGroup("users")
-		if err != nil {
-			t.Skipf("no group users on this host to test --socket-group with: %v", err)
-		}
-		gid, _ := strconv.Atoi(g.Gid)
+		gid := usersGroup(t)
 		d := startDaemon(t, withArgs("--socket-group", "users"))
 		fi, err := os.Stat(d.socket)
 		if err != nil {

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -239,4 +241,16 @@ func (s *stream) waitLine(t *testing.T, what string, ok func(line string) bool) 
 		return fmt.Errorf("%d lines so far: %q", len(s.lines()), s.lines())
 	})
 	return found
+}
+
+// usersGroup is the gid of the group "users", which the tests of
+// --socket-group make the socket's.
+func usersGroup(t *testing.T) int {
+	t.Helper()
+	g, err := user.LookupGroup("users")
+	if err != nil {
+		t.Skipf("no group users on this host to test --socket-group with: %v", err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	return gid
 }
