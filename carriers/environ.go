@@ -12,8 +12,12 @@ import (
 
 // Build merges layers of variables in order, the last occurrence of a key
 // winning, and sorts them by key, so that two builds of one spec give
-// byte-identical environments. Values larger than FileCarrierThreshold go
-// to files, the rest to KEY=VALUE strings; a large value is never copied.
+// byte-identical environments. Values of codefly's namespace (CODEFLY__…)
+// larger than FileCarrierThreshold go to files, which codefly's readers
+// resolve (CODEFLY__FILE__<NAME> names CODEFLY__<NAME>'s file); every other
+// value stays a KEY=VALUE string, since the program reads it directly (a
+// JAVA_OPTS by file would read as unset), and one past the kernel's limit
+// is refused by CheckExec, naming its key. A large value is never copied.
 func Build(layers ...map[string]string) (inline []string, files []File) {
 	n := 0
 	for _, l := range layers {
@@ -33,7 +37,7 @@ func Build(layers ...map[string]string) (inline []string, files []File) {
 	inline = make([]string, 0, len(keys))
 	for _, k := range keys {
 		v := merged[k]
-		if len(v) > FileCarrierThreshold {
+		if len(v) > FileCarrierThreshold && strings.HasPrefix(k, Prefix) {
 			files = append(files, File{Key: k, Value: v})
 			continue
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/flyd-dev/flyd/api"
 )
 
 // TestFileCarriers: a value too large for the environment reaches the
@@ -20,20 +22,32 @@ func TestFileCarriers(t *testing.T) {
 	b := make([]byte, 20<<10)
 	_, _ = rand.Read(b)
 	secret := hex.EncodeToString(b) // 40 KiB: over the 32 KiB threshold
+	javaOpts := strings.Repeat("-Dflyd.x=1 ", 4<<10)
 
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "big.yaml", `
 name: big
 command: ["@PROG@", "env"]
 user: nobody
-secret_env: {BIG_SECRET: `+secret+`}
+secret_env: {CODEFLY__BIG_SECRET: `+secret+`}
+env: {JAVA_OPTS: `+javaOpts+`}
+health: {exec: ["sh", "-c", "test \"$(wc -c < \"$CODEFLY__FILE__BIG_SECRET\")\" -eq 40960"], interval: 200ms}
 `))
 	_, env := workloadEnv(t, d, "big")
-	if _, inline := env["BIG_SECRET"]; inline {
-		t.Error("BIG_SECRET is inline in the environment, want it delivered by file")
+	if _, inline := env["CODEFLY__BIG_SECRET"]; inline {
+		t.Error("CODEFLY__BIG_SECRET is inline in the environment, want it delivered by file")
+	}
+	// A variable of the program's own is read as it is: inline, whatever
+	// its size (up to the kernel's limit for one string).
+	if env["JAVA_OPTS"] != strings.TrimSpace(javaOpts) && env["JAVA_OPTS"] != javaOpts || env["CODEFLY__FILE__JAVA_OPTS"] != "" {
+		t.Errorf("JAVA_OPTS: %d bytes inline, by file %q; want all %d inline", len(env["JAVA_OPTS"]), env["CODEFLY__FILE__JAVA_OPTS"], len(javaOpts))
 	}
 	path := env["CODEFLY__FILE__BIG_SECRET"]
 	if !filepath.IsAbs(path) {
 		t.Fatalf("CODEFLY__FILE__BIG_SECRET=%q, want an absolute path", path)
+	}
+	// The exec check is given what the run is given, the file too.
+	if w := d.waitWorkload(t, "big", "healthy", func(w *api.Workload) bool { return w.Healthy != nil && *w.Healthy }); w.Healthy == nil {
+		t.Error("the exec check was not healthy")
 	}
 	if got, err := os.ReadFile(path); err != nil || string(got) != secret {
 		t.Errorf("carrier file %s: %v; content matches: %v", path, err, string(got) == secret)

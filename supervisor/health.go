@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
@@ -142,7 +143,24 @@ func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, err
 	if err != nil {
 		return nil, err
 	}
-	return health.Exec(nw, cg, cred, argv, pl.env), nil
+	env := pl.env
+	if len(pl.files) > 0 {
+		// Values delivered by file reach the command as they reach the
+		// run: through the run's own carrier files, never dropped.
+		dir := ""
+		if w.proc != nil {
+			dir = w.proc.State().CarrierDir
+		}
+		if dir == "" {
+			keys := make([]string, len(pl.files))
+			for i, f := range pl.files {
+				keys[i] = f.Key
+			}
+			return nil, fmt.Errorf("%w: %s of workload %s go by file, and its run has no files a command could be given", errdefs.ErrConflict, strings.Join(keys, ", "), w.name)
+		}
+		env = append(env[:len(env):len(env)], carriers.Pointers(dir, pl.files)...)
+	}
+	return health.Exec(nw, cg, cred, argv, env), nil
 }
 
 // reloadTimeout bounds a reload command.
