@@ -1,7 +1,9 @@
 package carriers
 
 import (
+	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -25,5 +27,36 @@ func TestBuildPrecedenceAndOrder(t *testing.T) {
 	}
 	if v, _ := LookupEnv([]string{"A=1", "A=2"}, "A"); v != "2" {
 		t.Fatalf("Lookup must return the last occurrence, got %q", v)
+	}
+}
+
+// TestBuildCarriesOnlyCodeflyValues: a large value of codefly's namespace
+// goes by file, and comes back under its own key from Resolve; a large
+// value of the program's own stays inline, as the program reads it.
+func TestBuildCarriesOnlyCodeflyValues(t *testing.T) {
+	big := strings.Repeat("v", FileCarrierThreshold+1)
+	inline, files := Build(map[string]string{"JAVA_OPTS": big, "CODEFLY__WORKSPACE_CONFIGURATION__DB__URL": big})
+	if len(files) != 1 || files[0].Key != "CODEFLY__WORKSPACE_CONFIGURATION__DB__URL" {
+		t.Fatalf("files %v; want the codefly value alone", files)
+	}
+	if v, ok := LookupEnv(inline, "JAVA_OPTS"); !ok || v != big {
+		t.Fatal("JAVA_OPTS is not inline")
+	}
+	dir := t.TempDir()
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := Write(dir, os.Getuid(), os.Getgid(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Resolve(append(inline, entries...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"JAVA_OPTS", "CODEFLY__WORKSPACE_CONFIGURATION__DB__URL"} {
+		if v, ok := LookupEnv(got, key); !ok || v != big {
+			t.Errorf("%s after Resolve: present %v, %d bytes; want its value", key, ok, len(v))
+		}
 	}
 }

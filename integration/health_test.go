@@ -177,7 +177,7 @@ network: ci-u
 	logs := d.waitLog(t, "host-app", "both-reached")
 	pg := d.get(t, "pg")
 	for _, want := range []string{
-		"CODEFLY__ENDPOINT__STORE__PG_MAIN__HTTP__HTTP=localhost:" + strconv.Itoa(pg.Ports[0].Port),
+		"CODEFLY__ENDPOINT__STORE__PG_MAIN__HTTP__HTTP=http://localhost:" + strconv.Itoa(pg.Ports[0].Port), // a URL, as codefly gives it
 		"CODEFLY__ENDPOINT__STORE__CACHE__TCP__TCP=localhost:" + strconv.Itoa(hp),
 		"CODEFLY__WORKSPACE=demo", "CODEFLY__MODULE=web", "CODEFLY__SERVICE=front",
 	} {

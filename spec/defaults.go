@@ -32,6 +32,10 @@ func (w *Workload) SetDefaults() {
 	w.Restart.setDefaults()
 	w.Stop.setDefaults()
 	for i := range w.Endpoints {
+		// As codefly core: an endpoint named like an API serves it.
+		if e := &w.Endpoints[i]; e.API == "" && apis[e.Name] && e.Name != "other" {
+			e.API = e.Name
+		}
 		setDefault(&w.Endpoints[i].API, defaultAPI)
 		if w.Endpoints[i].Port.Mode == "" {
 			w.Endpoints[i].Port.Mode = PortHashed

@@ -11,7 +11,7 @@ func TestSetDefaults(t *testing.T) {
 		Name:      "app",
 		Kind:      KindNative,
 		Command:   []string{"/bin/app"},
-		Endpoints: []Endpoint{{Name: "http", API: "tcp", Port: Port{Mode: PortHashed}}},
+		Endpoints: []Endpoint{{Name: "http", API: "http", Port: Port{Mode: PortHashed}}}, // named like an API: serves it, as in codefly,
 		Network:   NetworkHost,
 		Restart: Restart{Policy: RestartOnFailure, MaxRestarts: 5, Window: dur("1m"),
 			Backoff: Backoff{Initial: dur("250ms"), Max: dur("30s")}},

@@ -66,6 +66,7 @@ func TestPolicyRefusals(t *testing.T) {
 func TestEndpointReachRules(t *testing.T) {
 	for _, tt := range []struct{ endpoint, network, field, rule string }{
 		{"{name: e, port: 80, visibility: module}", "host", "endpoints[0].visibility", "visibility-known"},
+		{"{name: e, port: 80, visibility: external}", "host", "endpoints[0].visibility", "visibility-known"},
 		{"{name: e, port: 80, visibility: public, exposure: internet}", "host", "endpoints[0].exposure", "exposure-known"},
 		{"{name: e, port: 80, visibility: public}", "host", "endpoints[0].exposure", "exposure-declared"},
 		{"{name: e, port: 80, exposure: public}", "host", "endpoints[0].exposure", "exposure-within-reach"},
@@ -88,6 +89,7 @@ func TestEndpointReachRules(t *testing.T) {
 		"network: ci-1\nendpoints: [{name: e, port: 80, visibility: public, exposure: none}]",
 		"network: ci-1\nidentity: {module: billing}\nendpoints: [{name: e, port: 80, visibility: private}]",
 		"network: ci-1\nendpoints: [{name: e, port: 80, publish: 8080}]",
+		"network: host\nendpoints: [{name: e, port: 80, visibility: none}]",
 	} {
 		if _, err := ParseAll([]byte("name: w\ncommand: [/bin/true]\n" + ok + "\n")); err != nil {
 			t.Errorf("%s: %v", ok, err)

@@ -5,7 +5,14 @@ import (
 	"strings"
 )
 
-var apis = map[string]bool{"tcp": true, "http": true, "rest": true, "grpc": true, "other": true}
+// apis are codefly's APIs (core's standards: tcp, http, rest, grpc,
+// connect) and flyd's "other".
+var apis = map[string]bool{"tcp": true, "http": true, "rest": true, "grpc": true, "connect": true, "other": true}
+
+// HTTPBased says whether an API is served over HTTP (http, rest, and
+// connect, Connect RPC): its address is given as a URL, http://host:port,
+// as codefly gives it.
+func HTTPBased(api string) bool { return api == "http" || api == "rest" || api == "connect" }
 
 func (w *Workload) validateEndpoints(p *problems) {
 	names := make(map[string]int, len(w.Endpoints))
@@ -19,7 +26,7 @@ func (w *Workload) validateEndpoints(p *problems) {
 		}
 		names[e.Name] = i
 		if !apis[e.API] {
-			p.add(joinPath(field, "api"), "must be tcp, http, rest, grpc or other")
+			p.add(joinPath(field, "api"), "must be tcp, http, rest, grpc, connect or other")
 		}
 		switch e.Port.Mode {
 		case PortHashed, PortEphemeral:
@@ -54,9 +61,9 @@ func (w *Workload) validateEndpoints(p *problems) {
 func (w *Workload) validateReach(p *problems, field string, e Endpoint) {
 	published := e.Publish.Mode != ""
 	switch e.Visibility {
-	case "", VisibilityPrivate, VisibilityInternal, VisibilityPublic:
+	case "", VisibilityNone, VisibilityPrivate, VisibilityInternal, VisibilityPublic:
 	default:
-		p.add(joinPath(field, "visibility"), "must be private, internal or public, not %q (visibility-known)", e.Visibility)
+		p.add(joinPath(field, "visibility"), "must be private, internal, public or none, not %q (visibility-known)", e.Visibility)
 		return
 	}
 	switch e.Exposure {

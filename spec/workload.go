@@ -84,13 +84,18 @@ const (
 	VisibilityPrivate  = "private"
 	VisibilityInternal = "internal"
 	VisibilityPublic   = "public"
-	ExposurePublic     = "public"
-	ExposureNone       = "none"
+	// VisibilityNone says none, as leaving it out does: the default.
+	VisibilityNone = "none"
+	ExposurePublic = "public"
+	ExposureNone   = "none"
 )
 
-// Reach is the endpoint's visibility with its default.
+// Reach is the endpoint's visibility with its default, internal. codefly
+// core reads an unset visibility as private; flyd cannot: every workload
+// is a module of its own unless its identity says otherwise, so a private
+// default would refuse every `uses` of a spec that names no module.
 func (e Endpoint) Reach() string {
-	if e.Visibility == "" {
+	if e.Visibility == "" || e.Visibility == VisibilityNone {
 		return VisibilityInternal
 	}
 	return e.Visibility

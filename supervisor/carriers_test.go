@@ -45,7 +45,7 @@ func TestLargeValuesArriveAsFilesAndLeaveWithTheRun(t *testing.T) {
 	big := strings.Repeat("0123456789abcdef", 72<<10/16) // 72 KiB
 	w := shSpec("carried", "exec sleep 100")
 	w.User = "nobody"
-	w.SecretEnv = map[string]string{"BIG_SECRET": big}
+	w.SecretEnv = map[string]string{"CODEFLY__BIG_SECRET": big}
 	got, err := s.Put(ctx, w, true)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestLargeValuesArriveAsFilesAndLeaveWithTheRun(t *testing.T) {
 		t.Fatalf("state %s: %s", got.State, got.LastError)
 	}
 	env := envOf(t, got.PID)
-	if _, inline := env["BIG_SECRET"]; inline {
+	if _, inline := env["CODEFLY__BIG_SECRET"]; inline {
 		t.Fatal("a 72 KiB value was delivered inline")
 	}
 	path := env["CODEFLY__FILE__BIG_SECRET"]
@@ -141,7 +141,7 @@ func TestOrphanCarriersAreSwept(t *testing.T) {
 	d := newDirs(t)
 	s := open(t, d, false)
 	w := shSpec("keeper", "exec sleep 100")
-	w.Env = map[string]string{"BIG": strings.Repeat("k", 40<<10)}
+	w.Env = map[string]string{"CODEFLY__BIG": strings.Repeat("k", 40<<10)}
 	got, err := s.Put(context.Background(), w, true)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestCarrierDirectoryThatCannotBeWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := shSpec("blocked", "exec sleep 100")
-	w.SecretEnv = map[string]string{"BIG": "hunter2-" + strings.Repeat("b", 40<<10)}
+	w.SecretEnv = map[string]string{"CODEFLY__BIG": "hunter2-" + strings.Repeat("b", 40<<10)}
 	w.Restart.MaxRestarts = 1
 	if _, err := s.Put(context.Background(), w, true); err != nil {
 		t.Fatal(err)

@@ -112,7 +112,7 @@ func TestQuarantinedRecordKeepsItsRun(t *testing.T) {
 	for _, name := range []string{"fixed", "removed"} {
 		w := shSpec(name, "echo started; exec sleep 100")
 		w.Endpoints = []spec.Endpoint{{Name: "http", Port: spec.Port{Mode: spec.PortEphemeral}}}
-		w.Env = map[string]string{"BIG": strings.Repeat("x", 40<<10)} // a file carrier
+		w.Env = map[string]string{"CODEFLY__BIG": strings.Repeat("x", 40<<10)} // a file carrier
 		got, err := s.Put(ctx, w, true)
 		if err != nil {
 			t.Fatal(err)

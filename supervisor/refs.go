@@ -121,8 +121,10 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 	}
 	if chosen < 0 {
 		var serving []string
+		// Among the endpoints the consumer may reach (seed 000): a
+		// private one of another module is no candidate.
 		for i, p := range ports {
-			if p.API == token {
+			if p.API == token && permitted(consumer, producer, p.Endpoint) == nil {
 				chosen = i
 				serving = append(serving, p.Endpoint)
 			}
@@ -138,6 +140,9 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 	if qualified && p.API != wantAPI {
 		return "", fmt.Errorf("endpoint %s of %s/%s serves %s, not %s", p.Endpoint, module, service, p.API, wantAPI)
 	}
+	if err := permitted(consumer, producer, p.Endpoint); err != nil {
+		return "", err
+	}
 	addr := "255.255.255.255:65535"
 	if !placeholder {
 		var err error
@@ -145,7 +150,7 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 			return "", err
 		}
 	}
-	if !authority && (p.API == "http" || p.API == "rest") {
+	if !authority && spec.HTTPBased(p.API) {
 		return "http://" + addr, nil
 	}
 	return addr, nil

@@ -41,11 +41,23 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 				continue
 			}
 			found = true
+			// Seed 000: a use that names no endpoint consumes those it is
+			// permitted and drops the rest; one that names an endpoint it
+			// may not reach is refused, at apply.
+			if err := permitted(c, v.Spec, p.Endpoint); err != nil {
+				if only == "" {
+					continue
+				}
+				return nil, &spec.FieldError{Field: field, Msg: err.Error()}
+			}
 			addr := "255.255.255.255:65535"
 			if !placeholder {
 				if addr, err = s.reach(c, v.Spec, p); err != nil {
 					return nil, &spec.FieldError{Field: field, Msg: err.Error()}
 				}
+			}
+			if spec.HTTPBased(p.API) {
+				addr = "http://" + addr // a URL, as codefly gives it
 			}
 			out[EndpointVar(id.Module, id.Service, p.Endpoint, p.API)] = addr
 		}
@@ -64,10 +76,8 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 // addresses). Two isolated networks are walled apart: an endpoint of one
 // that is not published cannot be reached from another.
 func (s *Supervisor) reach(consumer, producer *spec.Workload, p status.PortMapping) (string, error) {
-	for _, e := range producer.Endpoints {
-		if e.Name == p.Endpoint && e.Reach() == spec.VisibilityPrivate && moduleKey(consumer) != moduleKey(producer) {
-			return "", fmt.Errorf("endpoint %s of %s is private to module %q, and %s is of module %q", p.Endpoint, producer.Name, moduleOf(producer), consumer.Name, moduleOf(consumer))
-		}
+	if err := permitted(consumer, producer, p.Endpoint); err != nil {
+		return "", err
 	}
 	switch {
 	case consumer.Network == producer.Network:
@@ -87,6 +97,17 @@ func (s *Supervisor) reach(consumer, producer *spec.Workload, p status.PortMappi
 		return "", fmt.Errorf("network %s has no link to the host (--network-pool off), so %s's endpoint %s is out of its reach", consumer.Network, producer.Name, p.Endpoint)
 	}
 	return net.JoinHostPort(l.Host.String(), strconv.Itoa(hostPort)), nil
+}
+
+// permitted refuses a consumer an endpoint of producer that its visibility
+// keeps from it: a private one of another module.
+func permitted(consumer, producer *spec.Workload, endpoint string) error {
+	for _, e := range producer.Endpoints {
+		if e.Name == endpoint && e.Reach() == spec.VisibilityPrivate && moduleKey(consumer) != moduleKey(producer) {
+			return fmt.Errorf("endpoint %s of %s is private to module %q, and %s is of module %q", endpoint, producer.Name, moduleOf(producer), consumer.Name, moduleOf(consumer))
+		}
+	}
+	return nil
 }
 
 func moduleOf(w *spec.Workload) string {

@@ -141,9 +141,13 @@ func main() {
 }
 
 // get prints what GET http://ADDR/ answers, or fails: the tests run it
-// inside a network through `flyd exec`.
+// inside a network through `flyd exec`. ADDR may be a URL already, as
+// codefly gives an HTTP endpoint's address.
 func get(addr string) {
-	resp, err := http.Get("http://" + addr + "/")
+	if !strings.HasPrefix(addr, "http://") {
+		addr = "http://" + addr
+	}
+	resp, err := http.Get(addr + "/")
 	if err != nil {
 		fail(err.Error())
 	}
