@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -94,4 +95,14 @@ func printStatus(w io.Writer, st *api.Status) {
 
 func printEvent(w io.Writer, ev api.Event) {
 	fmt.Fprintf(w, "%s  %-20s %-8s %-9s %s\n", ev.Time.Format("15:04:05.000"), ev.Workload, ev.Type, ev.State, ev.Message)
+}
+
+// removed says that a document (a policy, a network) is gone: as a line,
+// or with --json as a result like a batch's.
+func removed(c *cli.Env, kind, name string) error {
+	if c.JSON {
+		return printJSONLine(c.Stdout, map[string]string{"kind": kind, "name": name, "state": "removed"})
+	}
+	_, err := fmt.Fprintf(c.Stdout, "%s %s removed\n", kind, name)
+	return err
 }

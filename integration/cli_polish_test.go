@@ -1,0 +1,69 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+// TestSharedFlagsBeforeTheCommand: `flyd --socket S ps` talks to S, even
+// with FLYD_SOCKET pointing elsewhere, and `flyd --json ps` prints JSON.
+func TestSharedFlagsBeforeTheCommand(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "a.yaml", "name: lead\ncommand: [\"@PROG@\", signals]\n"))
+	nowhere := filepath.Join(t.TempDir(), "none.sock")
+	out, errOut, code := runCLI(t, nowhere, "--socket", d.socket, "ps")
+	if code != 0 || !strings.Contains(out, "lead") {
+		t.Fatalf("flyd --socket S ps: exit %d, %q %q; want the table of S's daemon", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, nowhere, "--socket="+d.socket, "--json", "ps")
+	if code != 0 || !strings.HasPrefix(out, "[") || !strings.Contains(out, `"name": "lead"`) {
+		t.Fatalf("flyd --socket=S --json ps: exit %d, %q %q; want JSON", code, out, errOut)
+	}
+	d.mustCLI(t, "stop", "lead")
+}
+
+// TestRemovalsSaySo: `policies rm` and `networks rm` say what went.
+func TestRemovalsSaySo(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "docs.yaml", `
+kind: policy
+name: gone
+select: {networks: [ci-kept]}
+ingress: []
+---
+name: kept
+network: ci-kept
+command: ["@PROG@", signals]
+`))
+	d.waitState(t, "kept", api.StateRunning)
+	// A network nobody uses, as a daemon killed in its sweep leaves one:
+	// bound beside the daemon's own, which only `networks rm` deletes.
+	gone := filepath.Join(d.runDir, "netns", "ci-gone")
+	if err := os.WriteFile(gone, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("unshare", "--net="+gone, "true").CombinedOutput(); err != nil {
+		t.Fatalf("unshare --net=%s: %v: %s", gone, err, out)
+	}
+	if out := d.mustCLI(t, "policies", "rm", "gone"); out != "policy gone removed\n" {
+		t.Errorf("policies rm printed %q, want \"policy gone removed\"", out)
+	}
+	if out := d.mustCLI(t, "networks", "rm", "ci-gone"); out != "network ci-gone removed\n" {
+		t.Errorf("networks rm printed %q, want \"network ci-gone removed\"", out)
+	}
+	if out := d.mustCLI(t, "policies"); strings.Contains(out, "gone") {
+		t.Errorf("the policy is still listed:\n%s", out)
+	}
+	// What is not there is said as before: an error, exit 1.
+	if _, errOut, code := runCLI(t, d.socket, "policies", "rm", "gone"); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Errorf("removing it again: exit %d, %q", code, errOut)
+	}
+	d.mustCLI(t, "rm", "kept")
+}
