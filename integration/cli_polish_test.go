@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,4 +67,48 @@ command: ["@PROG@", signals]
 		t.Errorf("removing it again: exit %d, %q", code, errOut)
 	}
 	d.mustCLI(t, "rm", "kept")
+}
+
+// publishedSpec is three workloads of one network, each with two
+// endpoints published on the host: a networks row of many.
+func publishedSpec(t *testing.T, d *daemon) (spec string, hostPorts [3][2]int) {
+	t.Helper()
+	for i := range 3 {
+		for j := range 2 {
+			hostPorts[i][j] = freePort(t)
+		}
+		spec += fmt.Sprintf(`---
+name: pub-%d
+network: ci-pub
+command: ["@PROG@", signals]
+endpoints:
+  - {name: http, api: http, port: %d, publish: %d}
+  - {name: admin, port: %d, publish: %d}
+`, i, 8000+i, hostPorts[i][0], 9000+i, hostPorts[i][1])
+	}
+	return d.writeSpec(t, "pub.yaml", spec), hostPorts
+}
+
+// TestPsPortNotation: `flyd ps` writes a published endpoint as
+// ENDPOINT:HOSTPORT->PORT, an unpublished one as ENDPOINT:PORT, and the
+// network after them, as `flyd top` does.
+func TestPsPortNotation(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	file, hp := publishedSpec(t, d)
+	d.mustCLI(t, "apply", "-f", file, "-f", d.writeSpec(t, "plain.yaml", `
+name: plain
+command: ["@PROG@", signals]
+endpoints: [{name: tcp, port: hashed}]
+`))
+	out := d.mustCLI(t, "ps")
+	want := fmt.Sprintf("http:%d->8000,admin:%d->9000 @ci-pub", hp[0][0], hp[0][1])
+	if !strings.Contains(out, want) {
+		t.Errorf("ps does not show %q:\n%s", want, out)
+	}
+	plain := d.get(t, "plain")
+	if want := fmt.Sprintf("tcp:%d ", plain.Ports[0].Port); !strings.Contains(out, want) {
+		t.Errorf("ps does not show %q:\n%s", want, out)
+	}
+	d.mustCLI(t, "rm", "pub-0", "pub-1", "pub-2", "plain")
 }

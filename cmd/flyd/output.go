@@ -30,20 +30,9 @@ func printWorkloads(w io.Writer, ws []api.Workload) {
 			state += " (" + wl.Reason + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", wl.Name, wl.Kind, state, pid,
-			wl.Restarts, ports(wl.Ports), ago(wl.Since), last)
+			wl.Restarts, cli.Ports(wl.Ports), ago(wl.Since), last)
 	}
 	tw.Flush()
-}
-
-func ports(ps []api.PortMapping) string {
-	if len(ps) == 0 {
-		return "-"
-	}
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = fmt.Sprintf("%s:%d", p.Endpoint, p.Port)
-	}
-	return strings.Join(parts, ",")
 }
 
 func ago(t time.Time) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 )
 
 var (
@@ -113,7 +114,7 @@ func (m *model) table(w, rows int) []string {
 				state = st.Render(state)
 			}
 			body = append(body, fmt.Sprintf("%-16s %-10s %s %-7s %3d %5s %6s %7s  %s",
-				fit(wl.Name, 16), wl.Kind, state, health(wl), wl.Restarts, cpu, mem, pid, ports(wl)))
+				fit(wl.Name, 16), wl.Kind, state, health(wl), wl.Restarts, cpu, mem, pid, cli.Ports(wl.Ports)))
 		}
 	case networksView:
 		head = fmt.Sprintf("%-18s %-15s %-6s %-24s %s", "NETWORK", "ADDRESS", "EGRESS", "PUBLISHED", "WORKLOADS")
@@ -198,21 +199,6 @@ func health(w api.Workload) string {
 		return "ok"
 	}
 	return "failing"
-}
-
-func ports(w api.Workload) string {
-	var ps []string
-	for _, p := range w.Ports {
-		s := strconv.Itoa(p.Port)
-		if p.Published != 0 {
-			s = strconv.Itoa(p.Published) + "->" + s
-		}
-		ps = append(ps, s)
-	}
-	if len(w.Ports) > 0 && w.Ports[0].Network != "host" {
-		return strings.Join(ps, ",") + " @" + w.Ports[0].Network
-	}
-	return or(strings.Join(ps, ","))
 }
 
 func bytesOf(n int64) string {
