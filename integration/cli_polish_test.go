@@ -112,3 +112,32 @@ endpoints: [{name: tcp, port: hashed}]
 	}
 	d.mustCLI(t, "rm", "pub-0", "pub-1", "pub-2", "plain")
 }
+
+// TestEventsResumeBeforeAnyEvent: `flyd events` that saw no event before
+// the daemon went away still resumes from where the daemon was, so the
+// next daemon's adoption of the running workload is shown.
+func TestEventsResumeBeforeAnyEvent(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "a.yaml", "name: kept\ncommand: [\"@PROG@\", signals]\n"))
+	d.waitState(t, "kept", api.StateRunning)
+	events := startStream(t, d.socket, "events", "--json")
+	d.waitStreams(t, 1)
+	d.kill(t)
+	d2 := startDaemon(t, inDir(d.dir))
+	line := events.waitLine(t, "the adoption by the next daemon", func(l string) bool {
+		return strings.Contains(l, `"workload":"kept"`) && strings.Contains(l, `"message":"adopted"`)
+	})
+	var ev api.Event
+	decodeJSON(t, line, &ev)
+	if ev.State != api.StateRunning {
+		t.Errorf("the adoption event says %q, want running", ev.State)
+	}
+	// Nothing from before the stream opened was replayed.
+	for _, l := range events.lines() {
+		if strings.Contains(l, `"message":"created"`) {
+			t.Errorf("an event from before the stream was printed: %s", l)
+		}
+	}
+	d2.mustCLI(t, "stop", "kept")
+}
