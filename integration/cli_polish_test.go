@@ -141,3 +141,43 @@ func TestEventsResumeBeforeAnyEvent(t *testing.T) {
 	}
 	d2.mustCLI(t, "stop", "kept")
 }
+
+// TestApplyWaitSaysWhatIsUp: `apply --wait` ends by saying what each
+// workload is; when one is not up it shows the end of its log on stderr.
+func TestApplyWaitSaysWhatIsUp(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	out := d.mustCLI(t, "apply", "--wait", "-f", d.writeSpec(t, "up.yaml", `
+name: svc
+command: ["@PROG@", signals]
+---
+name: job
+command: ["@PROG@", "exit", "0"]
+restart: {policy: never}
+`))
+	svc := d.get(t, "svc")
+	for _, want := range []string{fmt.Sprintf("svc up: running, pid %d\n", svc.PID), "job up: exited 0\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply --wait printed %q, want a line %q", out, want)
+		}
+	}
+
+	out, errOut, code := runCLI(t, d.socket, "apply", "--wait", "-f", d.writeSpec(t, "down.yaml", `
+name: broken
+command: ["sh", "-c", "for i in $(seq 1 30); do echo line $i; done; exit 3"]
+restart: {policy: never}
+---
+name: fine
+command: ["@PROG@", signals]
+`))
+	if code != 1 || !strings.Contains(errOut, "not up: broken (exited") {
+		t.Fatalf("apply --wait of a broken workload: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "broken: the last lines of its log:\n") || !strings.Contains(errOut, "line 21\n") || !strings.Contains(errOut, "line 30\n") || strings.Contains(errOut, "line 20\n") {
+		t.Errorf("stderr does not end with broken's last 10 lines:\n%s", errOut)
+	}
+	if strings.Contains(errOut, "fine:") {
+		t.Errorf("the log of a workload that is up was shown:\n%s", errOut)
+	}
+	d.mustCLI(t, "stop", "svc", "fine")
+}
