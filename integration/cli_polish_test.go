@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -180,4 +181,30 @@ command: ["@PROG@", signals]
 		t.Errorf("the log of a workload that is up was shown:\n%s", errOut)
 	}
 	d.mustCLI(t, "stop", "svc", "fine")
+}
+
+// TestTopShowsWhatWasBefore: `flyd top` opens with the recent events in
+// its events pane, writes endpoints as `flyd ps` does, and at 120 columns
+// its networks view shows a network's workloads however many ports it
+// publishes.
+func TestTopShowsWhatWasBefore(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	file, hp := publishedSpec(t, d)
+	d.mustCLI(t, "apply", "--wait", "-f", file)
+	s := startTop(t, d, 120, 40)
+	running := regexp.MustCompile(`pub-\d state running`)
+	s.waitScreen("the events from before top opened", func(sc string) bool { return running.MatchString(sc) })
+	notation := fmt.Sprintf("http:%d->8000,admin:%d->9000 @ci-pub", hp[0][0], hp[0][1])
+	if ps := d.mustCLI(t, "ps"); !strings.Contains(ps, notation) {
+		t.Fatalf("ps does not write %q:\n%s", notation, ps)
+	}
+	s.waitScreen("pub-0's endpoints as ps writes them", func(sc string) bool { return strings.Contains(sc, notation) })
+	s.keys("n")
+	s.waitScreen("the networks view with ci-pub's workloads", func(sc string) bool {
+		return strings.Contains(sc, "WORKLOADS") && strings.Contains(sc, "pub-0,pub-1,pub-2")
+	})
+	s.keys("q")
+	s.waitScreen("top gone", func(sc string) bool { return strings.Contains(sc, "TOP-EXITED 0") })
+	d.mustCLI(t, "rm", "pub-0", "pub-1", "pub-2")
 }

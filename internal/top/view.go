@@ -117,15 +117,7 @@ func (m *model) table(w, rows int) []string {
 				fit(wl.Name, 16), wl.Kind, state, health(wl), wl.Restarts, cpu, mem, pid, cli.Ports(wl.Ports)))
 		}
 	case networksView:
-		head = fmt.Sprintf("%-18s %-15s %-6s %-24s %s", "NETWORK", "ADDRESS", "EGRESS", "PUBLISHED", "WORKLOADS")
-		for _, n := range m.networks {
-			pub := make([]string, len(n.Published))
-			for i, p := range n.Published {
-				pub[i] = fmt.Sprintf("%d->%s:%d", p.HostPort, p.Workload, p.Port)
-			}
-			body = append(body, fmt.Sprintf("%-18s %-15s %-6t %-24s %s", fit(n.Name, 18), or(n.Address), n.Egress,
-				or(strings.Join(pub, ",")), or(strings.Join(n.Workloads, ","))))
-		}
+		head, body = networkRows(m.networks, w)
 	case portsView:
 		head = fmt.Sprintf("%-18s %-10s %-6s %-10s %6s  %s", "WORKLOAD", "ENDPOINT", "API", "NETWORK", "PORT", "ADDRESSES")
 		for _, wl := range m.shown {
@@ -158,6 +150,34 @@ func (m *model) table(w, rows int) []string {
 		out = append(out, "")
 	}
 	return out
+}
+
+// networkRows is the networks view in w columns. The workloads come
+// before what is published, which can be long (a host port per
+// endpoint): they take what they need, up to half of what the fixed
+// columns leave, and the published ports the rest, cut at the edge.
+func networkRows(ns []api.Network, w int) (head string, body []string) {
+	const fixed = 18 + 1 + 15 + 1 + 6 + 1 // NETWORK ADDRESS EGRESS and their gaps
+	users, pubs := make([]string, len(ns)), make([]string, len(ns))
+	usersW := len("WORKLOADS")
+	for i, n := range ns {
+		users[i] = or(strings.Join(n.Workloads, ","))
+		pub := make([]string, len(n.Published))
+		for j, p := range n.Published {
+			pub[j] = fmt.Sprintf("%d->%s:%d", p.HostPort, p.Workload, p.Port)
+		}
+		pubs[i] = or(strings.Join(pub, ","))
+		usersW = max(usersW, len(users[i]))
+	}
+	usersW = min(usersW, max((w-fixed)/2, len("WORKLOADS")))
+	row := func(name, addr, egress, users, pub string) string {
+		return fmt.Sprintf("%-18s %-15s %-6s %s %s", fit(name, 18), addr, egress, pad(fit(users, usersW), usersW), pub)
+	}
+	head = row("NETWORK", "ADDRESS", "EGRESS", "WORKLOADS", "PUBLISHED")
+	for i, n := range ns {
+		body = append(body, row(n.Name, or(n.Address), strconv.FormatBool(n.Egress), users[i], pubs[i]))
+	}
+	return head, body
 }
 
 func (m *model) logPane(w, h int) []string {
