@@ -173,6 +173,10 @@ type Status struct {
 	// Streams counts open log and event streams; it returns to zero when
 	// their clients go away.
 	Streams int64 `json:"streams"`
+	// LastEvent is the number of the last event published: a reader that
+	// opens the stream with after=LastEvent misses nothing, and one that
+	// loses the daemon before any event came resumes from it.
+	LastEvent uint64 `json:"last_event"`
 	// FileProblems are the files of the workloads directory that could not
 	// be applied, and why.
 	FileProblems []FileProblem `json:"file_problems,omitempty"`

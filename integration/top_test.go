@@ -144,6 +144,10 @@ command: ["sh", "-c", "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.2; don
 	d.mustCLI(t, "stop", "alpha", "ticker")
 }
 
+// runningRow is a row of the workloads table of a running workload (the
+// events pane says "running" too).
+var runningRow = regexp.MustCompile(`(?m)^\w+ +native +running`)
+
 // colour matches an SGR sequence that sets a colour (30–37, 90–97, 38;…).
 var colour = regexp.MustCompile(`\x1b\[(?:[0-9;]*;)?(?:3[0-8]|9[0-7])[;m]`)
 
@@ -163,7 +167,7 @@ func TestTopHonoursNoColor(t *testing.T) {
 		quit     string
 	}{{nil, true, "q"}, {[]string{"NO_COLOR=1"}, false, "C-c"}} {
 		s := startTop(t, d, 100, 30, tt.env...)
-		s.waitScreen("the workloads listed", func(sc string) bool { return strings.Count(sc, "running") == 2 })
+		s.waitScreen("the workloads listed", func(sc string) bool { return len(runningRow.FindAllString(sc, -1)) == 2 })
 		styled := s.tmux("capture-pane", "-e", "-p", "-t", "top")
 		if got := colour.MatchString(styled); got != tt.coloured {
 			t.Errorf("env %v: colours on screen %v, want %v:\n%q", tt.env, got, tt.coloured, styled)

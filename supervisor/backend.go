@@ -30,6 +30,7 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 		States:    map[api.State]int{},
 		Runtimes:  map[string]bool{},
 		Registry:  api.RegistryStatus{URL: s.cfg.RegistryURL, KeyFile: s.cfg.RegistryKeyFile},
+		LastEvent: s.events.last(),
 	}
 	if r := s.cfg.Registrar; r != nil {
 		rs := r.Stats()

@@ -115,6 +115,13 @@ func (b *bus) publish(ev status.Event) error {
 	return err
 }
 
+// last is the number of the last event published.
+func (b *bus) last() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seq
+}
+
 // eventRecord is an event as the history keeps it: its own format, so
 // that neither the API's nor the status type's changes rewrite it.
 type eventRecord struct {

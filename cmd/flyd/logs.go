@@ -155,11 +155,19 @@ func cmdEvents(ctx context.Context, c *cli.Env, args []string) error {
 	if _, err := c.Parse(fs, args); err != nil {
 		return err
 	}
-	ch, err := c.Client.Events(ctx, 0)
+	// From the daemon's last event on, known before any event comes: a
+	// daemon that goes away before the next one is resumed from there,
+	// and what the next daemon did meanwhile (adopting, restarting) is
+	// replayed rather than lost.
+	st, err := c.Client.Status(ctx)
 	if err != nil {
 		return err
 	}
-	var last uint64
+	last := st.LastEvent
+	ch, err := c.Client.Events(ctx, last)
+	if err != nil {
+		return err
+	}
 	for {
 		for ev := range ch {
 			if last > 0 && ev.Seq > last+1 {

@@ -23,6 +23,12 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"apply", "--socket", sock}, 2, "-f is required"},
 		{[]string{"ps", "--nope"}, 2, "flag provided but not defined"},
 		{[]string{"ps", "--socket", sock}, 1, "no flyd daemon answers on " + sock},
+		// The shared flags stand before the command too.
+		{[]string{"--socket", sock, "ps"}, 1, "no flyd daemon answers on " + sock},
+		{[]string{"--socket=" + sock, "--json", "ps"}, 1, "no flyd daemon answers on " + sock},
+		{[]string{"-json", "--socket", sock, "logs"}, 2, "a workload name, or --all"},
+		{[]string{"--socket"}, 2, "--socket needs a path"},
+		{[]string{"--all", "ps"}, 2, "--all is not a flag of every command"},
 		{[]string{"version"}, 0, ""},
 		{[]string{"help"}, 0, "commands:"},
 	}
@@ -32,6 +38,19 @@ func TestExitCodes(t *testing.T) {
 		if code != tt.code || !strings.Contains(errb.String(), tt.stderr) {
 			t.Errorf("flyd %q: exit %d, stderr %q; want %d and %q", tt.args, code, errb.String(), tt.code, tt.stderr)
 		}
+	}
+}
+
+func TestLeadingJSON(t *testing.T) {
+	for _, args := range [][]string{{"--json", "version"}, {"-json", "version", "--json=true"}} {
+		var out, errb bytes.Buffer
+		if code := cli.Main(args, &out, &errb); code != 0 || out.String() != "{\"version\":\""+cli.Version+"\"}\n" {
+			t.Errorf("flyd %q: exit %d, %q %q; want the version as JSON", args, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := cli.Main([]string{"--json", "version", "--json=false"}, &out, &errb); code != 0 || out.String() != "flyd "+cli.Version+"\n" {
+		t.Errorf("the command's own --json=false did not win: exit %d, %q", code, out.String())
 	}
 }
 

@@ -58,7 +58,10 @@ func cmdNetworks(ctx context.Context, c *cli.Env, args []string) error {
 	}
 	switch {
 	case len(pos) == 2 && pos[0] == "rm":
-		return c.Client.DeleteNetwork(ctx, pos[1])
+		if err := c.Client.DeleteNetwork(ctx, pos[1]); err != nil {
+			return err
+		}
+		return removed(c, "network", pos[1])
 	case len(pos) > 0:
 		return cli.Usagef("unexpected argument %q", pos[0])
 	}

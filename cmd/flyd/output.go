@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -29,20 +30,9 @@ func printWorkloads(w io.Writer, ws []api.Workload) {
 			state += " (" + wl.Reason + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", wl.Name, wl.Kind, state, pid,
-			wl.Restarts, ports(wl.Ports), ago(wl.Since), last)
+			wl.Restarts, cli.Ports(wl.Ports), ago(wl.Since), last)
 	}
 	tw.Flush()
-}
-
-func ports(ps []api.PortMapping) string {
-	if len(ps) == 0 {
-		return "-"
-	}
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = fmt.Sprintf("%s:%d", p.Endpoint, p.Port)
-	}
-	return strings.Join(parts, ",")
 }
 
 func ago(t time.Time) string {
@@ -94,4 +84,14 @@ func printStatus(w io.Writer, st *api.Status) {
 
 func printEvent(w io.Writer, ev api.Event) {
 	fmt.Fprintf(w, "%s  %-20s %-8s %-9s %s\n", ev.Time.Format("15:04:05.000"), ev.Workload, ev.Type, ev.State, ev.Message)
+}
+
+// removed says that a document (a policy, a network) is gone: as a line,
+// or with --json as a result like a batch's.
+func removed(c *cli.Env, kind, name string) error {
+	if c.JSON {
+		return printJSONLine(c.Stdout, map[string]string{"kind": kind, "name": name, "state": "removed"})
+	}
+	_, err := fmt.Fprintf(c.Stdout, "%s %s removed\n", kind, name)
+	return err
 }

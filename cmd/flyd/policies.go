@@ -22,7 +22,10 @@ func cmdPolicies(ctx context.Context, c *cli.Env, args []string) error {
 	}
 	switch {
 	case len(pos) == 2 && pos[0] == "rm":
-		return c.Client.DeletePolicy(ctx, pos[1])
+		if err := c.Client.DeletePolicy(ctx, pos[1]); err != nil {
+			return err
+		}
+		return removed(c, "policy", pos[1])
 	case len(pos) > 0:
 		return cli.Usagef("unexpected argument %q", pos[0])
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -22,11 +23,16 @@ func waitFlags(fs *flag.FlagSet) (wait *bool, timeout *time.Duration) {
 		fs.Duration("timeout", time.Minute, "with --wait, how long to wait")
 }
 
+// failingLogLines is how much of a workload's log a failed --wait shows:
+// what a CI run needs to see why, without scrolling past a whole log.
+const failingLogLines = 10
+
 // waitUp waits until every workload named is up, or one cannot be: a
 // workload is up once it runs and passed its health check (or, without
 // one, has run for a second), or exited 0; it failed when it is failed,
-// exited with an error, or stopped. The error names those that failed or
-// were not up in time.
+// exited with an error, or stopped. Once all are up it says what each
+// is; otherwise the error names those that failed or were not up in
+// time, and the end of each one's log goes to stderr.
 func waitUp(c *cli.Env, ctx context.Context, names []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -38,30 +44,73 @@ func waitUp(c *cli.Env, ctx context.Context, names []string, timeout time.Durati
 		for _, w := range ws {
 			by[w.Name] = w
 		}
-		var failed, pending []string
+		var failed, pending, why []string
 		for _, n := range names {
 			w, ok := by[n]
-			switch up, why := isUp(w, ok); {
-			case why != "":
-				failed = append(failed, n+" ("+why+")")
+			switch up, reason := isUp(w, ok); {
+			case reason != "":
+				failed, why = append(failed, n), append(why, n+" ("+reason+")")
 			case !up:
 				pending = append(pending, n)
 			}
 		}
 		if len(failed) > 0 {
-			return fmt.Errorf("not up: %s", strings.Join(failed, ", "))
+			showLogs(c, ctx, failed, by)
+			return fmt.Errorf("not up: %s", strings.Join(why, ", "))
 		}
 		if len(pending) == 0 {
+			if !c.JSON {
+				for _, n := range names {
+					fmt.Fprintf(c.Stdout, "%s up: %s\n", n, upState(by[n]))
+				}
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {
 			slices.Sort(pending)
+			showLogs(c, ctx, pending, by)
 			return fmt.Errorf("not up after %s: %s", timeout, strings.Join(pending, ", "))
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// upState says what an up workload is: running (and healthy, when it
+// has a check), or done.
+func upState(w api.Workload) string {
+	switch {
+	case w.State == api.StateExited:
+		return "exited 0"
+	case w.Healthy != nil:
+		return fmt.Sprintf("running, healthy, pid %d", w.PID)
+	}
+	return fmt.Sprintf("running, pid %d", w.PID)
+}
+
+// showLogs writes the end of each named workload's log to stderr, behind
+// a line that names it.
+func showLogs(c *cli.Env, ctx context.Context, names []string, by map[string]api.Workload) {
+	for _, n := range names {
+		if _, ok := by[n]; !ok {
+			continue // removed: no log left
+		}
+		var b bytes.Buffer
+		err := c.Client.Logs(ctx, n, api.LogQuery{Tail: failingLogLines}, api.WriteLog(&b))
+		switch {
+		case err != nil:
+			fmt.Fprintf(c.Stderr, "flyd %s: %s: its log cannot be read: %v\n", c.Name, n, err)
+		case b.Len() == 0:
+			fmt.Fprintf(c.Stderr, "flyd %s: %s: its log is empty\n", c.Name, n)
+		default:
+			fmt.Fprintf(c.Stderr, "flyd %s: %s: the last lines of its log:\n", c.Name, n)
+			if !bytes.HasSuffix(b.Bytes(), []byte("\n")) {
+				b.WriteByte('\n')
+			}
+			_, _ = c.Stderr.Write(b.Bytes())
 		}
 	}
 }

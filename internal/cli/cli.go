@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +59,12 @@ func Usage(err error) error { return UsageError{err.Error()} }
 // Main runs the subcommand args name and returns the exit status: 0, 1 for
 // a failure, 2 for a usage error.
 func Main(args []string, stdout, stderr io.Writer) int {
+	shared, args, err := leadingFlags(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "flyd: %s\n", err)
+		printUsage(stderr)
+		return 2
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage(stderr)
 		if len(args) == 0 {
@@ -75,7 +82,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	env := &Env{Stdout: stdout, Stderr: stderr, Name: name, Usage: c.Usage}
-	err := c.Run(ctx, env, args[1:])
+	// The shared flags go first, so that the command's own copy of them
+	// still wins: `flyd --json ps --json=false` prints a table.
+	err = c.Run(ctx, env, append(shared, args[1:]...))
 	if env.Client != nil {
 		env.Client.Close()
 	}
@@ -94,6 +103,34 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// leadingFlags takes the flags every client command shares (--socket,
+// --json) from before the command's name, as `flyd --socket S ps` writes
+// them, and returns them apart from the rest.
+func leadingFlags(args []string) (shared, rest []string, err error) {
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		switch {
+		case name == "h" || name == "help":
+			return shared, args, nil
+		case name == "json":
+			shared, args = append(shared, args[0]), args[1:]
+		case name == "socket" && hasValue:
+			if value == "" {
+				return nil, nil, errors.New("--socket needs a path")
+			}
+			shared, args = append(shared, args[0]), args[1:]
+		case name == "socket":
+			if len(args) < 2 {
+				return nil, nil, errors.New("--socket needs a path")
+			}
+			shared, args = append(shared, args[0], args[1]), args[2:]
+		default:
+			return nil, nil, fmt.Errorf("%s is not a flag of every command: put it after the command's name", args[0])
+		}
+	}
+	return shared, args, nil
+}
+
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: flyd COMMAND [flags] [args]\n\ncommands:")
 	names := make([]string, 0, len(commands))
@@ -104,7 +141,7 @@ func printUsage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Summary)
 	}
-	fmt.Fprintln(w, "\nThe client commands take --socket (or FLYD_SOCKET) and --json.")
+	fmt.Fprintln(w, "\nThe client commands take --socket (or FLYD_SOCKET) and --json, before the command's name or after it.")
 }
 
 // Env is what a command gets: its output streams and, once a client

@@ -3,6 +3,8 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/flyd-dev/flyd/api"
 )
 
 // TestArgumentRule: flags stand anywhere until the first "--", and nothing
@@ -64,5 +66,20 @@ func TestArgumentRule(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPorts(t *testing.T) {
+	for _, tt := range []struct {
+		ps   []api.PortMapping
+		want string
+	}{
+		{nil, "-"},
+		{[]api.PortMapping{{Endpoint: "http", Port: 8000, Network: "host"}}, "http:8000"},
+		{[]api.PortMapping{{Endpoint: "http", Port: 8000, Published: 18090, Network: "ci-1"}, {Endpoint: "admin", Port: 9000, Network: "ci-1"}}, "http:18090->8000,admin:9000 @ci-1"},
+	} {
+		if got := Ports(tt.ps); got != tt.want {
+			t.Errorf("Ports(%+v) = %q, want %q", tt.ps, got, tt.want)
+		}
 	}
 }

@@ -58,12 +58,26 @@ func (f *feeds) goFn(fn func()) {
 	}()
 }
 
-// connect opens the event stream after event `after` (0: from now),
-// retrying every second while the daemon does not answer, then follows it
-// until it ends, and connects again.
-func (f *feeds) connect(after uint64) {
+// connect opens the event stream with the last `history` events the
+// daemon keeps, retrying every second while the daemon does not answer,
+// then follows it until it ends, and connects again after the last event
+// it had.
+func (f *feeds) connect(history uint64) {
 	f.goFn(func() {
+		var after uint64
+		started := false
 		for f.ctx.Err() == nil {
+			if !started {
+				st, err := f.c.Status(f.ctx)
+				if err != nil {
+					f.send(goneMsg{err})
+					if !f.sleep(time.Second) {
+						return
+					}
+					continue
+				}
+				started, after = true, historyStart(st.LastEvent, history)
+			}
 			ch, err := f.c.Events(f.ctx, after)
 			if err != nil {
 				f.send(goneMsg{err})
@@ -99,6 +113,19 @@ func (f *feeds) connect(after uint64) {
 			}
 		}
 	})
+}
+
+// historyStart is the `after` that replays the last n of the events up to
+// last. The stream replays only after an event (after=0 is "from now"),
+// so a daemon with no more than n events shows them from its second.
+func historyStart(last, n uint64) uint64 {
+	switch {
+	case last == 0:
+		return 0
+	case last <= n:
+		return 1
+	}
+	return last - n
 }
 
 func (f *feeds) sleep(d time.Duration) bool {

@@ -2,10 +2,13 @@ package top
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/flyd-dev/flyd/api"
 )
@@ -59,5 +62,46 @@ func TestSelectionSortAndFilter(t *testing.T) {
 	m.arrange()
 	if m.selected != "" {
 		t.Fatalf("a filter that matches nothing keeps %q selected", m.selected)
+	}
+}
+
+// At 120 columns the networks view shows every network's workloads,
+// however many ports it publishes.
+func TestNetworksViewKeepsWorkloads(t *testing.T) {
+	m := newModel(context.Background(), nil)
+	m.view = networksView
+	n := api.Network{Name: "ci-pub", Address: "10.213.0.2", Egress: true, Workloads: []string{"pub-0", "pub-1", "pub-2"}}
+	for i := range 3 {
+		for j, port := range []int{8000, 9000} {
+			n.Published = append(n.Published, api.Published{HostPort: 40000 + 10*i + j, Workload: fmt.Sprintf("pub-%d", i), Port: port + i})
+		}
+	}
+	m.networks = []api.Network{n, {Name: "ci-quiet", Workloads: []string{"lone"}}}
+	rows := m.table(120, 5)
+	if !strings.Contains(rows[0], "WORKLOADS") {
+		t.Errorf("the header has no WORKLOADS: %q", rows[0])
+	}
+	if !strings.Contains(rows[1], "pub-0,pub-1,pub-2") || !strings.Contains(rows[2], "lone") {
+		t.Errorf("the workloads are not on screen:\n%s", strings.Join(rows, "\n"))
+	}
+	for _, r := range rows {
+		if w := ansi.StringWidth(r); w > 120 {
+			t.Errorf("a row of %d columns: %q", w, r)
+		}
+	}
+	if !strings.Contains(rows[1], "40000->pub-0:8000") {
+		t.Errorf("the first published port is not on screen: %q", rows[1])
+	}
+}
+
+func TestHistoryStart(t *testing.T) {
+	for _, tt := range []struct{ last, n, want uint64 }{
+		{0, 200, 0},   // nothing yet: from now
+		{150, 200, 1}, // all but the first
+		{1000, 200, 800},
+	} {
+		if got := historyStart(tt.last, tt.n); got != tt.want {
+			t.Errorf("historyStart(%d, %d) = %d, want %d", tt.last, tt.n, got, tt.want)
+		}
 	}
 }

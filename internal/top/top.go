@@ -32,7 +32,7 @@ func Run(ctx context.Context, c *api.Client, in io.Reader, out io.Writer) error 
 	m := newModel(ctx, c)
 	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen())
 	m.feeds = newFeeds(ctx, c, p.Send)
-	m.feeds.connect(0)
+	m.feeds.connect(keepEvents)
 	_, err := p.Run()
 	cancel()
 	m.feeds.wait()

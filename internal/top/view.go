@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/internal/cli"
 )
 
 var (
@@ -113,18 +114,10 @@ func (m *model) table(w, rows int) []string {
 				state = st.Render(state)
 			}
 			body = append(body, fmt.Sprintf("%-16s %-10s %s %-7s %3d %5s %6s %7s  %s",
-				fit(wl.Name, 16), wl.Kind, state, health(wl), wl.Restarts, cpu, mem, pid, ports(wl)))
+				fit(wl.Name, 16), wl.Kind, state, health(wl), wl.Restarts, cpu, mem, pid, cli.Ports(wl.Ports)))
 		}
 	case networksView:
-		head = fmt.Sprintf("%-18s %-15s %-6s %-24s %s", "NETWORK", "ADDRESS", "EGRESS", "PUBLISHED", "WORKLOADS")
-		for _, n := range m.networks {
-			pub := make([]string, len(n.Published))
-			for i, p := range n.Published {
-				pub[i] = fmt.Sprintf("%d->%s:%d", p.HostPort, p.Workload, p.Port)
-			}
-			body = append(body, fmt.Sprintf("%-18s %-15s %-6t %-24s %s", fit(n.Name, 18), or(n.Address), n.Egress,
-				or(strings.Join(pub, ",")), or(strings.Join(n.Workloads, ","))))
-		}
+		head, body = networkRows(m.networks, w)
 	case portsView:
 		head = fmt.Sprintf("%-18s %-10s %-6s %-10s %6s  %s", "WORKLOAD", "ENDPOINT", "API", "NETWORK", "PORT", "ADDRESSES")
 		for _, wl := range m.shown {
@@ -157,6 +150,34 @@ func (m *model) table(w, rows int) []string {
 		out = append(out, "")
 	}
 	return out
+}
+
+// networkRows is the networks view in w columns. The workloads come
+// before what is published, which can be long (a host port per
+// endpoint): they take what they need, up to half of what the fixed
+// columns leave, and the published ports the rest, cut at the edge.
+func networkRows(ns []api.Network, w int) (head string, body []string) {
+	const fixed = 18 + 1 + 15 + 1 + 6 + 1 // NETWORK ADDRESS EGRESS and their gaps
+	users, pubs := make([]string, len(ns)), make([]string, len(ns))
+	usersW := len("WORKLOADS")
+	for i, n := range ns {
+		users[i] = or(strings.Join(n.Workloads, ","))
+		pub := make([]string, len(n.Published))
+		for j, p := range n.Published {
+			pub[j] = fmt.Sprintf("%d->%s:%d", p.HostPort, p.Workload, p.Port)
+		}
+		pubs[i] = or(strings.Join(pub, ","))
+		usersW = max(usersW, len(users[i]))
+	}
+	usersW = min(usersW, max((w-fixed)/2, len("WORKLOADS")))
+	row := func(name, addr, egress, users, pub string) string {
+		return fmt.Sprintf("%-18s %-15s %-6s %s %s", fit(name, 18), addr, egress, pad(fit(users, usersW), usersW), pub)
+	}
+	head = row("NETWORK", "ADDRESS", "EGRESS", "WORKLOADS", "PUBLISHED")
+	for i, n := range ns {
+		body = append(body, row(n.Name, or(n.Address), strconv.FormatBool(n.Egress), users[i], pubs[i]))
+	}
+	return head, body
 }
 
 func (m *model) logPane(w, h int) []string {
@@ -198,21 +219,6 @@ func health(w api.Workload) string {
 		return "ok"
 	}
 	return "failing"
-}
-
-func ports(w api.Workload) string {
-	var ps []string
-	for _, p := range w.Ports {
-		s := strconv.Itoa(p.Port)
-		if p.Published != 0 {
-			s = strconv.Itoa(p.Published) + "->" + s
-		}
-		ps = append(ps, s)
-	}
-	if len(w.Ports) > 0 && w.Ports[0].Network != "host" {
-		return strings.Join(ps, ",") + " @" + w.Ports[0].Network
-	}
-	return or(strings.Join(ps, ","))
 }
 
 func bytesOf(n int64) string {
