@@ -57,6 +57,9 @@ type Identity struct {
 	Workspace string `json:"workspace,omitempty"`
 	Module    string `json:"module,omitempty"`
 	Service   string `json:"service,omitempty"`
+	// Version is the service's version, given to it as
+	// CODEFLY__SERVICE_VERSION when stated.
+	Version string `json:"version,omitempty"`
 }
 
 // Endpoint is a named port the workload listens on. Its number reaches the

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // TestUsesAsCodeflyGivesThem: what a consumer's `uses` and references give
@@ -74,4 +76,27 @@ func (s *Supervisor) mustPort(t *testing.T, name, endpoint string) string {
 	}
 	t.Fatalf("%s has no endpoint %s", name, endpoint)
 	return ""
+}
+
+// TestOwnEndpointsAsCodeflyGivesThem: a service finds its own endpoints
+// under codefly's names, where it serves them, and its environment and
+// version.
+func TestOwnEndpointsAsCodeflyGivesThem(t *testing.T) {
+	w := fakeSpec("api", "stubborn")
+	w.Identity = &spec.Identity{Module: "shop", Service: "api", Version: "1.4.2"}
+	ports := []status.PortMapping{{Endpoint: "http", API: "http", Port: 18081}, {Endpoint: "grpc", API: "grpc", Port: 18083}}
+	pl, err := makePlan(w, ports, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"CODEFLY__ENDPOINT__SHOP__API__HTTP__HTTP": "http://localhost:18081",
+		"CODEFLY__ENDPOINT__SHOP__API__GRPC__GRPC": "localhost:18083",
+		"CODEFLY__ENVIRONMENT":                     "local",
+		"CODEFLY__SERVICE_VERSION":                 "1.4.2",
+	} {
+		if v, _ := carriers.LookupEnv(pl.env, key); v != want {
+			t.Errorf("%s=%q; want %q", key, v, want)
+		}
+	}
 }

@@ -34,6 +34,7 @@ func identity(w *spec.Workload) spec.Identity {
 		if w.Identity.Service != "" {
 			id.Service = w.Identity.Service
 		}
+		id.Version = w.Identity.Version
 	}
 	return id
 }
@@ -43,7 +44,7 @@ func identity(w *spec.Workload) spec.Identity {
 func placeholderPorts(w *spec.Workload) []status.PortMapping {
 	out := make([]status.PortMapping, len(w.Endpoints))
 	for i, ep := range w.Endpoints {
-		out[i] = status.PortMapping{Endpoint: ep.Name, Port: 65535,
+		out[i] = status.PortMapping{Endpoint: ep.Name, API: ep.API, Port: 65535,
 			Instances: []status.Instance{{Access: "native", Address: "localhost:65535"}}}
 	}
 	return out
@@ -64,6 +65,12 @@ func makePlan(w *spec.Workload, ports []status.PortMapping, used map[string]stri
 		"CODEFLY__WORKSPACE":       id.Workspace,
 		"CODEFLY__MODULE":          id.Module,
 		"CODEFLY__SERVICE":         id.Service,
+		// A host's run is codefly's local environment (the SDK's
+		// IsLocal); the spec's env may say another.
+		"CODEFLY__ENVIRONMENT": "local",
+	}
+	if id.Version != "" {
+		own["CODEFLY__SERVICE_VERSION"] = id.Version
 	}
 	for k, v := range used {
 		own[k] = v
@@ -72,6 +79,14 @@ func makePlan(w *spec.Workload, ports []status.PortMapping, used map[string]stri
 	for _, p := range ports {
 		key := spec.EnvName(p.Endpoint)
 		own["FLYD_PORT_"+key] = strconv.Itoa(p.Port)
+		// Its own endpoints under codefly's names, where it serves them,
+		// as codefly gives a service its own (the SDK's own-endpoint query
+		// and the generated templates listen there).
+		self := "localhost:" + strconv.Itoa(p.Port)
+		if spec.HTTPBased(p.API) {
+			self = "http://" + self
+		}
+		own[EndpointVar(id.Module, id.Service, p.Endpoint, p.API)] = self
 		subst["PORT_"+key] = strconv.Itoa(p.Port)
 		// Where the workload itself serves the endpoint, inside its
 		// own network, whatever address others reach it on.
