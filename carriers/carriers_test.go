@@ -196,6 +196,13 @@ func TestResolveRefusals(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"A=1", "CODEFLY__X=value"}) {
 		t.Fatalf("Resolve = %q, %v", got, err)
 	}
+	// Without a predicate, the key's namespace says what is secret.
+	if _, err := Resolve([]string{"CODEFLY__FILE__SERVICE_SECRET_CONFIGURATION__SHOP__API__DB__PASSWORD=" + open}, nil); !errors.Is(err, ErrCarrier) || !strings.Contains(err.Error(), "accessible by others") {
+		t.Errorf("a service secret readable by others, no predicate: %v; want refused", err)
+	}
+	if _, err := Resolve([]string{"CODEFLY__FILE__WORKSPACE_CONFIGURATION__DB__HOST=" + open}, nil); err != nil {
+		t.Errorf("a public configuration readable by others: %v; want read", err)
+	}
 	secretX := func(k string) bool { return k == "CODEFLY__X" }
 	tests := []struct {
 		name string

@@ -24,8 +24,12 @@ var ErrCarrier = errors.New("file carrier refused")
 // Entries are refused when the path is relative, not a regular file, empty,
 // over MaxFileCarrierBytes, or unreadable, when the value is also delivered
 // inline, and when a secret (secret reports which keys are) is readable by
-// others. secret may be nil.
+// others. With secret nil, the key's namespace says (IsSecret), as codefly
+// core decides.
 func Resolve(env []string, secret func(key string) bool) ([]string, error) {
+	if secret == nil {
+		secret = IsSecret
+	}
 	inline := map[string]bool{}
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -45,13 +49,20 @@ func Resolve(env []string, secret func(key string) bool) ([]string, error) {
 		if inline[key] || inline[name] {
 			return nil, fmt.Errorf("%w: %s is delivered both inline and by file", ErrCarrier, key)
 		}
-		value, err := ReadFile(path, secret != nil && secret(key))
+		value, err := ReadFile(path, secret(key))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
 		out = append(out, key+"="+value)
 	}
 	return out, nil
+}
+
+// IsSecret says whether a key is of one of codefly's secret namespaces:
+// a service's or the workspace's secret configuration.
+func IsSecret(key string) bool {
+	return strings.HasPrefix(key, Prefix+"SERVICE_SECRET_CONFIGURATION__") ||
+		strings.HasPrefix(key, Prefix+"WORKSPACE_SECRET_CONFIGURATION__")
 }
 
 // Lookup returns the value of key from env whichever carrier delivered it:
