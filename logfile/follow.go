@@ -214,7 +214,21 @@ func (fl *follower) poll() error {
 			// Checked after draining so the old file's last bytes are not
 			// lost.
 			if cur, err := os.Stat(fl.path); err != nil || !os.SameFile(cur, fi) {
-				fl.closeLive()
+				// A renaming rotation that finished since catchUp looked
+				// made the file a generation: catchUp takes it from here.
+				rotated, err := fl.catchUp()
+				if err != nil {
+					return err
+				}
+				if rotated && fl.live != nil {
+					if fi, err = fl.live.Stat(); err != nil {
+						return err
+					}
+					continue
+				}
+				if !rotated {
+					fl.closeLive() // removed or replaced
+				}
 			}
 			return nil
 		}

@@ -54,13 +54,14 @@ func NewLog(path string, maxSize int64, generations int) *Log {
 // Path is the live file's path.
 func (l *Log) Path() string { return l.path }
 
-var errRemoved = errors.New("the log was removed")
+// ErrRemoved is what a use of a log after Remove returns.
+var ErrRemoved = errors.New("the log was removed")
 
 func (l *Log) index() (*index, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.removed {
-		return nil, errRemoved
+		return nil, ErrRemoved
 	}
 	if l.idx == nil {
 		if err := mkdirAll(filepath.Dir(l.path)); err != nil {
