@@ -178,3 +178,55 @@ func TestLogsSurviveDaemonKill(t *testing.T) {
 	}
 	t.Logf("%d lines, each once, in order", len(lines))
 }
+
+// TestRunOfADaemonWithoutPipesAdopted: a run that writes its log file
+// itself (started by a daemon without a log holder, as one from before
+// pipes was) is adopted as it is, and its log still rotated; its next run
+// writes to a pipe, into the same log.
+func TestRunOfADaemonWithoutPipesAdopted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, p := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Not a socket where the holder's goes: the daemon has no holder.
+	if err := os.MkdirAll(filepath.Join(dir, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	blocker := filepath.Join(dir, "run", "logs.sock")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d1 := startDaemon(t, inDir(dir), withArgs("--log-max-size", "16Ki"))
+	d1.mustCLI(t, "apply", "-f", d1.writeSpec(t, "counter.yaml", "name: counter\ncommand: [\"@PROG@\", count]\n"))
+	w := d1.waitState(t, "counter", api.StateRunning)
+	live := filepath.Join(d1.stateDir, "logs", "counter.log")
+	if fi, err := os.Lstat(fmt.Sprintf("/proc/%d/fd/1", w.PID)); err != nil {
+		t.Fatal(err)
+	} else if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", w.PID)); target != live {
+		t.Fatalf("without a holder the run writes to %s (%v), want its log file", target, fi.Mode())
+	}
+	d1.terminate(t)
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+
+	d2 := startDaemon(t, inDir(dir), withArgs("--log-max-size", "16Ki"))
+	if a := d2.waitState(t, "counter", api.StateRunning); a.PID != w.PID {
+		t.Fatalf("pid %d after the restart, want %d adopted", a.PID, w.PID)
+	}
+	eventually(t, "the adopted run's log rotated", func() error {
+		_, err := os.Stat(live + ".2")
+		return err
+	})
+	d2.mustCLI(t, "restart", "counter")
+	n := d2.waitState(t, "counter", api.StateRunning)
+	target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", n.PID))
+	if !strings.HasPrefix(target, "pipe:") {
+		t.Fatalf("the next run writes to %s, want a pipe", target)
+	}
+	d2.waitLog(t, "counter", "count 200\n")
+	d2.mustCLI(t, "stop", "counter")
+}
