@@ -226,6 +226,11 @@ func (l *Log) Read(ctx context.Context, q Query, out Sink) error {
 	if err != nil {
 		return err
 	}
+	// Taken before the files are: a write after them wakes the follower.
+	var wake <-chan struct{}
+	if q.Follow {
+		wake = l.changed()
+	}
 	l.names.Lock()
 	st, err := openStream(l.path, l.generations, x.livePos())
 	l.names.Unlock()
@@ -263,6 +268,7 @@ func (l *Log) Read(ctx context.Context, q Query, out Sink) error {
 		interval:    FollowPollInterval,
 		buf:         make([]byte, 64<<10),
 		changes:     l.changed,
+		wake:        wake,
 	}
 	if err := st.handOver(fl); err != nil {
 		return err
