@@ -91,6 +91,23 @@ command: [/bin/sh, -c, "echo to-stderr > /dev/stderr && echo to-stdout > /dev/st
 `))
 	d.waitLog(t, "shell", "to-stderr\n")
 	d.waitLog(t, "shell", "to-stdout\n")
+	// The workload holds its pipe's write end, never a read end.
+	pid := d.get(t, "shell").PID
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if !strings.HasPrefix(target, "pipe:") {
+			continue
+		}
+		info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name()))
+		for _, l := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(l, "flags:\t"); ok {
+				if flags, _ := strconv.ParseInt(v, 8, 64); flags&3 != 1 {
+					t.Errorf("the workload's fd %s is %s with flags %s: not write-only", fd.Name(), target, v)
+				}
+			}
+		}
+	}
 
 	nginx := need(t, "nginx", "nginx-light")
 	port := freePort(t)
