@@ -21,12 +21,14 @@ import (
 // log, across rotations and daemon restarts. A reader that stopped at a
 // position can resume there exactly.
 //
-// A mark says that by a time the log held the bytes before a position.
-// The workload writes its log itself, so no byte carries its own time:
-// bytes between two marks were written between their times, and a line
-// is dated by the first mark at or past its end. Marks are taken from
-// the live file's modification time whenever the daemon's log loop sees
-// it grow, so a line is dated at the latest write before that look.
+// A mark says that by a time the log held the bytes before a position,
+// and a line is dated by the first mark at or past its end. The daemon
+// marks each read of a pipe it writes into the log, with the time of
+// that read: a line is dated when it was read, exactly, and a line
+// longer than a read gets a time a read. For a log its workload writes
+// itself, marks are taken from the live file's modification time
+// whenever the daemon's log loop sees it grow, so a line is dated at the
+// latest write before that look.
 //
 // On disk: a header of indexMagic and the base, then marks, each a
 // position and a Unix time in nanoseconds, all little-endian uint64s. A
