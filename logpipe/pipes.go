@@ -14,11 +14,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Size is the buffer asked of each pipe (F_SETPIPE_SZ, bounded by
-// fs.pipe-max-size): what a workload writes without waiting for the
-// daemon, and what it can leave in the kernel's memory while no daemon
-// reads.
+// Size is the buffer a pipe is given (F_SETPIPE_SZ, bounded by
+// fs.pipe-max-size) once a read finds it half full, its writer writing
+// faster than a read a wake-up: what a workload then writes without
+// waiting for the daemon, and what it can leave in the kernel's memory
+// while no daemon reads. A pipe starts at the kernel's default (64 KiB):
+// its ring of page slots takes 1.5 KiB of the kernel's memory, where a
+// ring of 1 MiB takes 16.5 KiB, 165 MB for 10,000 quiet workloads.
 const Size = 1 << 20
+
+// growAt is how much one read must take for its pipe to grow to Size.
+const growAt = 32 << 10
 
 // chunk is the most one read of a pipe takes: the bound at which a line
 // without an end is cut, each piece dated by its own read.
@@ -73,6 +79,7 @@ type pipe struct {
 	fd     int
 	sink   Sink
 	paused bool
+	grown  bool
 }
 
 // Reserved epoll ids.
@@ -287,8 +294,6 @@ func (p *Pipes) New(key string, sink Sink) (*os.File, error) {
 		return nil, err
 	}
 	r, w := fds[0], fds[1]
-	// Best effort: a smaller pipe only makes writers wait sooner.
-	_, _ = unix.FcntlInt(uintptr(r), unix.F_SETPIPE_SZ, pipeSize())
 	if err := unix.SetNonblock(r, true); err != nil {
 		unix.Close(r)
 		unix.Close(w)
@@ -409,8 +414,13 @@ func (p *Pipes) read(id uint64) {
 		return
 	}
 	p.busy.Store(time.Now().UnixNano())
-	_, err := pp.sink.Take(pp.fd, chunk)
+	n, err := pp.sink.Take(pp.fd, chunk)
 	p.busy.Store(0)
+	if n >= growAt && !pp.grown {
+		// Best effort: a smaller pipe only makes its writer wait sooner.
+		_, _ = unix.FcntlInt(uintptr(pp.fd), unix.F_SETPIPE_SZ, pipeSize())
+		pp.grown = true
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, io.EOF), errors.Is(err, ErrDiscard):
