@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -27,7 +28,14 @@ func TestMain(m *testing.M) {
 // holders starts test holders and stops them at the end of the test.
 type holders struct {
 	t    *testing.T
+	mu   sync.Mutex
 	cmds []*exec.Cmd
+}
+
+func (h *holders) started() []*exec.Cmd {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*exec.Cmd(nil), h.cmds...)
 }
 
 func (h *holders) start(socket string) func() error {
@@ -39,7 +47,9 @@ func (h *holders) start(socket string) func() error {
 		if err := cmd.Start(); err != nil {
 			return err
 		}
+		h.mu.Lock()
 		h.cmds = append(h.cmds, cmd)
+		h.mu.Unlock()
 		h.t.Cleanup(func() {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()

@@ -97,8 +97,8 @@ func TestPipeOutlivesItsReader(t *testing.T) {
 	}
 	waitFor(t, "the pipe's end", func() bool { return p.Count() == 0 })
 	checkLines(t, log.Path(), n)
-	if len(h.cmds) != 1 {
-		t.Fatalf("%d holders started, want 1", len(h.cmds))
+	if len(h.started()) != 1 {
+		t.Fatalf("%d holders started, want 1", len(h.started()))
 	}
 }
 
@@ -127,9 +127,9 @@ func TestHolderReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	_ = h.cmds[0].Process.Kill()
-	_ = h.cmds[0].Wait()
-	waitFor(t, "a new holder", func() bool { return len(h.cmds) == 2 })
+	_ = h.started()[0].Process.Kill()
+	_ = h.started()[0].Wait()
+	waitFor(t, "a new holder", func() bool { return len(h.started()) == 2 })
 	time.Sleep(50 * time.Millisecond)
 	p.Close()
 	fmt.Fprintln(stdin, "go")
