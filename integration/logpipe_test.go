@@ -244,6 +244,16 @@ func TestRunOfADaemonWithoutPipesAdopted(t *testing.T) {
 	if !strings.HasPrefix(target, "pipe:") {
 		t.Fatalf("the next run writes to %s, want a pipe", target)
 	}
-	d2.waitLog(t, "counter", "count 200\n")
+	// Its lines come through the pipe, into the same log.
+	eventually(t, "the new run's lines in the log", func() error {
+		last := strings.TrimSpace(d2.mustCLI(t, "logs", "--tail", "1", "counter"))
+		if !strings.HasPrefix(last, "count ") {
+			return fmt.Errorf("last line %q", last)
+		}
+		if fi, err := os.Stat(live); err != nil || fi.Size() > 16<<10 {
+			return fmt.Errorf("live file: %v, %v bytes", err, fi)
+		}
+		return nil
+	})
 	d2.mustCLI(t, "stop", "counter")
 }
