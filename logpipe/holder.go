@@ -13,15 +13,16 @@ import (
 )
 
 // idleExit is how long a holder stays once no daemon is connected and
-// every pipe it holds has lost its writers (or it holds none): a daemon
-// that restarts comes back well within it, and one that never does
-// leaves no process behind for ever.
+// every pipe it holds has lost its writers: a daemon that restarts comes
+// back well within it, and one that never does leaves no process behind
+// for ever. A holder with nothing to hold leaves as its daemon does.
 var idleExit = time.Minute
 
 // Serve is the holder: it listens on socket (0600) and keeps the read
 // ends daemons send it until told to drop them. It returns once idle
 // (see idleExit), when socket no longer names its socket (the run dir
-// was removed or taken over), or when ctx is done.
+// was removed or taken over), or when ctx is done; it removes its socket
+// first, so that no daemon reaches a holder on its way out.
 func Serve(ctx context.Context, socket string) error {
 	old := unix.Umask(0o177)
 	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: socket, Net: "unixpacket"})
@@ -41,6 +42,9 @@ func Serve(ctx context.Context, socket string) error {
 	defer cancel()
 	go func() {
 		<-ctx.Done()
+		if fi, err := os.Stat(socket); err == nil && os.SameFile(fi, mine) {
+			_ = os.Remove(socket)
+		}
 		l.Close()
 	}()
 	go h.watch(ctx, cancel, socket, mine)
@@ -65,7 +69,11 @@ func Serve(ctx context.Context, socket string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer h.connected(-1)
+			defer func() {
+				if h.connected(-1) {
+					cancel() // nothing to hold, no daemon
+				}
+			}()
 			defer c.Close()
 			go func() {
 				<-ctx.Done()
@@ -83,11 +91,14 @@ type holder struct {
 	since time.Time // when it last had a daemon
 }
 
-func (h *holder) connected(d int) {
+// connected counts a daemon's connection in or out, and reports whether
+// the holder is left with neither a daemon nor a pipe.
+func (h *holder) connected(d int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.conns += d
 	h.since = time.Now()
+	return h.conns == 0 && len(h.fds) == 0
 }
 
 func (h *holder) closeAll() {

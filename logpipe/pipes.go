@@ -108,11 +108,20 @@ func Open(cfg Config) (*Pipes, error) {
 		p.closeFds()
 		return nil, err
 	}
-	if err := p.connect(); err != nil {
-		p.closeFds()
-		return nil, err
+	// A holder on its way out (its last daemon just left, with nothing
+	// held) may still answer a dial: then again, with a new one.
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			p.closeHolder()
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err = p.connect(); err == nil {
+			if err = p.fetch(); err == nil {
+				break
+			}
+		}
 	}
-	if err := p.fetch(); err != nil {
+	if err != nil {
 		p.closeHolder()
 		p.closeFds()
 		return nil, err
