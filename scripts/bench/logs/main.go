@@ -30,6 +30,8 @@ var (
 	dir       = flag.String("dir", "/var/tmp", "where the logs go (a directory on the disk to measure)")
 	secs      = flag.Duration("t", 5*time.Second, "how long each throughput is measured")
 	lines     = flag.Int("l", 200, "lines whose latency is measured")
+	idle      = flag.Int("n", 0, "idle workloads whose cost is measured (0: none)")
+	modes     = flag.String("m", "pipe,file", "the daemons measured, in order: pipe (today's), file (runs writing their files)")
 )
 
 func main() {
@@ -41,7 +43,7 @@ func main() {
 	fmt.Printf("%-34s %10.0f %14s\n", "yes > /dev/null", yesTo("/dev/null"), "-")
 	check(os.MkdirAll(filepath.Join(root, "plain"), 0o755))
 	fmt.Printf("%-34s %10.0f %14s\n", "yes > file", yesTo(filepath.Join(root, "plain", "yes.out")), "-")
-	for _, mode := range []string{"pipe", "file"} {
+	for _, mode := range strings.Split(*modes, ",") {
 		d := startDaemon(filepath.Join(root, mode), mode == "file")
 		mbs, cpu := d.yes()
 		name := "flyd, through the daemon's pipe"
@@ -52,6 +54,10 @@ func main() {
 		lat := d.latency()
 		fmt.Printf("  write → logs -f, %s: median %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n", mode,
 			ms(lat[len(lat)/2]), ms(lat[len(lat)*9/10]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]))
+		if *idle > 0 {
+			pss, kernel := d.idleCost(*idle)
+			fmt.Printf("  %d idle workloads, %s: daemon PSS %.1f KiB and kernel (SUnreclaim) %.1f KiB a workload\n", *idle, mode, pss, kernel)
+		}
 		d.stop()
 	}
 }
@@ -196,4 +202,46 @@ func cpu(pid int) float64 {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100
+}
+
+// idleCost applies n workloads that sleep, printing a line each first,
+// and returns what each adds to the daemon's PSS and to the kernel's
+// unreclaimable memory, in KiB, once they run.
+func (d *daemon) idleCost(n int) (pss, kernel float64) {
+	ctx := context.Background()
+	script := filepath.Join(d.dir, "idle.sh")
+	check(os.WriteFile(script, []byte("echo started\nexec sleep 100000\n"), 0o755))
+	var specs []*spec.Workload
+	for i := 0; i < n; i++ {
+		ws, err := spec.Parse([]byte(fmt.Sprintf("name: idle-%d\ncommand: [/bin/sh, %q]\n", i, script)))
+		check(err)
+		specs = append(specs, ws[0])
+	}
+	runtime := func() { time.Sleep(3 * time.Second) }
+	runtime()
+	p0, k0 := smapsPSS(d.cmd.Process.Pid), unreclaimable()
+	_, err := d.client.ApplyBatch(ctx, specs, api.ApplyOptions{Start: true})
+	check(err)
+	runtime()
+	p1, k1 := smapsPSS(d.cmd.Process.Pid), unreclaimable()
+	_, err = d.client.Batch(ctx, api.ActionRemove, api.Batch{All: true})
+	check(err)
+	return float64(p1-p0) / float64(n), float64(k1-k0) / float64(n)
+}
+
+func smapsPSS(pid int) int64 { return kib(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss:") }
+
+func unreclaimable() int64 { return kib("/proc/meminfo", "SUnreclaim:") }
+
+// kib reads the first "key N kB" line of file.
+func kib(file, key string) int64 {
+	b, err := os.ReadFile(file)
+	check(err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
 }
