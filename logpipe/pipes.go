@@ -75,11 +75,12 @@ type Pipes struct {
 }
 
 type pipe struct {
-	key    string
-	fd     int
-	sink   Sink
-	paused bool
-	grown  bool
+	key     string
+	fd      int
+	sink    Sink
+	paused  bool
+	failing bool // its log could not be written, and has not been since
+	grown   bool
 }
 
 // Reserved epoll ids.
@@ -343,6 +344,10 @@ func (p *Pipes) reput(extraKeys []string, extraFds []int) error {
 		keys = append(keys, pp.key)
 		fds = append(fds, pp.fd)
 	}
+	for k, fd := range p.held { // fetched, not adopted yet
+		keys = append(keys, k)
+		fds = append(fds, fd)
+	}
 	p.mu.Unlock()
 	return p.put(keys, fds)
 }
@@ -432,6 +437,10 @@ func (p *Pipes) read(id uint64) {
 	}
 	switch {
 	case err == nil:
+		if n > 0 && pp.failing {
+			pp.failing = false
+			p.log.Info("a workload's log is written again", zap.String("pipe", pp.key))
+		}
 	case errors.Is(err, io.EOF), errors.Is(err, ErrDiscard):
 		p.end(id, pp)
 	default:
@@ -458,8 +467,13 @@ func (p *Pipes) end(id uint64, pp *pipe) {
 const pauseFor = time.Second
 
 func (p *Pipes) pause(id uint64, pp *pipe, err error) {
-	p.log.Warn("cannot write a workload's log; its output waits in its pipe and is read again every second",
-		zap.String("pipe", pp.key), zap.Error(err))
+	if !pp.failing {
+		// Once, until it is written again: a full disk is not a line a
+		// second for every workload.
+		pp.failing = true
+		p.log.Warn("cannot write a workload's log; its output waits in its pipe, read again every second",
+			zap.String("pipe", pp.key), zap.Error(err))
+	}
 	p.mu.Lock()
 	pp.paused = true
 	p.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/logfile"
 )
 
@@ -182,4 +183,48 @@ func TestDroppedPipeNotHeld(t *testing.T) {
 	}
 	defer p.Close()
 	p.Adopt(func(k string) Sink { t.Errorf("%s still held", k); return nil })
+}
+
+// TestFullDiskWaits fills the log's disk: the writer waits on its pipe,
+// nothing is lost, and once there is room again every line is written.
+func TestFullDiskWaits(t *testing.T) {
+	disk := testenv.SmallDisk(t, 4<<20)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	log := logfile.NewLog(filepath.Join(disk, "w.log"), 8<<20, 1)
+	defer log.Close()
+	p, err := Open(Config{Socket: sock, StartHolder: h.start(sock)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	filler := filepath.Join(disk, "filler")
+	testenv.FillDisk(t, filler)
+	w, err := p.New("w.1", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	cmd := lines(n)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("the writer ended (%v) with its log's disk full: it should wait", err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("the writer: %v", err)
+	}
+	waitFor(t, "the pipe's end", func() bool { return p.Count() == 0 })
+	checkLines(t, log.Path(), n)
 }
