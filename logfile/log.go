@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Log is one workload's log as the daemon keeps it: the live file, its
@@ -71,6 +74,9 @@ func (l *Log) index() (*index, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := l.settle(x); err != nil {
+			return nil, err
+		}
 		l.idx = x
 	}
 	return l.idx, nil
@@ -124,6 +130,9 @@ func (l *Log) Rotate(hold func() (release func(), err error)) (bool, error) {
 	// behind by one generation: positions then name bytes one generation
 	// late, and a reader resuming across it repeats that generation.
 	base := x.livePos() + moved
+	if _, ok := filePos(l.path); ok {
+		_ = unix.Setxattr(l.path, posAttr, []byte(strconv.FormatInt(base, 10)), 0)
+	}
 	held := int64(0)
 	for k := 1; k <= l.generations; k++ {
 		if fi, err := os.Stat(genPath(l.path, k)); err == nil {

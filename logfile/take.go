@@ -134,9 +134,12 @@ func (l *Log) openLive(x *index) error {
 		return nil
 	}
 	if l.live == nil {
-		f, err := createLive(l.path)
+		f, created, err := createLive(l.path)
 		if err != nil {
 			return err
+		}
+		if created {
+			setPos(f, x.livePos())
 		}
 		if err := x.hold(); err != nil {
 			f.Close()
@@ -150,22 +153,23 @@ func (l *Log) openLive(x *index) error {
 
 // createLive opens the live file at path to be written at offsets (no
 // O_APPEND: splice refuses it), creating it 0640.
-func createLive(path string) (*os.File, error) {
+func createLive(path string) (f *os.File, created bool, err error) {
 	if err := mkdirAll(filepath.Dir(path)); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, fileMode)
+	f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, fileMode)
 	if errors.Is(err, fs.ErrExist) {
-		return os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		f, err = os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		return f, false, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := f.Chmod(fileMode); err != nil {
 		f.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return f, nil
+	return f, true, nil
 }
 
 // rotateLive renames the live file, of size bytes, to generation 1 and
@@ -187,14 +191,15 @@ func (l *Log) rotateLive(x *index, size int64) error {
 	}
 	l.live.Close()
 	l.live = nil
-	f, err := createLive(l.path)
+	base := x.livePos() + size
+	f, _, err := createLive(l.path)
 	if err != nil {
 		return err
 	}
+	setPos(f, base)
 	l.live, l.liveMarks = f, 0
 	// A crash before this rewrite leaves the base behind by one
-	// generation, as Rotate's does.
-	base := x.livePos() + size
+	// generation until the next daemon settles it (settle.go).
 	return x.rebase(base, base-l.heldBytes())
 }
 

@@ -234,3 +234,67 @@ func TestAppendAfterRemoveRefused(t *testing.T) {
 		t.Fatal("the log came back after Remove")
 	}
 }
+
+// TestRotationCutShortSettles: a daemon killed inside a renaming
+// rotation, after the rename and before the index's rewrite (with the
+// next live file made or not), leaves positions that the next Log puts
+// right: every byte keeps its position.
+func TestRotationCutShortSettles(t *testing.T) {
+	for _, made := range []bool{false, true} {
+		t.Run(fmt.Sprintf("next live file made %v", made), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "w.log")
+			l := NewLog(path, 8<<10, 3)
+			var want strings.Builder
+			for i := 0; i < 1500; i++ {
+				line := fmt.Sprintf("line %d\n", i)
+				want.WriteString(line)
+				if err := l.Append([]byte(line)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, ok := filePos(path); !ok {
+				t.Skip("no user extended attributes on this file system")
+			}
+			l.Close()
+			// The rotation's renames, and no more.
+			x, err := openIndex(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, _ := os.Stat(path)
+			if err := shiftGenerations(path, 3); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(path, genPath(path, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if made {
+				f, _, err := createLive(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				setPos(f, x.livePos()+fi.Size())
+				f.Close()
+			}
+			again := NewLog(path, 8<<10, 3)
+			defer again.Close()
+			if err := again.Append([]byte("after\n")); err != nil {
+				t.Fatal(err)
+			}
+			want.WriteString("after\n")
+			recs := collect(t, again, all())
+			checkContiguous(t, recs)
+			end := recs[len(recs)-1].Pos + int64(len(recs[len(recs)-1].Data))
+			if end != int64(want.Len()) {
+				t.Fatalf("the log ends at position %d, want %d", end, want.Len())
+			}
+			if got := joined(recs); !strings.HasSuffix(want.String(), got) {
+				t.Fatalf("what the log holds is not the end of what was written")
+			}
+			from := recs[len(recs)-3].Pos
+			if got := joined(collect(t, again, Query{From: &from})); got != want.String()[from:] {
+				t.Fatalf("from %d: %q, want %q", from, got, want.String()[from:])
+			}
+		})
+	}
+}
