@@ -44,9 +44,17 @@ type Task struct {
 	// environment, an image), says what; the workload is then `preparing`.
 	// It is called on Start's goroutine. May be nil.
 	Preparing func(what string)
-	// Log receives the workload's stdout and stderr; the workload writes to it
-	// directly so that a slow or absent daemon never stalls it.
+	// Log receives the workload's stdout and stderr: the write end of a
+	// pipe the daemon reads into the log (a runtime with a user makes it
+	// the user's, so that /dev/stdout opens), or for a FileLogs runtime
+	// the log file itself.
 	Log *os.File
+}
+
+// FileLogs is a driver whose runs write their log file themselves, by
+// path (a containerd shim): it gets the log file, not a pipe.
+type FileLogs interface {
+	WritesLogFile()
 }
 
 // Driver starts and adopts workloads of one kind.

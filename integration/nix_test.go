@@ -61,6 +61,18 @@ restart: {policy: never}
 `, flake)))
 	d.waitLog(t, "pkg", "hello-from-package")
 
+	// A user's /dev/stdout and /dev/stderr open, as a native workload's.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "user.yaml", fmt.Sprintf(`
+name: user
+kind: nix
+user: nobody
+nix: {flake: "path:%s", shell: default}
+command: [/bin/sh, -c, "echo nix-stdout > /dev/stdout && echo nix-stderr > /dev/stderr && exec sleep 100"]
+`, flake)))
+	d.waitLog(t, "user", "nix-stdout\n")
+	d.waitLog(t, "user", "nix-stderr\n")
+	d.mustCLI(t, "stop", "user")
+
 	_, errOut, code := runCLI(t, d.socket, "apply", "-f", d.writeSpec(t, "missing.yaml", `
 name: missing
 kind: nix

@@ -1,28 +1,31 @@
-// Package logfile manages the log file of one workload: the file the
-// workload writes its stdout and stderr to, its rotated generations, and
-// reading them back (Tail, Follow).
+// Package logfile manages the log of one workload: its live file, its
+// rotated generations and its index, written and read back by position,
+// time or line count, so that a reader can resume exactly where it
+// stopped, across rotations and daemon restarts.
 //
-// The workload writes to the file itself through an inherited O_APPEND
-// descriptor; flyd is not in the data path. That way a slow, busy or
-// restarting daemon never blocks a workload, and logs keep flowing while
-// the daemon is down. The price is that flyd cannot rename the live file
-// away from under the writer, so rotation is copy-then-truncate (see
-// Rotate).
+// The daemon writes a log itself (Log.Take, from the run's pipe; Append
+// for its own lines): each read is dated with the time it was read, and
+// the log is bounded as it is written. Before a write, the live file and
+// its marks in the index are held to the size limit, the write cut to
+// what fits or the live file first renamed to generation 1: the log then
+// never takes more than maxSize × (generations + 1) and the index's
+// header, whatever the workload does to its end of the pipe.
+//
+// A log its workload writes itself, through an inherited O_APPEND
+// descriptor (a containerd shim, or a run of a daemon from before pipes,
+// adopted as it is), cannot be renamed away from under its writer: it is
+// rotated by copy and truncate (Rotate, RotateHeld, with the writers
+// frozen) and dated by its modification time whenever the daemon looks
+// (Mark). Such a log grows by what its writer writes between two looks.
 //
 // On disk, for a live file at path:
 //
-//	path                   the live file, written by the workload
+//	path                   the live file
 //	path.1 … path.N        older generations, .1 the newest
-//	path.rotating          a generation being written; gone after Rotate
+//	path.rotating          a generation being copied; gone after Rotate
 //	path.index             positions and times of the log's bytes (index.go)
 //
-// Log ties them together for the daemon: it rotates, dates what the
-// workload wrote (Mark) and reads by position, time or line count
-// (Read), so that a reader can resume exactly where it stopped, across
-// rotations and daemon restarts. Tail, Follow and Rotate are the same
-// operations on the files alone.
-//
+// Tail, Follow and Rotate are the same operations on the files alone.
 // This package is not a logging library for flyd itself, does not parse
-// log lines, and does not decide when to rotate: the caller calls
-// Rotate as often as it likes.
+// log lines, and does not read pipes (logpipe does).
 package logfile

@@ -81,6 +81,10 @@ type follower struct {
 	generations int
 	interval    time.Duration
 	buf         []byte
+	// changes, when set, says when the log is next written (Log.changed):
+	// the follower waits for that rather than the whole interval.
+	changes func() <-chan struct{}
+	wake    <-chan struct{}
 
 	live *os.File // nil while the file does not exist
 	off  int64    // how much of live has been written to w
@@ -94,7 +98,7 @@ type follower struct {
 // start writes the initial tail and sets the offset to exactly where
 // that tail ended, so nothing appended meanwhile is skipped or repeated.
 func (fl *follower) start(n int) error {
-	if err := fl.openLive(); err != nil || fl.live == nil {
+	if err := fl.openLive(true); err != nil || fl.live == nil {
 		return err
 	}
 	fi, err := fl.live.Stat()
@@ -117,8 +121,11 @@ func (fl *follower) start(n int) error {
 }
 
 // openLive opens the live file, if there is one, to be read from its
-// start, and takes the generations that exist now as already seen.
-func (fl *follower) openLive() error {
+// start; with seen, it takes the generations that exist now as already
+// seen. Without, the generations newer than the last one seen are still
+// to be read (catchUp): the file was renamed away by a rotation, and
+// more rotations may have come before this.
+func (fl *follower) openLive(seen bool) error {
 	f, err := os.Open(fl.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -126,7 +133,11 @@ func (fl *follower) openLive() error {
 	if err != nil {
 		return err
 	}
-	fl.live, fl.off, fl.last, fl.prev = f, 0, nil, nil
+	fl.live, fl.off, fl.last = f, 0, nil
+	if !seen {
+		return nil
+	}
+	fl.prev = nil
 	gens, _, err := fl.newGenerations()
 	if err != nil {
 		return err
@@ -146,6 +157,8 @@ func (fl *follower) sleep() bool {
 		return false
 	case <-t.C:
 		return true
+	case <-fl.wake:
+		return true
 	}
 }
 
@@ -158,8 +171,11 @@ func (fl *follower) sleep() bool {
 // generations or the new live file, so a rotation at any moment neither
 // loses nor repeats it.
 func (fl *follower) poll() error {
+	if fl.changes != nil {
+		fl.wake = fl.changes() // before reading: a write after the read wakes it
+	}
 	if fl.live == nil {
-		if err := fl.openLive(); err != nil || fl.live == nil {
+		if err := fl.openLive(false); err != nil || fl.live == nil {
 			return err
 		}
 	}
@@ -184,7 +200,12 @@ func (fl *follower) poll() error {
 			return err
 		}
 		switch {
+		case rotated && fl.live == nil:
+			return nil // renamed away, and no live file yet
 		case rotated:
+			if fi, err = fl.live.Stat(); err != nil {
+				return err
+			}
 			continue
 		case !unchanged:
 			fl.off, fl.last = 0, nil // truncated by someone else: nothing to recover
@@ -193,7 +214,21 @@ func (fl *follower) poll() error {
 			// Checked after draining so the old file's last bytes are not
 			// lost.
 			if cur, err := os.Stat(fl.path); err != nil || !os.SameFile(cur, fi) {
-				fl.closeLive()
+				// A renaming rotation that finished since catchUp looked
+				// made the file a generation: catchUp takes it from here.
+				rotated, err := fl.catchUp()
+				if err != nil {
+					return err
+				}
+				if rotated && fl.live != nil {
+					if fi, err = fl.live.Stat(); err != nil {
+						return err
+					}
+					continue
+				}
+				if !rotated {
+					fl.closeLive() // removed or replaced
+				}
 			}
 			return nil
 		}

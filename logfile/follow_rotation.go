@@ -39,7 +39,27 @@ func (fl *follower) catchUp() (bool, error) {
 		rotated = true
 		fl.prev = gens[len(gens)-1].fi
 		fl.off, fl.last = 0, nil
+		if fl.renamedAway(gens) {
+			// A renaming rotation took the file being read: it was written
+			// above to its end, and the live file is a new one.
+			fl.closeLive()
+			if err := fl.openLive(false); err != nil {
+				return true, err
+			}
+		}
 	}
+}
+
+// renamedAway reports whether the live file being read is one of gens.
+func (fl *follower) renamedAway(gens []generation) bool {
+	if fl.live == nil {
+		return false
+	}
+	fi, err := fl.live.Stat()
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(gens, func(g generation) bool { return os.SameFile(g.fi, fi) })
 }
 
 func (fl *follower) writeGenerations(gens []generation, contiguous bool) error {
@@ -123,6 +143,11 @@ func (fl *follower) newGenerations() (gens []generation, contiguous bool, err er
 // repeat them.
 func (fl *follower) finished(g generation) (bool, error) {
 	if fl.live == nil {
+		return true, nil
+	}
+	if fi, err := fl.live.Stat(); err == nil && os.SameFile(fi, g.fi) {
+		// Renamed, not copied: its writer (the daemon) never writes it
+		// again.
 		return true, nil
 	}
 	size := g.fi.Size()

@@ -21,12 +21,14 @@ import (
 // log, across rotations and daemon restarts. A reader that stopped at a
 // position can resume there exactly.
 //
-// A mark says that by a time the log held the bytes before a position.
-// The workload writes its log itself, so no byte carries its own time:
-// bytes between two marks were written between their times, and a line
-// is dated by the first mark at or past its end. Marks are taken from
-// the live file's modification time whenever the daemon's log loop sees
-// it grow, so a line is dated at the latest write before that look.
+// A mark says that by a time the log held the bytes before a position,
+// and a line is dated by the first mark at or past its end. The daemon
+// marks each read of a pipe it writes into the log, with the time of
+// that read: a line is dated when it was read, exactly, and a line
+// longer than a read gets a time a read. For a log its workload writes
+// itself, marks are taken from the live file's modification time
+// whenever the daemon's log loop sees it grow, so a line is dated at the
+// latest write before that look.
 //
 // On disk: a header of indexMagic and the base, then marks, each a
 // position and a Unix time in nanoseconds, all little-endian uint64s. A
@@ -54,6 +56,9 @@ type index struct {
 	mu   sync.Mutex
 	path string
 	f    *os.File // open during an operation only
+	// held keeps the file open between operations while the daemon
+	// writes the log (a mark a read): see hold.
+	held *os.File
 	base int64
 	n    int  // marks on disk
 	last mark // the newest mark, zero when there is none
@@ -80,6 +85,11 @@ func openIndex(path string) (*index, error) {
 
 // opened runs op with the index's file open; the caller holds mu.
 func (x *index) opened(op func() error) error {
+	if x.held != nil {
+		x.f = x.held
+		defer func() { x.f = nil }()
+		return op()
+	}
 	f, err := os.OpenFile(x.path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -128,9 +138,48 @@ func (x *index) at(i int) (mark, error) {
 	return m[0], nil
 }
 
-// close is what a Log does with its index when it is done: nothing is
-// held between operations, so there is nothing to release.
-func (x *index) close() error { return nil }
+// close is what a Log does with its index when it is done: it lets go
+// of the file if hold kept it open.
+func (x *index) close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.held == nil {
+		return nil
+	}
+	err := x.held.Close()
+	x.held = nil
+	return err
+}
+
+// hold keeps the index's file open until close: a log the daemon writes
+// gets a mark each read, and an open and a close each would cost more
+// than the write.
+func (x *index) hold() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.held != nil {
+		return nil
+	}
+	f, err := os.OpenFile(x.path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	x.held = f
+	return nil
+}
+
+// marksAfter is how many marks date bytes past pos: those of a live
+// file that starts at pos.
+func (x *index) marksAfter(pos int64) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	_ = x.opened(func() error {
+		n = x.n - x.search(func(m mark) bool { return m.pos > pos })
+		return nil
+	})
+	return n
+}
 
 // livePos is the position of the live file's first byte.
 func (x *index) livePos() int64 {
@@ -205,6 +254,16 @@ func (x *index) rebase(base, keep int64) error {
 		return err
 	}
 	x.base, x.n = base, len(marks)
+	if x.held != nil {
+		// The held file is the old index now, unlinked.
+		x.held.Close()
+		x.held = nil
+		f, err := os.OpenFile(x.path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		x.held = f
+	}
 	return nil
 }
 

@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Log is one workload's log as the daemon keeps it: the live file, its
@@ -25,10 +28,21 @@ type Log struct {
 	// reader resolves positions to files and writes what is already
 	// there; following what comes next needs no lock (see Follow).
 	shape sync.RWMutex
+	// names is held while the files' names and the index's base change
+	// (a rotation) and while a reader opens the files and reads the base:
+	// a renaming rotation needs no more from readers.
+	names sync.Mutex
+
+	// amu serialises the daemon's writes (Take, Append); live is the
+	// file they write, liveMarks the index's marks of it (-1: to count).
+	amu       sync.Mutex
+	live      *os.File
+	liveMarks int
 
 	mu      sync.Mutex
 	idx     *index // opened on first use
 	removed bool
+	wake    chan struct{} // see changed
 }
 
 // NewLog is the log at path, rotated at maxSize (DefaultMaxSize when
@@ -37,19 +51,20 @@ func NewLog(path string, maxSize int64, generations int) *Log {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxSize
 	}
-	return &Log{path: path, maxSize: maxSize, generations: generations}
+	return &Log{path: path, maxSize: maxSize, generations: generations, liveMarks: -1}
 }
 
 // Path is the live file's path.
 func (l *Log) Path() string { return l.path }
 
-var errRemoved = errors.New("the log was removed")
+// ErrRemoved is what a use of a log after Remove returns.
+var ErrRemoved = errors.New("the log was removed")
 
 func (l *Log) index() (*index, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.removed {
-		return nil, errRemoved
+		return nil, ErrRemoved
 	}
 	if l.idx == nil {
 		if err := mkdirAll(filepath.Dir(l.path)); err != nil {
@@ -59,15 +74,22 @@ func (l *Log) index() (*index, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := l.settle(x); err != nil {
+			return nil, err
+		}
 		l.idx = x
 	}
 	return l.idx, nil
 }
 
 // Mark dates what the live file holds now by its modification time, if
-// it grew, and returns its size. The daemon calls it whenever it looks
-// at the log; marks are what --since and timestamps read.
+// it grew, and returns its size: for a log its workload writes itself
+// (a run of an earlier daemon, a containerd shim), whose bytes no read
+// dates. The daemon calls it whenever it looks at such a log.
 func (l *Log) Mark() (int64, error) {
+	l.amu.Lock()
+	l.liveMarks = -1 // Take counts them again
+	l.amu.Unlock()
 	fi, err := os.Stat(l.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
@@ -95,6 +117,11 @@ func (l *Log) Rotate(hold func() (release func(), err error)) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	l.amu.Lock()
+	l.liveMarks = -1
+	l.amu.Unlock()
+	l.names.Lock()
+	defer l.names.Unlock()
 	moved, err := rotate(l.path, l.maxSize, l.generations, hold)
 	if moved < 0 {
 		return false, err
@@ -103,6 +130,9 @@ func (l *Log) Rotate(hold func() (release func(), err error)) (bool, error) {
 	// behind by one generation: positions then name bytes one generation
 	// late, and a reader resuming across it repeats that generation.
 	base := x.livePos() + moved
+	if _, ok := filePos(l.path); ok {
+		_ = unix.Setxattr(l.path, posAttr, []byte(strconv.FormatInt(base, 10)), 0)
+	}
 	held := int64(0)
 	for k := 1; k <= l.generations; k++ {
 		if fi, err := os.Stat(genPath(l.path, k)); err == nil {
@@ -112,8 +142,12 @@ func (l *Log) Rotate(hold func() (release func(), err error)) (bool, error) {
 	return true, errors.Join(err, x.rebase(base, base-held))
 }
 
-// Close closes the index; a later call opens it again.
+// Close closes the live file and the index; a later call opens them
+// again.
 func (l *Log) Close() error {
+	l.amu.Lock()
+	lerr := l.closeLive()
+	l.amu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.idx == nil {
@@ -121,7 +155,7 @@ func (l *Log) Close() error {
 	}
 	err := l.idx.close()
 	l.idx = nil
-	return err
+	return errors.Join(lerr, err)
 }
 
 // Remove deletes the log's files, index included, and refuses every
@@ -129,6 +163,9 @@ func (l *Log) Close() error {
 func (l *Log) Remove() error {
 	l.shape.Lock()
 	defer l.shape.Unlock()
+	l.amu.Lock()
+	defer l.amu.Unlock()
+	_ = l.closeLive()
 	l.mu.Lock()
 	l.removed = true
 	if l.idx != nil {
@@ -198,7 +235,14 @@ func (l *Log) Read(ctx context.Context, q Query, out Sink) error {
 	if err != nil {
 		return err
 	}
+	// Taken before the files are: a write after them wakes the follower.
+	var wake <-chan struct{}
+	if q.Follow {
+		wake = l.changed()
+	}
+	l.names.Lock()
 	st, err := openStream(l.path, l.generations, x.livePos())
+	l.names.Unlock()
 	if err != nil {
 		return err
 	}
@@ -211,7 +255,7 @@ func (l *Log) Read(ctx context.Context, q Query, out Sink) error {
 	if err != nil {
 		return err
 	}
-	rec := &recorder{out: out, pos: start, marks: marks}
+	rec := &recorder{out: out, pos: start, marks: marks, x: x}
 	if err := st.copy(rec, start); err != nil {
 		return err
 	}
@@ -232,13 +276,14 @@ func (l *Log) Read(ctx context.Context, q Query, out Sink) error {
 		generations: l.generations,
 		interval:    FollowPollInterval,
 		buf:         make([]byte, 64<<10),
+		changes:     l.changed,
+		wake:        wake,
 	}
 	if err := st.handOver(fl); err != nil {
 		return err
 	}
 	defer fl.closeLive()
 	unlock()
-	rec.marks = nil // what comes next is dated as it is read
 	for fl.sleep() {
 		if err := fl.poll(); err != nil {
 			return err
@@ -251,11 +296,17 @@ func (l *Log) Read(ctx context.Context, q Query, out Sink) error {
 type recorder struct {
 	out   Sink
 	pos   int64
-	marks []mark // dating the bytes from pos on; past them, now
+	marks []mark // dating the bytes from pos on
+	// x gives the marks past those, once they are used up: what the
+	// daemon read after the reader began. A byte no mark dates yet (a
+	// log its workload writes itself, between two looks) is dated now.
+	x      *index
+	looked bool // x was looked at in this Write
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
 	n := len(p)
+	r.looked = false
 	for len(p) > 0 {
 		line := p
 		if i := bytes.IndexByte(p, '\n'); i >= 0 {
@@ -274,6 +325,13 @@ func (r *recorder) Write(p []byte) (int, error) {
 func (r *recorder) dated(end int64) time.Time {
 	for len(r.marks) > 0 && r.marks[0].pos < end {
 		r.marks = r.marks[1:]
+	}
+	if len(r.marks) == 0 && r.x != nil && !r.looked {
+		r.looked = true
+		r.marks, _ = r.x.marksFrom(r.pos)
+		for len(r.marks) > 0 && r.marks[0].pos < end {
+			r.marks = r.marks[1:]
+		}
 	}
 	if len(r.marks) == 0 {
 		return time.Now()

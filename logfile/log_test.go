@@ -284,8 +284,8 @@ func TestLogRemove(t *testing.T) {
 		t.Fatal(err) // nothing to mark: no file
 	}
 	appendFile(t, path, "a late write\n") // a workload still writing
-	if _, err := l.Mark(); !errors.Is(err, errRemoved) {
-		t.Fatalf("Mark after Remove = %v, want %v", err, errRemoved)
+	if _, err := l.Mark(); !errors.Is(err, ErrRemoved) {
+		t.Fatalf("Mark after Remove = %v, want %v", err, ErrRemoved)
 	}
 	os.Remove(path)
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {

@@ -1,15 +1,28 @@
 package supervisor
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/logpipe"
 )
 
-// Log rotation looks at a log every second while it grows. Once a look
+// A run's output comes through a pipe the daemon reads (logpipe), and
+// the log is bounded as it is written (logfile.Log.Take). What follows is
+// for a log its run writes itself: a containerd shim's, or a run of a
+// daemon from before pipes, adopted as it is.
+//
+// Log rotation looks at such a log every second while it grows. Once a look
 // finds it has not grown, it arms the log's waker (logfile.Waker) and
 // stops looking until the log is written again: with thousands of quiet
 // workloads, a stat of each every few seconds was most of an idle
@@ -102,6 +115,9 @@ func (s *Supervisor) everyWorkload(every time.Duration, check func(*workload, ti
 // checkLog dates what w's log gained and rotates it if it is over the
 // size limit, if a look is due, and schedules the next look.
 func (s *Supervisor) checkLog(w *workload, now time.Time) {
+	if !w.directLog.Load() {
+		return // the daemon writes it, and bounds it as it does
+	}
 	c := &w.logs
 	if w.newRun.Swap(false) || w.logWoken.Swap(false) {
 		c.next, c.every = time.Time{}, 0
@@ -143,4 +159,57 @@ func (s *Supervisor) wakeLog(name string) {
 	if w, err := s.lookup(name); err == nil {
 		w.logWoken.Store(true)
 	}
+}
+
+// runLog is what a run of name writes its output to: the write end of a
+// new pipe the daemon reads into the log, or, for a runtime that must
+// write the file itself or a daemon without pipes, the log file.
+func (s *Supervisor) runLog(name string, d driver.Driver) (f *os.File, piped bool, err error) {
+	if _, fileOnly := d.(driver.FileLogs); !fileOnly && s.cfg.LogPipes != nil {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		f, err := s.cfg.LogPipes.New(name+"."+hex.EncodeToString(b[:]), pipeSink{s.logs.of(name)})
+		if err == nil {
+			return f, true, nil
+		}
+		// A run is not refused for its log: it writes the file itself.
+		s.log.Error("no log pipe: the run writes its log file itself", zap.String("workload", name), zap.Error(err))
+	}
+	f, err = logfile.Open(s.logPath(name))
+	if err != nil {
+		return nil, false, fmt.Errorf("log file: %w", err)
+	}
+	return f, false, nil
+}
+
+// pipeSink is a log as a pipe's sink: a log removed with its workload
+// takes nothing more.
+type pipeSink struct{ l *logfile.Log }
+
+func (p pipeSink) Take(fd int, max int) (int, error) {
+	n, err := p.l.Take(fd, max)
+	if errors.Is(err, logfile.ErrRemoved) {
+		err = logpipe.ErrDiscard
+	}
+	return n, err
+}
+
+// adoptPipes reads on the pipes an earlier daemon left with the holder,
+// each into its workload's log (its key is the name, a dot and a nonce):
+// a run adopted or not, what it wrote while no daemon read is in its pipe.
+// A pipe of a workload that no longer exists is closed.
+func (s *Supervisor) adoptPipes(specs map[string]specRecord) {
+	if s.cfg.LogPipes == nil {
+		return
+	}
+	s.cfg.LogPipes.Adopt(func(key string) logpipe.Sink {
+		i := strings.LastIndexByte(key, '.')
+		if i < 0 {
+			return nil
+		}
+		if _, ok := specs[key[:i]]; !ok && s.quarantine[key[:i]] == nil {
+			return nil
+		}
+		return pipeSink{s.logs.of(key[:i])}
+	})
 }

@@ -42,6 +42,8 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 	}
 	if run != nil {
 		w.update(func(v *status.Workload) { v.Restarts = run.run.Restarts })
+		w.logPipe = run.run.LogPipe
+		w.directLog.Store(!run.run.LogPipe)
 	}
 	switch {
 	case run != nil && run.proc != nil:

@@ -12,7 +12,6 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
-	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -96,11 +95,13 @@ func (w *workload) launch() (driver.Process, error) {
 		return nil, err
 	}
 	w.limitsSeen.baseline(cg)
-	log, err := logfile.Open(w.s.logPath(w.name))
+	log, piped, err := w.s.runLog(w.name, w.s.drivers[w.spec.Kind])
 	if err != nil {
-		return nil, fmt.Errorf("log file: %w", err)
+		return nil, err
 	}
 	defer log.Close() // the child holds its own descriptor
+	w.logPipe = piped
+	w.directLog.Store(!piped)
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
 		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
 		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg, Limits: lim,
@@ -114,9 +115,8 @@ func (w *workload) noteStartFailure(err error) {
 	w.log.Warn("start failed", zap.Error(err))
 	w.update(func(v *status.Workload) { v.LastError = err.Error() })
 	w.publish(status.Event{Type: status.EventError, Message: err.Error()})
-	if f, ferr := logfile.Open(w.s.logPath(w.name)); ferr == nil {
-		fmt.Fprintf(f, "flyd: start failed: %v\n", err)
-		f.Close()
+	if lerr := w.s.logs.of(w.name).Append([]byte(fmt.Sprintf("flyd: start failed: %v\n", err))); lerr != nil {
+		w.log.Warn("cannot write the start failure to the log", zap.Error(lerr))
 	}
 }
 
@@ -124,7 +124,7 @@ func (w *workload) saveRun() {
 	w.mu.Lock()
 	restarts := w.view.Restarts
 	w.mu.Unlock()
-	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts, Ready: w.ready}); err != nil {
+	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe}); err != nil {
 		w.log.Error("cannot persist run state", zap.Error(err))
 	}
 }

@@ -67,6 +67,9 @@ type runRecord struct {
 	Restarts int          `json:"restarts"`
 	// Ready is a notify workload's READY=1, which it says once.
 	Ready bool `json:"ready,omitempty"`
+	// LogPipe says the run writes to a pipe the daemon reads; a record
+	// without it is of a run that writes its log file itself.
+	LogPipe bool `json:"log_pipe,omitempty"`
 }
 
 // store keeps the desired state of every workload in a journal under the

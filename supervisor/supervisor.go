@@ -30,6 +30,7 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -47,6 +48,9 @@ type Config struct {
 	// LogMaxSize and LogGenerations rotate each workload's log file.
 	LogMaxSize     int64
 	LogGenerations int
+	// LogPipes carries runs' output to their logs; nil has every run
+	// write its log file itself, as a containerd shim does.
+	LogPipes *logpipe.Pipes
 	// StopOnClose stops every workload on Close instead of leaving it
 	// running for the next daemon to adopt.
 	StopOnClose bool
@@ -270,6 +274,7 @@ func (s *Supervisor) restore() {
 		runs[name] = r
 	}
 	s.logQuarantine()
+	s.adoptPipes(specs)
 	s.sweepCarriers(keep)
 	s.loadNetDocs()
 	s.loadDocOwners()

@@ -69,6 +69,12 @@ type workload struct {
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
 	createErr error
+	// logPipe says the current run writes to a pipe the daemon reads
+	// (logpipe); without one (a containerd shim, a run of a daemon from
+	// before pipes) the run writes its log file itself, and directLog
+	// has the rotation loop look at it.
+	logPipe   bool
+	directLog atomic.Bool
 	// logs is the log rotation's schedule for this workload, kept by the
 	// rotation loop; newRun tells it a run started.
 	logs     logCheck

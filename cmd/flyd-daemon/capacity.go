@@ -10,12 +10,15 @@ import (
 )
 
 // The host's limits that bound how many workloads one daemon keeps, and
-// what a workload takes of each: a descriptor for its pidfd while it runs
-// (a few more for the moment it starts), a process at least, and an
-// inotify watch while its log is quiet (without one, the log is only
-// looked at less often).
+// what a workload takes of each: descriptors for its pidfd and its log
+// pipe's read end while it runs, and for its log file and index once it
+// has written (a few more for the moment it starts), a process at least;
+// a workload that writes its log file itself (a containerd shim's) also
+// takes an inotify watch while its log is quiet (without one, the log is
+// only looked at less often). The log holder keeps one descriptor a
+// workload, under its own limit.
 const (
-	filesPerWorkload = 1
+	filesPerWorkload = 4
 	filesReserved    = 256 // the socket, clients, logs being read, the state
 )
 

@@ -226,7 +226,12 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 		return err
 	}
 	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
+	pipes := openLogPipes(cfg.runDir, log)
+	if pipes != nil {
+		defer pipes.Close() // after the supervisor's: the holder keeps the pipes
+	}
 	sup, err := supervisor.New(supervisor.Config{
+		LogPipes:         pipes,
 		Registrar:        reg.registrar,
 		RegistryURL:      reg.url,
 		RegistryKeyFile:  reg.keyFile,

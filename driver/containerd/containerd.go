@@ -90,6 +90,9 @@ func New(socket, namespace string) *Driver {
 // Kind reports spec.KindContainerd.
 func (d *Driver) Kind() spec.Kind { return spec.KindContainerd }
 
+// WritesLogFile: the shim writes the log file by its path (driver.FileLogs).
+func (d *Driver) WritesLogFile() {}
+
 func (d *Driver) ns() string {
 	if d.Namespace == "" {
 		return DefaultNamespace

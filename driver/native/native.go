@@ -51,6 +51,9 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 		attr.Credential = acct.Credential()
 		uid, gid = int(acct.UID), int(acct.GID)
 		env = execenv.FillEnv(acct, env)
+		if err := ownPipe(t.Log, uid, gid); err != nil {
+			return nil, fmt.Errorf("log pipe: %w", err)
+		}
 	}
 	path, err := execenv.LookPath(t.Args[0], env)
 	if err != nil {
@@ -211,4 +214,21 @@ func classifyStartError(argv0 string, err error) error {
 		return fmt.Errorf("%w: exec %s: %v", driver.ErrExec, argv0, err)
 	}
 	return fmt.Errorf("exec %s: %w", argv0, err)
+}
+
+// ownPipe gives a log pipe to the workload's user. A pipe's inode is its
+// creator's, 0600, and opening /proc/self/fd/1 (/dev/stdout) checks it
+// like a file's: nginx's `access_log /dev/stdout` as www-data is refused
+// a root's pipe. The user may then also open its pipe for reading, which
+// gives it only what it wrote itself. A log file is left alone: it is the
+// daemon's.
+func ownPipe(f *os.File, uid, gid int) error {
+	if f == nil {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		return err
+	}
+	return f.Chown(uid, gid)
 }

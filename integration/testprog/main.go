@@ -7,6 +7,12 @@
 //	forkbomb               starts sleeping copies of itself as fast as it can, forever
 //	print N                N numbered lines on stdout and stderr, interleaved, then sleep
 //	count                  print "count N" for N = 1, 2, ... one a millisecond, forever
+//	numbered RATE          print "n N" for N = 1, 2, ... RATE lines a second, forever
+//	hostile                on its stdout, every 100 ms: clear O_APPEND, seek to 300 MiB
+//	                       and to a few TB, ftruncate and fallocate far out, write two
+//	                       bytes at each; between those, write 64 KiB blocks of lines
+//	                       as fast as it can, forever
+//	longline MB            one line of MB mebibytes, its newline, then sleep
 //	exit CODE              print a line, exit with CODE
 //	ignore-term            ignore SIGTERM, sleep
 //	spawn-group N PIDFILE  start N children in its process group that ignore SIGTERM,
@@ -45,6 +51,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Body is what serve answers after its pid line.
@@ -66,6 +74,19 @@ func main() {
 			fmt.Fprintf(os.Stdout, "stdout line %d\n", i)
 			fmt.Fprintf(os.Stderr, "stderr line %d\n", i)
 		}
+		sleep()
+	case "numbered":
+		need(args, 1)
+		numbered(atoi(args[0]))
+	case "hostile":
+		hostile()
+	case "longline":
+		need(args, 1)
+		block := []byte(strings.Repeat("x", 1<<20))
+		for i := 0; i < atoi(args[0]); i++ {
+			os.Stdout.Write(block)
+		}
+		os.Stdout.Write([]byte("\n"))
 		sleep()
 	case "count":
 		for i := 1; ; i++ {
@@ -382,5 +403,47 @@ func listen(socket string) {
 		n, _ := io.Copy(io.Discard, c)
 		c.Close()
 		fmt.Printf("received %d bytes\n", n)
+	}
+}
+
+// numbered prints rate numbered lines a second, in batches a millisecond
+// apart, each line one write.
+func numbered(rate int) {
+	per := max(rate/1000, 1)
+	next := time.Now()
+	for n := 1; ; {
+		for range per {
+			fmt.Fprintf(os.Stdout, "n %d\n", n)
+			n++
+		}
+		next = next.Add(time.Millisecond)
+		time.Sleep(time.Until(next))
+	}
+}
+
+// hostile does to its stdout what a workload writing its log file
+// directly could do to fill the disk, and floods it between the games.
+func hostile() {
+	fd := int(os.Stdout.Fd())
+	block := []byte(strings.Repeat("y\n", 32<<10))
+	last := time.Time{}
+	for {
+		if time.Since(last) > 100*time.Millisecond {
+			last = time.Now()
+			if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+				_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_APPEND)
+			}
+			for _, off := range []int64{300 << 20, 3 << 40} {
+				if _, err := unix.Seek(fd, off, 0); err == nil {
+					_, _ = unix.Write(fd, []byte("z\n"))
+				}
+			}
+			_ = unix.Ftruncate(fd, 5<<40)
+			_ = unix.Fallocate(fd, 0, 0, 1<<30)
+			_, _ = unix.Pwrite(fd, []byte("p\n"), 7<<40)
+		}
+		if _, err := unix.Write(fd, block); err != nil {
+			time.Sleep(time.Millisecond)
+		}
 	}
 }

@@ -1,0 +1,179 @@
+package logpipe
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// The daemon's side of the holder: one connection, one exchange at a
+// time (hmu), its end seen by the pipes' epoll instance.
+
+// connect reaches the holder, starting one if none answers. The caller
+// holds hmu, or is Open.
+func (p *Pipes) connect() error {
+	c, err := p.dial()
+	if err != nil && p.cfg.StartHolder != nil {
+		if err = p.cfg.StartHolder(); err != nil {
+			return fmt.Errorf("start the log holder: %w", err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if c, err = p.dial(); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("log holder %s: %w", p.cfg.Socket, err)
+	}
+	f, err := c.File() // a copy whose hangup epoll reports
+	if err != nil {
+		c.Close()
+		return err
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		c.Close()
+		return err
+	}
+	unix.CloseOnExec(fd)
+	if err := p.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLRDHUP, idHolder); err != nil {
+		unix.Close(fd)
+		c.Close()
+		return err
+	}
+	p.holder, p.hangup = c, fd
+	return nil
+}
+
+func (p *Pipes) dial() (*net.UnixConn, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: p.cfg.Socket, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	if err := peerAllowed(c); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (p *Pipes) closeHolder() {
+	if p.hangup >= 0 {
+		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, p.hangup, nil)
+		unix.Close(p.hangup)
+		p.hangup = -1
+	}
+	if p.holder != nil {
+		p.holder.Close()
+		p.holder = nil
+	}
+}
+
+// ask sends one message and waits for the holder's answer. The caller
+// holds hmu.
+func (p *Pipes) ask(op byte, keys []string, fds []int) error {
+	if p.holder == nil {
+		return errors.New("no log holder")
+	}
+	if err := send(p.holder, op, keys, fds); err != nil {
+		return err
+	}
+	rop, rkeys, rfds, err := recv(p.holder, time.Now().Add(ioTimeout))
+	closeAll(rfds)
+	switch {
+	case err != nil:
+		return err
+	case rop == opErr && len(rkeys) > 0:
+		return fmt.Errorf("log holder: %s", rkeys[0])
+	case rop != opOK:
+		return fmt.Errorf("log holder answered %q", rop)
+	}
+	return nil
+}
+
+// put hands read ends to the holder, in batches.
+func (p *Pipes) put(keys []string, fds []int) error {
+	for len(keys) > 0 {
+		n := min(len(keys), maxFds)
+		if err := p.ask(opPut, keys[:n], fds[:n]); err != nil {
+			return err
+		}
+		keys, fds = keys[n:], fds[n:]
+	}
+	return nil
+}
+
+// fetch takes back every read end the holder keeps, into held.
+func (p *Pipes) fetch() error {
+	if err := send(p.holder, opFetch, nil, nil); err != nil {
+		return err
+	}
+	for {
+		op, keys, fds, err := recv(p.holder, time.Now().Add(ioTimeout))
+		if err != nil {
+			return err
+		}
+		switch op {
+		case opFds:
+			for i, k := range keys {
+				unix.CloseOnExec(fds[i])
+				if old, ok := p.held[k]; ok {
+					unix.Close(old)
+				}
+				p.held[k] = fds[i]
+			}
+		case opEnd:
+			return nil
+		default:
+			closeAll(fds)
+			return fmt.Errorf("log holder answered %q to a fetch", op)
+		}
+	}
+}
+
+// reput hands the holder every read end being read, and extra: for a
+// holder that was started anew. The caller holds hmu.
+func (p *Pipes) reput(extraKeys []string, extraFds []int) error {
+	p.mu.Lock()
+	keys, fds := append([]string(nil), extraKeys...), append([]int(nil), extraFds...)
+	for _, pp := range p.pipes {
+		keys = append(keys, pp.key)
+		fds = append(fds, pp.fd)
+	}
+	for k, fd := range p.held { // fetched, not adopted yet
+		keys = append(keys, k)
+		fds = append(fds, fd)
+	}
+	p.mu.Unlock()
+	return p.put(keys, fds)
+}
+
+// holderGone starts a new holder and hands it every read end: the old
+// one was killed, and until then a daemon killed too would leave every
+// writer without a reader.
+func (p *Pipes) holderGone() {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	p.closeHolder()
+	p.mu.Lock()
+	closing := p.closing
+	p.mu.Unlock()
+	if closing {
+		return
+	}
+	err := p.connect()
+	if err == nil {
+		err = p.reput(nil, nil)
+	}
+	if err != nil {
+		p.log.Error("the log holder is gone and no new one holds the pipes: a daemon restart now would cost the workloads their output", zap.Error(err))
+		return
+	}
+	p.log.Warn("the log holder was gone: a new one holds every pipe")
+}

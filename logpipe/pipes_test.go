@@ -1,0 +1,230 @@
+package logpipe
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flyd-dev/flyd/internal/testenv"
+	"github.com/flyd-dev/flyd/logfile"
+)
+
+// lines is a shell loop that prints n numbered lines as fast as it can.
+func lines(n int) *exec.Cmd {
+	return exec.Command("sh", "-c", fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "line $i"; i=$((i+1)); done`, n))
+}
+
+func checkLines(t *testing.T, path string, n int) {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range []string{path + ".3", path + ".2", path + ".1", path} {
+		if data, err := os.ReadFile(p); err == nil {
+			b.Write(data)
+		}
+	}
+	var all []string
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	for sc.Scan() {
+		all = append(all, sc.Text())
+	}
+	if len(all) != n {
+		t.Fatalf("%d lines in the log, want %d", len(all), n)
+	}
+	for i, l := range all {
+		if l != fmt.Sprintf("line %d", i) {
+			t.Fatalf("line %d is %q", i, l)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestPipeOutlivesItsReader runs a writer through a daemon's Pipes that
+// closes (a daemon going away) and is opened again: the writer never
+// meets a pipe without a reader, and its log holds every line once.
+func TestPipeOutlivesItsReader(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	cfg := Config{Socket: sock, StartHolder: h.start(sock)}
+	log := logfile.NewLog(filepath.Join(dir, "w.log"), 128<<10, 3)
+	defer log.Close()
+
+	p, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := p.New("w.1", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	cmd := lines(n)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	time.Sleep(5 * time.Millisecond)
+	p.Close() // the writer goes on, then waits on its full pipe
+	time.Sleep(200 * time.Millisecond)
+
+	p, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Adopt(func(key string) Sink {
+		if key != "w.1" {
+			t.Errorf("held pipe %q", key)
+			return nil
+		}
+		return log
+	})
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the writer: %v", err)
+	}
+	waitFor(t, "the pipe's end", func() bool { return p.Count() == 0 })
+	checkLines(t, log.Path(), n)
+	if len(h.started()) != 1 {
+		t.Fatalf("%d holders started, want 1", len(h.started()))
+	}
+}
+
+// TestHolderReplaced kills the holder: Pipes starts another and hands it
+// every read end, so that a daemon going away after that still leaves
+// the writers a reader.
+func TestHolderReplaced(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	cfg := Config{Socket: sock, StartHolder: h.start(sock)}
+	log := logfile.NewLog(filepath.Join(dir, "w.log"), 1<<20, 3)
+	defer log.Close()
+	p, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := p.New("w.1", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `read x; echo "line 0"; echo "line 1"`)
+	stdin, _ := cmd.StdinPipe()
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	_ = h.started()[0].Process.Kill()
+	_ = h.started()[0].Wait()
+	waitFor(t, "a new holder", func() bool { return len(h.started()) == 2 })
+	time.Sleep(50 * time.Millisecond)
+	p.Close()
+	fmt.Fprintln(stdin, "go")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the writer, with no daemon reading: %v", err)
+	}
+	p, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Adopt(func(string) Sink { return log })
+	waitFor(t, "the pipe's end", func() bool { return p.Count() == 0 })
+	checkLines(t, log.Path(), 2)
+}
+
+// TestDroppedPipeNotHeld: a pipe that ended is no longer held, and a key
+// nothing adopts is closed.
+func TestDroppedPipeNotHeld(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	cfg := Config{Socket: sock, StartHolder: h.start(sock)}
+	log := logfile.NewLog(filepath.Join(dir, "w.log"), 1<<20, 3)
+	defer log.Close()
+	p, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, _ := p.New("done.1", log)
+	done.Write([]byte("bye\n"))
+	done.Close()
+	orphan, _ := p.New("orphan.1", log)
+	defer orphan.Close()
+	waitFor(t, "the ended pipe", func() bool { return p.Count() == 1 })
+	p.Close()
+	p, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	p.Adopt(func(k string) Sink { keys = append(keys, k); return nil })
+	p.Close()
+	if strings.Join(keys, ",") != "orphan.1" {
+		t.Fatalf("held %v, want orphan.1 alone", keys)
+	}
+	p, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Adopt(func(k string) Sink { t.Errorf("%s still held", k); return nil })
+}
+
+// TestFullDiskWaits fills the log's disk: the writer waits on its pipe,
+// nothing is lost, and once there is room again every line is written.
+func TestFullDiskWaits(t *testing.T) {
+	disk := testenv.SmallDisk(t, 4<<20)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	log := logfile.NewLog(filepath.Join(disk, "w.log"), 8<<20, 1)
+	defer log.Close()
+	p, err := Open(Config{Socket: sock, StartHolder: h.start(sock)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	filler := filepath.Join(disk, "filler")
+	testenv.FillDisk(t, filler)
+	w, err := p.New("w.1", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	cmd := lines(n)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("the writer ended (%v) with its log's disk full: it should wait", err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("the writer: %v", err)
+	}
+	waitFor(t, "the pipe's end", func() bool { return p.Count() == 0 })
+	checkLines(t, log.Path(), n)
+}
