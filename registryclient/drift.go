@@ -124,7 +124,9 @@ func CheckDrift(reference, live []Owner) []Drift {
 			out = append(out, Drift{Kind: DriftExtra, Port: port, Got: names(have)})
 		}
 	}
-	slices.SortFunc(out, func(a, b Drift) int { return cmp.Or(cmp.Compare(a.Port, b.Port), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Got, b.Got)) })
+	slices.SortFunc(out, func(a, b Drift) int {
+		return cmp.Or(cmp.Compare(a.Port, b.Port), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Got, b.Got))
+	})
 	return out
 }
 
