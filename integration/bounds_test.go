@@ -386,8 +386,8 @@ func TestPeerUsersPolicy(t *testing.T) {
 	if w := d.get(t, "mine"); w.State != api.StateRunning || w.AppliedBy != 0 {
 		t.Errorf("root's workload after a member's attempts: %s, applied by %d", w.State, w.AppliedBy)
 	}
-	if w := d.get(t, "ok"); w.AppliedBy != 65534 || w.Spec.Identity == nil || w.Spec.Identity.Workspace != "uid-65534" {
-		t.Errorf("a member's workload: applied by %d, identity %+v; want 65534, workspace uid-65534", w.AppliedBy, w.Spec.Identity)
+	if w := d.get(t, "ok"); w.AppliedBy != 65534 || w.Spec.Identity == nil || w.Spec.Identity.Workspace != "uid-65534" || w.Spec.Registry == nil || w.Spec.Registry.Name != "uid-65534.ok" {
+		t.Errorf("a member's workload: applied by %d, identity %+v, registry %+v; want 65534, workspace uid-65534, registered as uid-65534.ok", w.AppliedBy, w.Spec.Identity, w.Spec.Registry)
 	}
 	// Nor the host's privileged ports, more endpoints than its share, or
 	// another workspace.
@@ -405,6 +405,8 @@ func TestPeerUsersPolicy(t *testing.T) {
 		{"too many endpoints", many, "at most 16 endpoints"},
 		{"root's workspace", "identity: {workspace: default, module: billing}\n", `identity.workspace: "default"`},
 		{"root's network", "network: ci-root\n", "network ci-root holds workload rnet of uid 0"},
+		{"root's registry name", "registry: {name: billing}\n", `registry.name: "billing"`},
+		{"the edge's routing", "registry: {name: uid-65534.x, metadata: {jet.domain: voice.example}}\n", "jet.domain"},
 	} {
 		_, errOut, code := member("apply", "-f", d.writeSpec(t, "lane.yaml", "name: lane\ncommand: [\"@PROG@\", signals]\nuser: nobody\n"+tt.spec))
 		if code != 1 || !strings.Contains(errOut, "forbidden") || !strings.Contains(errOut, tt.want) {

@@ -197,3 +197,61 @@ func (d *daemon) registered(t *testing.T) ([]registryclient.Instance, error) {
 	var ins []registryclient.Instance
 	return ins, json.Unmarshal([]byte(o), &ins)
 }
+
+// TestRegistryDriftAndLabels: the registrar sets the contract's topology
+// labels (R5: container, service), and `flyd registry drift` reports each
+// kind of drift against a reference in the export's format (R8), exiting 1
+// on drift and 0 when the registry agrees.
+func TestRegistryDriftAndLabels(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ports := map[string]int{}
+	for _, n := range []string{"a", "b", "e"} {
+		ports[n] = freePort(t)
+		d.mustCLI(t, "apply", "-f", d.writeSpec(t, n+".yaml", fmt.Sprintf(
+			"name: %s\nidentity: {module: shop, service: %s-svc}\ncommand: [\"@PROG@\", signals]\nendpoints: [{name: tcp, port: %d}]\n", n, n, ports[n])))
+	}
+	var ins []registryclient.Instance
+	eventually(t, "three instances registered", func() (err error) {
+		if ins, err = d.registered(t); err == nil && len(ins) != 3 {
+			err = fmt.Errorf("%d registered", len(ins))
+		}
+		return err
+	})
+	for _, in := range ins {
+		if in.Metadata["container"] != in.Name || in.Metadata["service"] != in.Name+"-svc" {
+			t.Errorf("%s: container %q, service %q; want the workload and its identity's service", in.Name, in.Metadata["container"], in.Metadata["service"])
+		}
+	}
+	ref := filepath.Join(d.dir, "reference.toml")
+	write := func(text string) {
+		if err := os.WriteFile(ref, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unused := freePort(t)
+	write(fmt.Sprintf("[[service]]\nname = \"a\"\nport = %d\ncontainer = \"a\"\n\n[[service]]\nname = \"c\"\nport = %d\n\n[[service]]\nname = \"d\"\nport = %d\n",
+		ports["a"], ports["b"], unused))
+	out, errOut, code := runCLI(t, d.socket, "registry", "drift", "--reference", ref)
+	for _, want := range []string{
+		fmt.Sprintf("owner_mismatch  %5d  want c, got b (container b)", ports["b"]),
+		fmt.Sprintf("missing         %5d  d", unused),
+		fmt.Sprintf("extra           %5d  e (container e)", ports["e"]),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("drift output lacks %q:\n%s", want, out)
+		}
+	}
+	if code != 1 || strings.Count(out, "\n") != 3 || !strings.Contains(errOut, "drifts from the reference") {
+		t.Errorf("drift: exit %d, %d lines, stderr %q; want 1, three lines, the drift said", code, strings.Count(out, "\n"), errOut)
+	}
+	// A reference of what runs agrees.
+	var agree strings.Builder
+	for _, in := range ins {
+		fmt.Fprintf(&agree, "[[service]]\nname = %q\nport = %d\ncontainer = %q\n", in.Name, in.Port, in.Metadata["container"])
+	}
+	write(agree.String())
+	if out, errOut, code := runCLI(t, d.socket, "registry", "drift", "--reference", ref); code != 0 || out != "" {
+		t.Errorf("an agreeing reference: exit %d, %q %s; want 0 and nothing", code, out, errOut)
+	}
+}

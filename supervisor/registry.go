@@ -53,6 +53,10 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 			}
 		}
 		md := map[string]string{
+			// The contract's topology labels (R5): the unit that runs it
+			// and the service it is.
+			"container":     w.Name,
+			"service":       identity(w).Service,
 			"flyd.workload": w.Name,
 			"flyd.endpoint": p.Endpoint,
 			"flyd.api":      p.API,

@@ -82,6 +82,22 @@ func peerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) 
 		case w.Identity.Workspace != ws:
 			return api.Forbidden("identity.workspace", "%q: a caller other than root works in its own workspace, %q", w.Identity.Workspace, ws)
 		}
+		// Its registry names are its workspace's too, and it never opts an
+		// instance into the edge's routing, which names a public host.
+		if r := w.Registry; r != nil {
+			if r.Name != "" && !strings.HasPrefix(r.Name, ws+".") {
+				return api.Forbidden("registry.name", "%q: a caller other than root registers under its workspace, %s.NAME", r.Name, ws)
+			}
+			if _, ok := r.Metadata["jet.domain"]; ok || slices.ContainsFunc(r.Tags, func(t string) bool { return strings.HasPrefix(t, "jet.domain=") }) {
+				return api.Forbidden("registry", "jet.domain routes a public host to the instance: root's to say")
+			}
+		}
+		if w.Registry == nil {
+			w.Registry = &spec.Registry{}
+		}
+		if w.Registry.Name == "" {
+			w.Registry.Name = ws + "." + w.Name
+		}
 		return nil
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -18,15 +19,16 @@ import (
 const (
 	registryServeUsage = "serve [flags] (flyd registry serve -h lists them)"
 	registryLsUsage    = "ls [--registry URL] [--registry-key-file F] [--healthy-only] [--json] [--socket S]"
+	registryDriftUsage = "drift --reference FILE [--registry URL] [--registry-key-file F] [--json] [--socket S]"
 )
 
 func init() {
-	cli.Register("registry", "run or query a service registry", registryServeUsage+"\n       flyd registry "+registryLsUsage, cmdRegistry)
+	cli.Register("registry", "run or query a service registry", registryServeUsage+"\n       flyd registry "+registryLsUsage+"\n       flyd registry "+registryDriftUsage, cmdRegistry)
 }
 
 func cmdRegistry(ctx context.Context, c *cli.Env, args []string) error {
 	if len(args) == 0 {
-		return cli.Usagef("name a subcommand: serve or ls")
+		return cli.Usagef("name a subcommand: serve, ls or drift")
 	}
 	switch args[0] {
 	case "serve":
@@ -34,11 +36,80 @@ func cmdRegistry(ctx context.Context, c *cli.Env, args []string) error {
 	case "ls":
 		c.Usage = registryLsUsage
 		return registryLs(ctx, c, args[1:])
+	case "drift":
+		c.Usage = registryDriftUsage
+		return registryDrift(ctx, c, args[1:])
 	case "-h", "--help", "help":
-		fmt.Fprintf(c.Stderr, "usage: flyd registry %s\n       flyd registry %s\n", registryServeUsage, registryLsUsage)
+		fmt.Fprintf(c.Stderr, "usage: flyd registry %s\n       flyd registry %s\n       flyd registry %s\n", registryServeUsage, registryLsUsage, registryDriftUsage)
 		return flag.ErrHelp
 	}
-	return cli.Usagef("unknown subcommand %q: serve or ls", args[0])
+	return cli.Usagef("unknown subcommand %q: serve, ls or drift", args[0])
+}
+
+// errDrift makes `flyd registry drift` exit 1 once it has said the drift.
+var errDrift = errors.New("the registry drifts from the reference")
+
+// registryDrift compares the live registry with a static reference in the
+// export's format (R8), port by port, and exits 1 on drift.
+func registryDrift(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
+	url := fs.String("registry", "", "registry URL (default: the one the daemon uses)")
+	keyFile := fs.String("registry-key-file", "", "file holding the registry's API key (default: the daemon's)")
+	refFile := fs.String("reference", "", "the reference, in the export's format (koder-service-ports.toml)")
+	pos, err := c.Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return cli.Usagef("unexpected argument %q", pos[0])
+	}
+	if *refFile == "" {
+		return cli.Usagef("--reference FILE is needed")
+	}
+	f, err := os.Open(*refFile)
+	if err != nil {
+		return err
+	}
+	reference, err := registryclient.ParseReference(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", *refFile, err)
+	}
+	if *url == "" || *keyFile == "" {
+		if err := daemonRegistry(c, ctx, url, keyFile); err != nil {
+			return err
+		}
+	}
+	rc, err := registryclient.New(*url, *keyFile)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	ins, err := rc.Instances(ctx, false)
+	if err != nil {
+		return err
+	}
+	live := make([]registryclient.Owner, len(ins))
+	for i, in := range ins {
+		live[i] = registryclient.OwnerOf(in)
+	}
+	drift := registryclient.CheckDrift(reference, live)
+	if c.JSON {
+		if drift == nil {
+			drift = []registryclient.Drift{}
+		}
+		if err := printJSON(c.Stdout, drift); err != nil {
+			return err
+		}
+	} else {
+		for _, d := range drift {
+			fmt.Fprintln(c.Stdout, d)
+		}
+	}
+	if len(drift) > 0 {
+		return fmt.Errorf("%w: %d ports", errDrift, len(drift))
+	}
+	return nil
 }
 
 func registryLs(ctx context.Context, c *cli.Env, args []string) error {
