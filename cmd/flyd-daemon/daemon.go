@@ -216,7 +216,16 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 			l.Close()
 			return err
 		}
-		defer release()
+		defer func() {
+			// An empty parent goes with the daemon, however it ends, so
+			// that a host without workloads keeps no cgroup of flyd's;
+			// one that holds workloads stays for them and for the next
+			// daemon.
+			if err := cgroups.RemoveParent(); err != nil && !errors.Is(err, errdefs.ErrConflict) {
+				log.Warn("cannot remove the workloads' parent cgroup", zap.Error(err))
+			}
+			release()
+		}()
 	}
 	drivers, closeDrivers := runtimes(ctx, &cfg, cgroups, log)
 	defer closeDrivers()
@@ -311,14 +320,6 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	sup.Close()
 	if cfg.stopOnExit {
 		reg.flush(log)
-	}
-	if cgroups != nil {
-		// An empty parent goes with the daemon, so that a host without
-		// workloads keeps no cgroup of flyd's; one that holds workloads
-		// stays for them and for the next daemon.
-		if err := cgroups.RemoveParent(); err != nil && !errors.Is(err, errdefs.ErrConflict) {
-			log.Warn("cannot remove the workloads' parent cgroup", zap.Error(err))
-		}
 	}
 	log.Info("flyd daemon stopped")
 	return serveErr
