@@ -7,7 +7,7 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// Backend is what the daemon offers. The supervisor implements it in-process
+// Backend is what the daemon offers. daemon.Backend implements it in-process
 // and Client implements it over the socket.
 type Backend interface {
 	Status(ctx context.Context) (*Status, error)
@@ -58,24 +58,21 @@ type Backend interface {
 	Events(ctx context.Context, after uint64) (<-chan Event, error)
 }
 
-// ApplyOptions qualify Apply.
+// ApplyOptions qualify Apply. Force changes a workload a file of the
+// workloads directory owns.
 type ApplyOptions struct {
 	Start bool
-	// Owner is the file of the workloads directory the spec comes from;
-	// empty for the API. A workload owned by a file is changed only
-	// through that file, unless Force.
-	Owner string
 	Force bool
 	// By is the uid of the caller that applies it, recorded with it;
-	// Confined holds that caller to its own lane (see Confinement).
+	// Confined holds that caller to its own lane (caller.go). The server
+	// sets both from the connection's peer.
 	By       uint32
 	Confined bool
 }
 
-// RemoveOptions qualify Remove; Owner, Force, By and Confined as in
+// RemoveOptions qualify Remove; Force, By and Confined as in
 // ApplyOptions.
 type RemoveOptions struct {
-	Owner    string
 	Force    bool
 	By       uint32
 	Confined bool

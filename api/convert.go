@@ -1,6 +1,10 @@
 package api
 
-import "github.com/flyd-dev/flyd/status"
+import (
+	"time"
+
+	"github.com/flyd-dev/flyd/status"
+)
 
 // The supervisor's status, converted to the wire. Each wire type has
 // its own fields and JSON names; these are the one place that ties them
@@ -76,4 +80,28 @@ func FromStats(st status.Stats) Stats {
 		out.Workloads[i] = Usage{Workload: u.Workload, CPUSeconds: u.CPU.Seconds(), MemoryBytes: u.Memory, Processes: u.Procs}
 	}
 	return out
+}
+
+// FromDaemon is the daemon's status as the API shows it; the server adds
+// what only it knows (its open streams).
+func FromDaemon(d status.Daemon) *Status {
+	st := &Status{
+		Version: d.Version, PID: d.PID, StartedAt: d.StartedAt, Workloads: d.Workloads,
+		Uptime:   time.Since(d.StartedAt).Round(time.Second).String(),
+		States:   make(map[State]int, len(d.States)),
+		Runtimes: d.Runtimes, LastEvent: d.LastEvent,
+		Registry: RegistryStatus{URL: d.Registry.URL, KeyFile: d.Registry.KeyFile, Desired: d.Registry.Desired,
+			Registered: d.Registry.Registered, Failing: d.Registry.Failing, Heartbeats: d.Registry.Heartbeats,
+			Failures: d.Registry.Failures, LastError: d.Registry.LastError},
+	}
+	for k, v := range d.States {
+		st.States[k] = v
+	}
+	for _, p := range d.FileProblems {
+		st.FileProblems = append(st.FileProblems, FromFileProblem(p))
+	}
+	for _, q := range d.Quarantined {
+		st.Quarantined = append(st.Quarantined, FromQuarantined(q))
+	}
+	return st
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/daemon"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -45,7 +46,7 @@ func serve(t *testing.T, allow func(api.Peer) bool) (*api.Client, string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = api.NewServer(sup, allow, zap.NewNop()).Serve(ctx, l)
+		_ = api.NewServer(daemon.NewBackend(sup), allow, zap.NewNop()).Serve(ctx, l)
 	}()
 	c := api.NewClient(sock)
 	t.Cleanup(func() {

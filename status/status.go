@@ -219,3 +219,27 @@ type Stats struct {
 	Interval  time.Duration
 	Workloads []Usage
 }
+
+// Daemon is the daemon as the supervisor sees it: what it runs, on what,
+// and how registration goes.
+type Daemon struct {
+	Version      string
+	PID          int
+	StartedAt    time.Time
+	Workloads    int
+	States       map[State]int
+	Runtimes     map[string]bool
+	Registry     Registry
+	LastEvent    uint64 // the number of the last event published
+	FileProblems []FileProblem
+	Quarantined  []Quarantined
+}
+
+// Registry is how heart-beating into the registry goes; an empty URL means
+// the registry is off. KeyFile is a path, never the key.
+type Registry struct {
+	URL, KeyFile                 string
+	Desired, Registered, Failing int
+	Heartbeats, Failures         uint64
+	LastError                    string
+}

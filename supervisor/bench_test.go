@@ -42,12 +42,12 @@ func benchApply(b *testing.B, cgs *sandbox.Cgroups) {
 	w := &spec.Workload{Name: "bench", Command: []string{"/bin/sleep", "100"}}
 	w.SetDefaults()
 	for b.Loop() {
-		got, err := s.Put(ctx, w, true)
+		got, err := s.Apply(ctx, w, ApplyOptions{Start: true})
 		if err != nil || got.State != "running" {
 			b.Fatalf("%v %+v", err, got)
 		}
 		b.StopTimer()
-		if err := s.Delete(ctx, "bench"); err != nil {
+		if err := s.Remove(ctx, "bench", RemoveOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
@@ -66,12 +66,12 @@ func BenchmarkAdopt200(b *testing.B) {
 	for i := 0; i < 200; i++ {
 		w := &spec.Workload{Name: "w" + itoa(i), Command: []string{"/bin/sleep", "1000"}}
 		w.SetDefaults()
-		if _, err := s.Put(ctx, w, true); err != nil {
+		if _, err := s.Apply(ctx, w, ApplyOptions{Start: true}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	pids := map[string]int{}
-	list, _ := s.List(ctx)
+	list := s.List(ctx)
 	for _, w := range list {
 		pids[w.Name] = w.PID
 	}
@@ -83,7 +83,7 @@ func BenchmarkAdopt200(b *testing.B) {
 		}
 		for adopted := 0; adopted < 200; {
 			adopted = 0
-			list, _ := s.List(ctx)
+			list := s.List(ctx)
 			for _, w := range list {
 				if w.State == "running" && w.PID == pids[w.Name] {
 					adopted++

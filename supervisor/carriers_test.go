@@ -46,7 +46,7 @@ func TestLargeValuesArriveAsFilesAndLeaveWithTheRun(t *testing.T) {
 	w := shSpec("carried", "exec sleep 100")
 	w.User = "nobody"
 	w.SecretEnv = map[string]string{"CODEFLY__BIG_SECRET": big}
-	got, err := s.Put(ctx, w, true)
+	got, err := s.Apply(ctx, w, ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestOversizeRefusedAtApply(t *testing.T) {
 
 	arg := shSpec("longarg", "exec sleep 100")
 	arg.Command = append(arg.Command, secret)
-	_, err := s.Put(ctx, arg, true)
+	_, err := s.Apply(ctx, arg, ApplyOptions{Start: true})
 	if !errors.Is(err, errdefs.ErrArgumentTooLong) || !strings.Contains(err.Error(), "argument 3") {
 		t.Fatalf("Put: %v, want argument_too_long naming argument 3", err)
 	}
@@ -125,14 +125,14 @@ func TestOversizeRefusedAtApply(t *testing.T) {
 		"CODEFLY__K", "CODEFLY__L", "CODEFLY__M", "CODEFLY__N", "CODEFLY__O", "CODEFLY__P", "CODEFLY__Q"} {
 		env.SecretEnv[k] = "hunter2-" + strings.Repeat("y", 32<<10-8) // 32 KiB each: inline
 	}
-	_, err = s.Put(ctx, env, true)
+	_, err = s.Apply(ctx, env, ApplyOptions{Start: true})
 	if !errors.Is(err, errdefs.ErrEnvironmentTooLarge) || !strings.Contains(err.Error(), "CODEFLY__") {
 		t.Fatalf("Put: %v, want environment_too_large naming keys", err)
 	}
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Fatal("the error holds the value")
 	}
-	if list, _ := s.List(ctx); len(list) != 0 {
+	if list := s.List(ctx); len(list) != 0 {
 		t.Fatalf("a refused spec was kept: %d workloads", len(list))
 	}
 }
@@ -142,7 +142,7 @@ func TestOrphanCarriersAreSwept(t *testing.T) {
 	s := open(t, d, false)
 	w := shSpec("keeper", "exec sleep 100")
 	w.Env = map[string]string{"CODEFLY__BIG": strings.Repeat("k", 40<<10)}
-	got, err := s.Put(context.Background(), w, true)
+	got, err := s.Apply(context.Background(), w, ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestArgMaxFollowsTheStackLimit(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_STACK, &low); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Put(ctx, w, true)
+	_, err := s.Apply(ctx, w, ApplyOptions{Start: true})
 	if rerr := syscall.Setrlimit(syscall.RLIMIT_STACK, &old); rerr != nil {
 		t.Fatal(rerr)
 	}
@@ -192,7 +192,7 @@ func TestArgMaxFollowsTheStackLimit(t *testing.T) {
 	if old.Cur < 8<<20 {
 		t.Skipf("the stack limit here is %d; the second half needs 8 MiB", old.Cur)
 	}
-	got, err := s.Put(ctx, w, true)
+	got, err := s.Apply(ctx, w, ApplyOptions{Start: true})
 	if err != nil || got.State != "running" {
 		t.Fatalf("with the default stack: %v (%+v)", err, got)
 	}
@@ -214,7 +214,7 @@ func TestCarrierDirectoryThatCannotBeWritten(t *testing.T) {
 	w := shSpec("blocked", "exec sleep 100")
 	w.SecretEnv = map[string]string{"CODEFLY__BIG": "hunter2-" + strings.Repeat("b", 40<<10)}
 	w.Restart.MaxRestarts = 1
-	if _, err := s.Put(context.Background(), w, true); err != nil {
+	if _, err := s.Apply(context.Background(), w, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
 	got := waitState(t, s, "blocked", "failed")

@@ -26,7 +26,7 @@ func TestUsesAsCodeflyGivesThem(t *testing.T) {
 		{Name: "rpc", API: "grpc", Port: spec.Port{Mode: spec.PortEphemeral}},
 		{Name: "web", API: "connect", Port: spec.Port{Mode: spec.PortEphemeral}},
 	}
-	if _, err := s.Put(ctx, billing, false); err != nil {
+	if _, err := s.Apply(ctx, billing, ApplyOptions{Start: false}); err != nil {
 		t.Fatal(err)
 	}
 	front := fakeSpec("front", "stubborn")
@@ -47,7 +47,7 @@ func TestUsesAsCodeflyGivesThem(t *testing.T) {
 
 	named := fakeSpec("named", "stubborn")
 	named.Uses = []string{"billing/admin"}
-	if _, err := s.Put(ctx, named, false); err == nil || !strings.Contains(err.Error(), "uses[0]: endpoint admin of billing is private to module") {
+	if _, err := s.Apply(ctx, named, ApplyOptions{Start: false}); err == nil || !strings.Contains(err.Error(), "uses[0]: endpoint admin of billing is private to module") {
 		t.Errorf("a use of a private endpoint of another module: %v; want refused at apply, naming it", err)
 	}
 

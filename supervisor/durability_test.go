@@ -14,11 +14,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/journal"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // freePort is a loopback TCP port nothing listens on right now.
@@ -42,7 +42,7 @@ func TestFullDiskApplyLeavesNoTrace(t *testing.T) {
 	}
 	filler := filepath.Join(fs, "filler")
 	testenv.FillDisk(t, filler)
-	_, err := s.Put(ctx, withPort("lost"), false)
+	_, err := s.Apply(ctx, withPort("lost"), ApplyOptions{Start: false})
 	if err == nil || !strings.Contains(err.Error(), "cannot record workload lost") || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("apply on a full disk: %v; want it refused for want of space", err)
 	}
@@ -53,7 +53,7 @@ func TestFullDiskApplyLeavesNoTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Its port is free: another workload takes it.
-	if _, err := s.Put(ctx, withPort("taker"), false); err != nil {
+	if _, err := s.Apply(ctx, withPort("taker"), ApplyOptions{Start: false}); err != nil {
 		t.Fatalf("the refused workload's port is still held: %v", err)
 	}
 	// Over 1 MiB of changes, so that the journal compacts while this
@@ -61,11 +61,11 @@ func TestFullDiskApplyLeavesNoTrace(t *testing.T) {
 	for i := range 12 {
 		w := shSpec("churn", "exec sleep 100")
 		w.Env = map[string]string{"BIG": fmt.Sprint(i, strings.Repeat("x", 100<<10))}
-		if _, err := s.Put(ctx, w, false); err != nil {
+		if _, err := s.Apply(ctx, w, ApplyOptions{Start: false}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Delete(ctx, "churn"); err != nil {
+	if err := s.Remove(ctx, "churn", RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(d.state, "workloads.journal", "snapshot.json")); err != nil {
@@ -73,7 +73,7 @@ func TestFullDiskApplyLeavesNoTrace(t *testing.T) {
 	}
 	s.Close()
 	s = open(t, d, true)
-	list, _ := s.List(ctx)
+	list := s.List(ctx)
 	if len(list) != 1 || list[0].Name != "taker" {
 		t.Fatalf("workloads after a restart: %+v; want taker alone", list)
 	}
@@ -113,7 +113,7 @@ func TestQuarantinedRecordKeepsItsRun(t *testing.T) {
 		w := shSpec(name, "echo started; exec sleep 100")
 		w.Endpoints = []spec.Endpoint{{Name: "http", Port: spec.Port{Mode: spec.PortEphemeral}}}
 		w.Env = map[string]string{"CODEFLY__BIG": strings.Repeat("x", 40<<10)} // a file carrier
-		got, err := s.Put(ctx, w, true)
+		got, err := s.Apply(ctx, w, ApplyOptions{Start: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,33 +165,33 @@ func TestQuarantinedRecordKeepsItsRun(t *testing.T) {
 			t.Fatalf("a quarantined run's carrier directory was swept: %v", err)
 		}
 	}
-	st, _ := s.Status(ctx)
+	st := s.Status(ctx)
 	if len(st.Quarantined) != 2 || st.Quarantined[0].Name != "fixed" || st.Quarantined[0].PID != pids["fixed"] ||
 		!strings.Contains(st.Quarantined[0].Error, "command") {
 		t.Fatalf("status quarantined: %+v; want both, with their pids and why", st.Quarantined)
 	}
 
 	// Applied again: the old run ends before the new one starts.
-	got, err := s.Put(ctx, shSpec("fixed", "exec sleep 100"), true)
+	got, err := s.Apply(ctx, shSpec("fixed", "exec sleep 100"), ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if alive(pids["fixed"]) || got.PID == 0 || got.PID == pids["fixed"] {
 		t.Fatalf("apply of a quarantined name: old pid %d alive %v, new pid %d", pids["fixed"], alive(pids["fixed"]), got.PID)
 	}
-	if err := s.Delete(ctx, "removed"); err != nil {
+	if err := s.Remove(ctx, "removed", RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if alive(pids["removed"]) {
 		t.Fatal("removing a quarantined name left its run alive")
 	}
-	if st, _ := s.Status(ctx); len(st.Quarantined) != 0 {
+	if st := s.Status(ctx); len(st.Quarantined) != 0 {
 		t.Fatalf("still quarantined: %+v", st.Quarantined)
 	}
 	s.Close()
 	s = open(t, d, true)
-	list, _ := s.List(ctx)
-	if st, _ := s.Status(ctx); len(list) != 1 || list[0].Name != "fixed" || len(st.Quarantined) != 0 {
+	list := s.List(ctx)
+	if st := s.Status(ctx); len(list) != 1 || list[0].Name != "fixed" || len(st.Quarantined) != 0 {
 		t.Fatalf("after a restart: %+v, quarantined %+v; want fixed alone", list, st.Quarantined)
 	}
 }
@@ -212,16 +212,16 @@ func TestFullDiskChangesAreNotAcknowledged(t *testing.T) {
 		w.Env = map[string]string{"PAD": strings.Repeat("x", 20<<10)}
 		return w
 	}
-	first, err := s.Put(ctx, big("exec sleep 100"), true)
+	first, err := s.Apply(ctx, big("exec sleep 100"), ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	testenv.FillDisk(t, filepath.Join(fs, "filler"))
 
-	if _, err := s.Put(ctx, big("exec sleep 101"), true); err == nil || !errors.Is(err, syscall.ENOSPC) {
+	if _, err := s.Apply(ctx, big("exec sleep 101"), ApplyOptions{Start: true}); err == nil || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("replace on a full disk: %v; want it refused", err)
 	}
-	if w, _ := s.Get(ctx, "kept"); w.PID != first.PID || w.State != api.StateRunning || w.Spec.Command[2] != "exec sleep 100" {
+	if w, _ := s.Get(ctx, "kept"); w.PID != first.PID || w.State != status.Running || w.Spec.Command[2] != "exec sleep 100" {
 		t.Fatalf("a refused replace touched the workload: %+v", w)
 	}
 	if _, err := s.Stop(ctx, "kept"); err == nil || !strings.Contains(err.Error(), "a daemon restart would undo") {

@@ -8,7 +8,7 @@ import (
 )
 
 // A caller other than root that --peer-users holds to its own lane
-// (api.ApplyOptions.Confined) acts only on the workloads it applied, puts
+// (ApplyOptions.Confined) acts only on the workloads it applied, puts
 // them only in networks that hold its own workloads alone or that root
 // opened to peers (a network document's `peers: true`), and holds a share
 // of the ports. What its specs may say (kind, user, ports below the

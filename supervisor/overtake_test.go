@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // TestStopIsOvertaken: a stop waiting out an hour's grace for a program
@@ -21,7 +21,7 @@ func TestStopIsOvertaken(t *testing.T) {
 	}{
 		{"kill", func(s *Supervisor) error { _, err := s.Kill(context.Background(), "stubborn"); return err }},
 		{"signal KILL", func(s *Supervisor) error { return s.Signal(context.Background(), "stubborn", syscall.SIGKILL) }},
-		{"remove", func(s *Supervisor) error { return s.Remove(context.Background(), "stubborn", api.RemoveOptions{}) }},
+		{"remove", func(s *Supervisor) error { return s.Remove(context.Background(), "stubborn", RemoveOptions{}) }},
 		{"shutdown", func(s *Supervisor) error { s.Close(); return nil }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,7 +31,7 @@ func TestStopIsOvertaken(t *testing.T) {
 			w := startStubborn(t, s)
 			stopped := make(chan error, 1)
 			go func() { _, err := s.Stop(ctx, "stubborn"); stopped <- err }()
-			waitState(t, s, "stubborn", api.StateStopping)
+			waitState(t, s, "stubborn", status.Stopping)
 			done := make(chan error, 1)
 			go func() { done <- tt.overtake(s) }()
 			for _, c := range []chan error{done, stopped} {
@@ -53,11 +53,11 @@ func TestStopIsOvertaken(t *testing.T) {
 
 // startStubborn runs a workload that ignores SIGTERM and whose stop would
 // wait an hour before it kills.
-func startStubborn(t *testing.T, s *Supervisor) *api.Workload {
+func startStubborn(t *testing.T, s *Supervisor) *status.Workload {
 	t.Helper()
 	sp := shSpec("stubborn", "trap '' TERM; echo ready; exec sleep 100")
 	sp.Stop.Timeout = spec.Duration{Duration: spec.MaxStopTimeout}
-	w, err := s.Put(context.Background(), sp, true)
+	w, err := s.Apply(context.Background(), sp, ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestKillWithoutGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != api.StateStopped || got.LastExit == nil || got.LastExit.Signal != "SIGKILL" || got.Reason != "killed by request" {
+	if got.State != status.Stopped || got.LastExit == nil || got.LastExit.Signal != "SIGKILL" || got.Reason != "killed by request" {
 		t.Errorf("after kill: %s (%s), last exit %+v", got.State, got.Reason, got.LastExit)
 	}
 	if alive(w.PID) {
@@ -94,7 +94,7 @@ func TestExecCheckRunsAsTheWorkloadsUser(t *testing.T) {
 	sp.User = "nobody"
 	sp.Health = &spec.Health{Exec: []string{"/bin/sh", "-c", `test "$(id -u)" = 65534`},
 		Interval: spec.Duration{Duration: spec.MinHealthInterval}, Timeout: spec.Duration{Duration: time.Second}, Failures: 1}
-	if _, err := s.Put(context.Background(), sp, true); err != nil {
+	if _, err := s.Apply(context.Background(), sp, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // unreachable is the native runtime behind a switch: while down, it cannot
@@ -39,7 +40,7 @@ func TestUnreachableRunIsAdoptedLater(t *testing.T) {
 	d := newDirs(t)
 	ctx := context.Background()
 	s := open(t, d, false)
-	first, err := s.Put(ctx, shSpec("db", "echo started; exec sleep 100"), true)
+	first, err := s.Apply(ctx, shSpec("db", "echo started; exec sleep 100"), ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,21 +54,21 @@ func TestUnreachableRunIsAdoptedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	w := waitState(t, s, "db", api.StateUnknown)
+	w := waitState(t, s, "db", status.Unknown)
 	if !strings.Contains(w.Reason, "cannot adopt its run") || w.PID != 0 {
 		t.Errorf("unknown with reason %q, pid %d", w.Reason, w.PID)
 	}
 	if _, err := s.Stop(ctx, "db"); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
 		t.Errorf("stop of an unreachable run: %v, want runtime unavailable", err)
 	}
-	if err := s.Remove(ctx, "db", api.RemoveOptions{}); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
+	if err := s.Remove(ctx, "db", RemoveOptions{}); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
 		t.Errorf("remove of an unreachable run: %v, want runtime unavailable", err)
 	}
 	if _, err := s.Start(ctx, "db"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // several retries
-	if w := waitState(t, s, "db", api.StateUnknown); w.Restarts != 0 {
+	if w := waitState(t, s, "db", status.Unknown); w.Restarts != 0 {
 		t.Errorf("%d restarts while the run could not be adopted", w.Restarts)
 	}
 	if !alive(first.PID) {
@@ -75,12 +76,12 @@ func TestUnreachableRunIsAdoptedLater(t *testing.T) {
 	}
 
 	down.Store(false)
-	w = waitState(t, s, "db", api.StateRunning)
+	w = waitState(t, s, "db", status.Running)
 	if w.PID != first.PID || w.Restarts != 0 || !w.Since.Equal(*first.StartedAt) {
 		t.Errorf("adopted late: pid %d restarts %d since %s; want pid %d, no restart, since %s", w.PID, w.Restarts, w.Since, first.PID, first.StartedAt)
 	}
 	var b strings.Builder
-	if err := s.Logs(ctx, "db", api.LogQuery{Tail: -1}, api.WriteLog(&b)); err != nil || strings.Count(b.String(), "started") != 1 {
+	if err := s.Logs(ctx, "db", logfile.Query{Tail: -1}, writeLog(&b)); err != nil || strings.Count(b.String(), "started") != 1 {
 		t.Errorf("log %q (%v): want one run", b.String(), err)
 	}
 	if _, err := s.Stop(ctx, "db"); err != nil {

@@ -73,7 +73,7 @@ type Config struct {
 	Firewall    *firewall.Firewall
 }
 
-// Supervisor owns every workload of one daemon. It implements api.Backend.
+// Supervisor owns every workload of one daemon.
 type Supervisor struct {
 	cfg      Config
 	log      *zap.Logger

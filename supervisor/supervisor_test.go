@@ -13,12 +13,13 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/journal"
+	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -62,7 +63,7 @@ func TestImportsOneFilePerWorkload(t *testing.T) {
 	if err := os.MkdirAll(old, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := json.Marshal(specRecord{Spec: shSpec("legacy", "exec sleep 100"), Rest: api.StateStopped})
+	rec, err := json.Marshal(specRecord{Spec: shSpec("legacy", "exec sleep 100"), Rest: status.Stopped})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestImportsOneFilePerWorkload(t *testing.T) {
 	}
 	s := open(t, d, true)
 	// Stopped from the first look, not pending until its loop has run.
-	if w, err := s.Get(context.Background(), "legacy"); err != nil || w.State != api.StateStopped {
+	if w, err := s.Get(context.Background(), "legacy"); err != nil || w.State != status.Stopped {
 		t.Fatalf("legacy: %+v, %v; want imported and stopped", w, err)
 	}
 	s.Close()
@@ -101,7 +102,7 @@ func shSpec(name, script string) *spec.Workload {
 	return w
 }
 
-func waitState(t *testing.T, s *Supervisor, name string, want api.State) *api.Workload {
+func waitState(t *testing.T, s *Supervisor, name string, want status.State) *status.Workload {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -129,14 +130,14 @@ func TestRestartPolicyGivesUpAfterMaxRestarts(t *testing.T) {
 	s := openFake(t, d)
 	defer s.Close()
 	ctx := context.Background()
-	events, _ := s.Events(ctx, 0)
+	events := s.Events(ctx, 0)
 
 	w := fakeSpec("crashy", "exit", "3")
 	w.Restart.MaxRestarts = 2
-	if _, err := s.Put(ctx, w, true); err != nil {
+	if _, err := s.Apply(ctx, w, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
-	got := waitState(t, s, "crashy", api.StateFailed)
+	got := waitState(t, s, "crashy", status.Failed)
 	if got.Restarts != 2 {
 		t.Errorf("restarts = %d, want 2", got.Restarts)
 	}
@@ -146,16 +147,16 @@ func TestRestartPolicyGivesUpAfterMaxRestarts(t *testing.T) {
 	if got.LastError == "" {
 		t.Error("a failed workload must say why")
 	}
-	var seen []api.State
-	for len(seen) == 0 || seen[len(seen)-1] != api.StateFailed {
+	var seen []status.State
+	for len(seen) == 0 || seen[len(seen)-1] != status.Failed {
 		ev := <-events
-		if ev.Type == api.EventState {
+		if ev.Type == status.EventState {
 			seen = append(seen, ev.State)
 		}
 	}
-	want := []api.State{api.StateStarting, api.StateRunning, api.StateBackoff,
-		api.StateStarting, api.StateRunning, api.StateBackoff,
-		api.StateStarting, api.StateRunning, api.StateFailed}
+	want := []status.State{status.Starting, status.Running, status.Backoff,
+		status.Starting, status.Running, status.Backoff,
+		status.Starting, status.Running, status.Failed}
 	if len(seen) != len(want) {
 		t.Fatalf("states %v, want %v", seen, want)
 	}
@@ -178,14 +179,14 @@ func TestRuntimeDownIsRetriedWithBackoff(t *testing.T) {
 	s := openFake(t, d)
 	defer s.Close()
 	ctx := context.Background()
-	first, err := s.Put(ctx, fakeSpec("svc", "run"), true)
+	first, err := s.Apply(ctx, fakeSpec("svc", "run"), ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.State != api.StateBackoff || !strings.Contains(first.LastError, errFakeDown.Error()) {
+	if first.State != status.Backoff || !strings.Contains(first.LastError, errFakeDown.Error()) {
 		t.Fatalf("after a failed start: state %s, last error %q; want backoff naming the runtime's error", first.State, first.LastError)
 	}
-	got := waitState(t, s, "svc", api.StateRunning)
+	got := waitState(t, s, "svc", status.Running)
 	if got.Restarts != 2 || d.startCount() != 3 {
 		t.Fatalf("running after %d restarts and %d starts, want 2 and 3", got.Restarts, d.startCount())
 	}
@@ -198,10 +199,10 @@ func TestRuntimeDownIsRetriedWithBackoff(t *testing.T) {
 func TestCleanExitIsNotRestartedOnFailure(t *testing.T) {
 	s := openFake(t, newFakeDriver())
 	defer s.Close()
-	if _, err := s.Put(context.Background(), fakeSpec("oneshot", "exit", "0"), true); err != nil {
+	if _, err := s.Apply(context.Background(), fakeSpec("oneshot", "exit", "0"), ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
-	got := waitState(t, s, "oneshot", api.StateExited)
+	got := waitState(t, s, "oneshot", status.Exited)
 	if got.Restarts != 0 {
 		t.Errorf("restarts = %d, want 0", got.Restarts)
 	}
@@ -214,7 +215,7 @@ func TestStopEscalatesToKill(t *testing.T) {
 	// SIG_IGN survives exec, so sleep ignores SIGTERM too.
 	w := shSpec("stubborn", `trap "" TERM; echo ready; exec sleep 100`)
 	w.Stop.Timeout = spec.Duration{Duration: 100 * time.Millisecond}
-	started, err := s.Put(ctx, w, true)
+	started, err := s.Apply(ctx, w, ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestStopEscalatesToKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stopped.State != api.StateStopped || stopped.LastExit == nil || stopped.LastExit.Signal != "SIGKILL" {
+	if stopped.State != status.Stopped || stopped.LastExit == nil || stopped.LastExit.Signal != "SIGKILL" {
 		t.Fatalf("after stop: state %s, last exit %+v; want stopped by SIGKILL", stopped.State, stopped.LastExit)
 	}
 	if alive(started.PID) {
@@ -235,25 +236,25 @@ func TestApplyIsIdempotentAndReplaces(t *testing.T) {
 	s := open(t, newDirs(t), true)
 	defer s.Close()
 	ctx := context.Background()
-	first, err := s.Put(ctx, shSpec("svc", "exec sleep 100"), true)
+	first, err := s.Apply(ctx, shSpec("svc", "exec sleep 100"), ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := s.Put(ctx, shSpec("svc", "exec sleep 100"), true)
+	again, err := s.Apply(ctx, shSpec("svc", "exec sleep 100"), ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.PID != first.PID {
 		t.Fatalf("an identical apply restarted the workload: pid %d → %d", first.PID, again.PID)
 	}
-	changed, err := s.Put(ctx, shSpec("svc", "exec sleep 101"), true)
+	changed, err := s.Apply(ctx, shSpec("svc", "exec sleep 101"), ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if changed.PID == first.PID || alive(first.PID) {
 		t.Fatalf("a changed spec must replace the run: old pid %d, new pid %d", first.PID, changed.PID)
 	}
-	list, _ := s.List(ctx)
+	list := s.List(ctx)
 	if len(list) != 1 {
 		t.Fatalf("%d workloads after three applies of one name", len(list))
 	}
@@ -264,11 +265,11 @@ func TestExecFailureFailsAtOnce(t *testing.T) {
 	defer s.Close()
 	w := shSpec("missing", "")
 	w.Command = []string{"/nonexistent/prog"}
-	got, err := s.Put(context.Background(), w, true)
+	got, err := s.Apply(context.Background(), w, ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != api.StateFailed || got.Restarts != 0 {
+	if got.State != status.Failed || got.Restarts != 0 {
 		t.Fatalf("state %s, restarts %d; want failed without restarts", got.State, got.Restarts)
 	}
 	if want := "/nonexistent/prog"; !contains(got.LastError, want) {
@@ -280,11 +281,11 @@ func TestRestartedDaemonAdoptsAndSweeps(t *testing.T) {
 	d := newDirs(t)
 	ctx := context.Background()
 	s := open(t, d, false)
-	kept, err := s.Put(ctx, shSpec("kept", "exec sleep 100"), true)
+	kept, err := s.Apply(ctx, shSpec("kept", "exec sleep 100"), ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan, err := s.Put(ctx, shSpec("orphan", "exec sleep 100"), true)
+	orphan, err := s.Apply(ctx, shSpec("orphan", "exec sleep 100"), ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestRestartedDaemonAdoptsAndSweeps(t *testing.T) {
 
 	s = open(t, d, true)
 	defer s.Close()
-	got := waitState(t, s, "kept", api.StateRunning)
+	got := waitState(t, s, "kept", status.Running)
 	if got.PID != kept.PID {
 		t.Fatalf("pid %d after restart, want the adopted %d", got.PID, kept.PID)
 	}
@@ -323,7 +324,7 @@ func waitLog(t *testing.T, s *Supervisor, name, want string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var b strings.Builder
-		if err := s.Logs(context.Background(), name, api.LogQuery{Tail: -1}, api.WriteLog(&b)); err == nil && strings.Contains(b.String(), want) {
+		if err := s.Logs(context.Background(), name, logfile.Query{Tail: -1}, writeLog(&b)); err == nil && strings.Contains(b.String(), want) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -338,12 +339,12 @@ func TestAfterWaitsForDependencies(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	db := shSpec("db", "exec sleep 100")
-	if _, err := s.Put(ctx, db, false); err != nil {
+	if _, err := s.Apply(ctx, db, ApplyOptions{Start: false}); err != nil {
 		t.Fatal(err)
 	}
 	api1 := shSpec("api", "exec sleep 100")
 	api1.After = []string{"db"}
-	got, err := s.Put(ctx, api1, true)
+	got, err := s.Apply(ctx, api1, ApplyOptions{Start: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,12 +359,12 @@ func TestAfterWaitsForDependencies(t *testing.T) {
 	// A cycle and a name that exists nowhere are refused at apply.
 	cyc := shSpec("db", "exec sleep 100")
 	cyc.After = []string{"api"}
-	if _, err := s.Put(ctx, cyc, true); err == nil || !strings.Contains(err.Error(), "cycle") {
+	if _, err := s.Apply(ctx, cyc, ApplyOptions{Start: true}); err == nil || !strings.Contains(err.Error(), "cycle") {
 		t.Fatalf("a cycle was accepted: %v", err)
 	}
 	lone := shSpec("lone", "exec sleep 100")
 	lone.After = []string{"ghost"}
-	if _, err := s.Put(ctx, lone, true); err == nil || !strings.Contains(err.Error(), "after[0]") {
+	if _, err := s.Apply(ctx, lone, ApplyOptions{Start: true}); err == nil || !strings.Contains(err.Error(), "after[0]") {
 		t.Fatalf("an unknown name was accepted: %v", err)
 	}
 }
@@ -372,16 +373,16 @@ func TestOwnedWorkloadsChangeOnlyThroughTheirFile(t *testing.T) {
 	s := open(t, newDirs(t), true)
 	defer s.Close()
 	ctx := context.Background()
-	if _, err := s.Apply(ctx, shSpec("owned", "exec sleep 100"), api.ApplyOptions{Start: true, Owner: "owned.yaml"}); err != nil {
+	if _, err := s.Apply(ctx, shSpec("owned", "exec sleep 100"), ApplyOptions{Start: true, Owner: "owned.yaml"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(ctx, shSpec("owned", "exec sleep 101"), true); !errors.Is(err, errdefs.ErrConflict) {
+	if _, err := s.Apply(ctx, shSpec("owned", "exec sleep 101"), ApplyOptions{Start: true}); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("the API changed a file's workload: %v", err)
 	}
-	if err := s.Delete(ctx, "owned"); !errors.Is(err, errdefs.ErrConflict) {
+	if err := s.Remove(ctx, "owned", RemoveOptions{}); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("the API removed a file's workload: %v", err)
 	}
-	if _, err := s.Apply(ctx, shSpec("owned", "exec sleep 101"), api.ApplyOptions{Start: true, Force: true}); err != nil {
+	if _, err := s.Apply(ctx, shSpec("owned", "exec sleep 101"), ApplyOptions{Start: true, Force: true}); err != nil {
 		t.Fatalf("force: %v", err)
 	}
 	owned, _ := s.Owned(ctx)
@@ -405,36 +406,36 @@ func TestBatchStopSetsEveryWorkloadStopping(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	// Should the test fail, nothing is left stopping for an hour.
-	defer s.Batch(ctx, api.ActionStop, api.Batch{All: true, Force: true})
+	defer s.Batch(ctx, ActionStop, BatchRequest{All: true, Force: true})
 	n := 3 * batchParallel
 	var names []string
 	for i := range n {
 		w := fakeSpec(fmt.Sprintf("stubborn-%d", i), "stubborn")
 		w.Stop.Timeout.Duration = time.Hour
-		if _, err := s.Put(ctx, w, true); err != nil {
+		if _, err := s.Apply(ctx, w, ApplyOptions{Start: true}); err != nil {
 			t.Fatal(err)
 		}
 		names = append(names, w.Name)
 	}
-	stopped := make(chan []api.Result, 1)
+	stopped := make(chan []Outcome, 1)
 	go func() {
-		rs, err := s.Batch(ctx, api.ActionStop, api.Batch{All: true})
+		rs, err := s.Batch(ctx, ActionStop, BatchRequest{All: true})
 		if err != nil {
 			t.Error(err)
 		}
 		stopped <- rs
 	}()
 	for _, name := range names {
-		waitState(t, s, name, api.StateStopping)
+		waitState(t, s, name, status.Stopping)
 	}
-	killed, err := s.Batch(ctx, api.ActionStop, api.Batch{Names: names, Force: true})
+	killed, err := s.Batch(ctx, ActionStop, BatchRequest{Names: names, Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rs := range [][]api.Result{killed, <-stopped} {
-		for _, r := range rs {
-			if r.State != api.StateStopped || r.Error != nil {
-				t.Errorf("%s: %s, %v; want stopped", r.Name, r.State, r.Error)
+	for _, outs := range [][]Outcome{killed, <-stopped} {
+		for _, o := range outs {
+			if o.Err != nil || o.Workload == nil || o.Workload.State != status.Stopped {
+				t.Errorf("%s: %+v, %v; want stopped", o.Name, o.Workload, o.Err)
 			}
 		}
 	}
@@ -446,16 +447,16 @@ func TestBatchRefusesANameTwice(t *testing.T) {
 	s := openFake(t, newFakeDriver())
 	defer s.Close()
 	ctx := context.Background()
-	if _, err := s.Put(ctx, fakeSpec("web", "stubborn"), false); err != nil {
+	if _, err := s.Apply(ctx, fakeSpec("web", "stubborn"), ApplyOptions{Start: false}); err != nil {
 		t.Fatal(err)
 	}
-	for _, action := range []api.Action{api.ActionStart, api.ActionStop, api.ActionRestart, api.ActionRemove} {
-		rs, err := s.Batch(ctx, action, api.Batch{Names: []string{"web", "web"}})
+	for _, action := range []Action{ActionStart, ActionStop, ActionRestart, ActionRemove} {
+		rs, err := s.Batch(ctx, action, BatchRequest{Names: []string{"web", "web"}})
 		if !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), `"web" is named twice`) || rs != nil {
 			t.Errorf("%s web web: %v, %v; want refused naming web", action, rs, err)
 		}
 	}
-	if w, err := s.Get(ctx, "web"); err != nil || w.State != api.StateStopped {
+	if w, err := s.Get(ctx, "web"); err != nil || w.State != status.Stopped {
 		t.Errorf("web after the refused batches: %+v, %v; want there, never started", w, err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/daemon"
 	"github.com/flyd-dev/flyd/declarative"
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -263,12 +264,13 @@ func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
 	}
 	supRef.Store(sup)
 	gid := lookupGroup(cfg.socketGroup)
-	m := metrics.New(sup)
+	backend := daemon.NewBackend(sup)
+	m := metrics.New(backend)
 	opts := []api.Option{api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count)}
 	if policy != nil {
 		opts = append(opts, api.WithSpecPolicy(policy))
 	}
-	srv := api.NewServer(sup, api.PeerPolicy(gid), log.Named("api"), append(opts,
+	srv := api.NewServer(backend, api.PeerPolicy(gid), log.Named("api"), append(opts,
 		// Profiles, for the same peers as the rest of the API.
 		api.WithRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
 		api.WithRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),

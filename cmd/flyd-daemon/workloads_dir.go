@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/supervisor"
 )
@@ -17,7 +16,7 @@ func (a fileApplier) PutOwned(ctx context.Context, puts []declarative.Put) []err
 	changes := make([]supervisor.Change, len(puts))
 	at := make(map[string]int, len(puts))
 	for i, p := range puts {
-		changes[i] = supervisor.Change{Spec: p.Spec, Options: api.ApplyOptions{Start: true, Owner: p.Owner}}
+		changes[i] = supervisor.Change{Spec: p.Spec, Options: supervisor.ApplyOptions{Start: true, Owner: p.Owner}}
 		at[p.Spec.Name] = i
 	}
 	errs := make([]error, len(puts))

@@ -1,9 +1,8 @@
 package supervisor
 
-// This file and backend_batch.go are the supervisor as an api.Backend: they take
-// the API's requests and answer in its types, converting the
-// supervisor's status (package status). Nothing else in the package
-// knows the wire.
+// The supervisor's commands, in its own types (package status, and the
+// options below): what the daemon's API adapter, the workloads directory
+// and the tests call. The supervisor never imports the wire.
 
 import (
 	"context"
@@ -11,9 +10,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
-	"time"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
@@ -21,15 +18,37 @@ import (
 	"github.com/flyd-dev/flyd/status"
 )
 
-func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
-	st := &api.Status{
+// ApplyOptions qualify Apply.
+type ApplyOptions struct {
+	Start bool
+	// Owner is the file of the workloads directory the spec comes from;
+	// empty for the API. A workload owned by a file is changed only
+	// through that file, unless Force.
+	Owner string
+	Force bool
+	// By is the uid of the caller that applies it, recorded with it;
+	// Confined holds that caller to its own lane (lanes.go).
+	By       uint32
+	Confined bool
+}
+
+// RemoveOptions qualify Remove, as ApplyOptions do Apply.
+type RemoveOptions struct {
+	Owner    string
+	Force    bool
+	By       uint32
+	Confined bool
+}
+
+// Status is the daemon as the supervisor sees it.
+func (s *Supervisor) Status(ctx context.Context) status.Daemon {
+	st := status.Daemon{
 		Version:   s.cfg.Version,
 		PID:       os.Getpid(),
 		StartedAt: s.started,
-		Uptime:    time.Since(s.started).Round(time.Second).String(),
-		States:    map[api.State]int{},
+		States:    map[status.State]int{},
 		Runtimes:  map[string]bool{},
-		Registry:  api.RegistryStatus{URL: s.cfg.RegistryURL, KeyFile: s.cfg.RegistryKeyFile},
+		Registry:  status.Registry{URL: s.cfg.RegistryURL, KeyFile: s.cfg.RegistryKeyFile},
 		LastEvent: s.events.last(),
 	}
 	if r := s.cfg.Registrar; r != nil {
@@ -40,17 +59,13 @@ func (s *Supervisor) Status(ctx context.Context) (*api.Status, error) {
 	for _, k := range spec.Kinds {
 		st.Runtimes[string(k)] = s.runtime(ctx, k) == nil
 	}
-	for _, p := range s.fileProblemList() {
-		st.FileProblems = append(st.FileProblems, api.FromFileProblem(p))
-	}
-	for _, q := range s.quarantinedList() {
-		st.Quarantined = append(st.Quarantined, api.FromQuarantined(q))
-	}
+	st.FileProblems = s.fileProblemList()
+	st.Quarantined = s.quarantinedList()
 	for _, w := range s.all() {
 		st.Workloads++
 		st.States[w.snapshot(false).State]++
 	}
-	return st, nil
+	return st
 }
 
 // runtime says whether workloads of kind k can start now.
@@ -65,46 +80,30 @@ func (s *Supervisor) runtime(ctx context.Context, k spec.Kind) error {
 	return nil
 }
 
-func (s *Supervisor) List(ctx context.Context) ([]api.Workload, error) {
+// List is every workload, without its spec.
+func (s *Supervisor) List(ctx context.Context) []status.Workload {
 	ws := s.all()
-	out := make([]api.Workload, 0, len(ws))
+	out := make([]status.Workload, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, api.FromWorkload(w.snapshot(false)))
+		out = append(out, w.snapshot(false))
 	}
-	return out, nil
+	return out
 }
 
-func (s *Supervisor) Get(ctx context.Context, name string) (*api.Workload, error) {
+// Get is one workload, with its spec (secrets redacted).
+func (s *Supervisor) Get(ctx context.Context, name string) (*status.Workload, error) {
 	w, err := s.lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	return wire(w.snapshot(true), nil)
+	v := w.snapshot(true)
+	return &v, nil
 }
 
-var _ api.Backend = (*Supervisor)(nil)
-
-// wire is a workload's status, with the outcome of a command on it, as
-// the API answers them.
-func wire(v status.Workload, err error) (*api.Workload, error) {
-	out := api.FromWorkload(v)
-	return &out, err
-}
-
-// wireResult is wire for a command whose answer may have no workload.
-func wireResult(v *status.Workload, err error) (*api.Workload, error) {
-	if v == nil {
-		return nil, err
-	}
-	return wire(*v, err)
-}
-
-// Put applies a spec as the API does: Apply without owner or force.
-func (s *Supervisor) Put(ctx context.Context, sp *spec.Workload, start bool) (*api.Workload, error) {
-	return s.Apply(ctx, sp, api.ApplyOptions{Start: start})
-}
-
-func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOptions) (*api.Workload, error) {
+// Apply creates or replaces a workload. Replacing with an equal spec
+// changes nothing. With Start, it returns after the first start attempt,
+// with its outcome in the returned state.
+func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOptions) (*status.Workload, error) {
 	sp = sp.Clone()
 	sp.SetDefaults()
 	if err := sp.Validate(); err != nil {
@@ -171,7 +170,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 			if errors.Is(err, errRemoved) && w.createErr != nil {
 				err = w.createErr // read after the loop ended: no race
 			}
-			return wireResult(w.result(err))
+			return w.result(err)
 		}
 		err = w.call(ctx, func() error {
 			if err := confinedTo(sp.Name, w.by, o.By, o.Confined); err != nil {
@@ -182,16 +181,16 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o api.ApplyOp
 		if errors.Is(err, errRemoved) {
 			continue // removed while we waited: create it anew
 		}
-		return wireResult(w.result(err))
+		return w.result(err)
 	}
 }
 
-func (s *Supervisor) lifecycle(ctx context.Context, name string, f func(w *workload) error) (*api.Workload, error) {
+func (s *Supervisor) lifecycle(ctx context.Context, name string, f func(w *workload) error) (*status.Workload, error) {
 	w, err := s.lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	return wireResult(w.result(gone(name, w.call(ctx, func() error { return f(w) }))))
+	return w.result(gone(name, w.call(ctx, func() error { return f(w) })))
 }
 
 // gone turns a command that met a removal into not_found.
@@ -202,36 +201,36 @@ func gone(name string, err error) error {
 	return err
 }
 
-func (s *Supervisor) Start(ctx context.Context, name string) (*api.Workload, error) {
+func (s *Supervisor) Start(ctx context.Context, name string) (*status.Workload, error) {
 	return s.lifecycle(ctx, name, func(w *workload) error { return w.userStart() })
 }
 
-func (s *Supervisor) Stop(ctx context.Context, name string) (*api.Workload, error) {
+func (s *Supervisor) Stop(ctx context.Context, name string) (*status.Workload, error) {
 	return s.stop(ctx, name, false)()
 }
 
 // Kill stops a workload at once: SIGKILL to every process of it, without a
 // grace period, overtaking a stop in progress.
-func (s *Supervisor) Kill(ctx context.Context, name string) (*api.Workload, error) {
+func (s *Supervisor) Kill(ctx context.Context, name string) (*status.Workload, error) {
 	return s.stop(ctx, name, true)()
 }
 
 // stop sets a workload stopping (killing it, with kill) and returns what
 // waits for the stop to end. The wait is apart so that a batch sets every
 // workload stopping before it waits for any.
-func (s *Supervisor) stop(ctx context.Context, name string, kill bool) (wait func() (*api.Workload, error)) {
+func (s *Supervisor) stop(ctx context.Context, name string, kill bool) (wait func() (*status.Workload, error)) {
 	w, err := s.lookup(name)
 	if err != nil {
-		return func() (*api.Workload, error) { return nil, err }
+		return func() (*status.Workload, error) { return nil, err }
 	}
 	if kill {
 		w.overtake()
 	}
 	done := w.callLater(ctx, func() error { return w.userStop(kill) })
-	return func() (*api.Workload, error) { return wireResult(w.result(gone(name, done()))) }
+	return func() (*status.Workload, error) { return w.result(gone(name, done())) }
 }
 
-func (s *Supervisor) Restart(ctx context.Context, name string) (*api.Workload, error) {
+func (s *Supervisor) Restart(ctx context.Context, name string) (*status.Workload, error) {
 	return s.lifecycle(ctx, name, func(w *workload) error {
 		if err := w.stopRun(); err != nil {
 			return err
@@ -242,7 +241,7 @@ func (s *Supervisor) Restart(ctx context.Context, name string) (*api.Workload, e
 
 // Reload has a running workload take its configuration again, as its
 // spec's reload says.
-func (s *Supervisor) Reload(ctx context.Context, name string) (*api.Workload, error) {
+func (s *Supervisor) Reload(ctx context.Context, name string) (*status.Workload, error) {
 	return s.lifecycle(ctx, name, func(w *workload) error { return w.reload() })
 }
 
@@ -264,13 +263,8 @@ func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal
 	return err
 }
 
-// Delete removes a workload as the API does: without owner or force.
-func (s *Supervisor) Delete(ctx context.Context, name string) error {
-	return s.Remove(ctx, name, api.RemoveOptions{})
-}
-
 // Remove stops and removes a workload; a stop in progress is overtaken.
-func (s *Supervisor) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
+func (s *Supervisor) Remove(ctx context.Context, name string, o RemoveOptions) error {
 	return s.remove(ctx, name, removal{owner: o.Owner, force: o.Force, by: o.By, confined: o.Confined})
 }
 
@@ -303,71 +297,38 @@ func (s *Supervisor) remove(ctx context.Context, name string, o removal) error {
 	}))
 }
 
-func (s *Supervisor) Logs(ctx context.Context, name string, q api.LogQuery, out api.LogSink) error {
+// Logs gives out the records of a workload's log that q selects and,
+// following, what is written next until ctx is done.
+func (s *Supervisor) Logs(ctx context.Context, name string, q logfile.Query, out logfile.Sink) error {
 	if _, err := s.lookup(name); err != nil {
 		return err
 	}
-	lq := logfile.Query{Tail: q.Tail, Since: q.Since, From: q.From, Follow: q.Follow}
-	return s.logs.of(name).Read(ctx, lq, logSink{out})
+	return s.logs.of(name).Read(ctx, q, out)
 }
 
-// logSink hands a log's records to the API's sink.
-type logSink struct{ out api.LogSink }
-
-func (l logSink) Record(r logfile.Record) error { return l.out.Record(api.LogRecord(r)) }
-func (l logSink) Flush()                        { l.out.Flush() }
-
-func (s *Supervisor) Events(ctx context.Context, after uint64) (<-chan api.Event, error) {
-	in := s.events.subscribe(ctx, after)
-	out := make(chan api.Event)
-	go func() {
-		defer close(out)
-		for ev := range in {
-			select {
-			case out <- api.FromEvent(ev):
-			case <-ctx.Done():
-				for range in { // closed once ctx's unsubscribe runs
-				}
-				return
-			}
-		}
-	}()
-	return out, nil
+// Events streams events until ctx is done; with after > 0 it first
+// replays the kept events numbered after it. The channel is closed when the
+// stream ends, a reader too slow to keep up dropped included.
+func (s *Supervisor) Events(ctx context.Context, after uint64) <-chan status.Event {
+	return s.events.subscribe(ctx, after)
 }
 
-func (s *Supervisor) Ports(ctx context.Context) ([]api.PortMapping, error) {
-	return api.FromPorts(s.portList()), nil
-}
+// Ports is every endpoint's allocation.
+func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping { return s.portList() }
 
-func (s *Supervisor) Networks(ctx context.Context) ([]api.Network, error) {
-	ns, err := s.networkList()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.Network, len(ns))
-	for i, n := range ns {
-		out[i] = api.FromNetwork(n)
-	}
-	return out, nil
-}
+// Networks is the isolated networks, and the documents of networks that
+// have no namespace.
+func (s *Supervisor) Networks(ctx context.Context) ([]status.Network, error) { return s.networkList() }
 
-func (s *Supervisor) Stats(ctx context.Context) (*api.Stats, error) {
-	out := api.FromStats(s.stats())
-	return &out, nil
-}
+// Stats samples the running workloads' usage, at most once an interval.
+func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.stats() }
 
-func (s *Supervisor) Policies(ctx context.Context) ([]api.Policy, error) {
-	ps := s.policyList()
-	out := make([]api.Policy, len(ps))
-	for i, p := range ps {
-		out[i] = api.FromPolicy(p)
-	}
-	return out, nil
-}
+// Policies is the policy documents and what each is in force for.
+func (s *Supervisor) Policies(ctx context.Context) []status.Policy { return s.policyList() }
 
 // PutPolicy records a policy and puts it in force: it is answered once
 // its rules are in the kernel.
-func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, error) {
+func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Policy, error) {
 	if err := s.docOwnedBy(spec.KindPolicy, p.Name, "", false); err != nil {
 		return nil, err
 	}
@@ -377,8 +338,7 @@ func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy
 	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + p.Name + " applied"})
 	for _, v := range s.policyList() {
 		if v.Name == p.Name {
-			out := api.FromPolicy(v)
-			return &out, nil
+			return &v, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: policy %s removed meanwhile", errdefs.ErrNotFound, p.Name)
@@ -395,7 +355,9 @@ func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
 	return nil
 }
 
-func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
+// PutNetwork records a network's document and applies it to the network
+// when it exists.
+func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*status.Network, error) {
 	if err := s.docOwnedBy(spec.KindNetwork, n.Name, "", false); err != nil {
 		return nil, err
 	}
@@ -404,6 +366,5 @@ func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*api.Netw
 		return nil, err
 	}
 	s.publish(status.Event{Type: status.EventNetwork, Message: fmt.Sprintf("network %s applied (egress %v, peers %v)", n.Name, n.AllowsEgress(), n.Peers)})
-	out := api.FromNetwork(*nw)
-	return &out, err
+	return nw, err
 }

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // batchParallel bounds the operations a batch runs at once: enough to keep
@@ -19,14 +19,37 @@ const batchParallel = 32
 // directory gives each its file as owner).
 type Change struct {
 	Spec    *spec.Workload
-	Options api.ApplyOptions
+	Options ApplyOptions
 }
 
 // Outcome is what became of one workload of a batch.
 type Outcome struct {
 	Name     string
-	Workload *api.Workload
+	Workload *status.Workload
 	Err      error
+}
+
+// Action is what a batch does to each of its workloads.
+type Action string
+
+// Batch actions.
+const (
+	ActionStart   Action = "start"
+	ActionStop    Action = "stop"
+	ActionRestart Action = "restart"
+	ActionRemove  Action = "remove"
+	ActionSignal  Action = "signal"
+	ActionReload  Action = "reload"
+)
+
+// BatchRequest is the workloads of a batch, by name or all, with what its
+// action takes: Force for stop (kill at once) and remove (past an owner),
+// Signal for signal.
+type BatchRequest struct {
+	Names  []string
+	All    bool
+	Force  bool
+	Signal string
 }
 
 // ApplyAll is the one way many workloads are applied together, for the
@@ -38,7 +61,7 @@ type Outcome struct {
 // outcomes come in that order.
 func (s *Supervisor) ApplyAll(ctx context.Context, changes []Change) ([]Outcome, error) {
 	specs := make([]*spec.Workload, len(changes))
-	opts := make(map[string]api.ApplyOptions, len(changes))
+	opts := make(map[string]ApplyOptions, len(changes))
 	for i, c := range changes {
 		specs[i] = c.Spec
 		opts[c.Spec.Name] = c.Options
@@ -59,51 +82,39 @@ func (s *Supervisor) ApplyAll(ctx context.Context, changes []Change) ([]Outcome,
 	return out, nil
 }
 
-func (s *Supervisor) ApplyBatch(ctx context.Context, specs []*spec.Workload, o api.ApplyOptions) ([]api.Result, error) {
-	changes := make([]Change, len(specs))
-	for i, sp := range specs {
-		changes[i] = Change{Spec: sp, Options: o}
-	}
-	outs, err := s.ApplyAll(ctx, changes)
-	if err != nil {
-		return nil, err
-	}
-	return results(outs), nil
-}
-
 // Batch runs action on every workload bt names, in parallel. Names the
 // daemon does not know get a not_found result each.
-func (s *Supervisor) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {
-	var op func(ctx context.Context, name string) (*api.Workload, error)
+func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) ([]Outcome, error) {
+	var op func(ctx context.Context, name string) (*status.Workload, error)
 	stopping := false
 	switch action {
-	case api.ActionStart:
+	case ActionStart:
 		op = s.Start
-	case api.ActionStop:
+	case ActionStop:
 		stopping = true
-	case api.ActionRestart:
+	case ActionRestart:
 		op = s.Restart
-	case api.ActionRemove:
-		op = func(ctx context.Context, name string) (*api.Workload, error) {
-			return nil, s.Remove(ctx, name, api.RemoveOptions{Force: bt.Force})
+	case ActionRemove:
+		op = func(ctx context.Context, name string) (*status.Workload, error) {
+			return nil, s.Remove(ctx, name, RemoveOptions{Force: bt.Force})
 		}
-	case api.ActionReload:
-		op = func(ctx context.Context, name string) (*api.Workload, error) {
+	case ActionReload:
+		op = func(ctx context.Context, name string) (*status.Workload, error) {
 			_, err := s.Reload(ctx, name)
 			return nil, err
 		}
-	case api.ActionSignal:
+	case ActionSignal:
 		sig, err := spec.ParseSignal(bt.Signal)
 		if err != nil {
 			return nil, fmt.Errorf("%w: signal: %v", errdefs.ErrInvalid, err)
 		}
-		op = func(ctx context.Context, name string) (*api.Workload, error) {
+		op = func(ctx context.Context, name string) (*status.Workload, error) {
 			return nil, s.Signal(ctx, name, sig)
 		}
 	default:
 		return nil, fmt.Errorf("%w: no batch action %q (start, stop, restart, remove, signal, reload)", errdefs.ErrInvalid, action)
 	}
-	if bt.Signal != "" && action != api.ActionSignal {
+	if bt.Signal != "" && action != ActionSignal {
 		return nil, fmt.Errorf("%w: only a signal batch takes a signal", errdefs.ErrInvalid)
 	}
 	names := bt.Names
@@ -133,7 +144,7 @@ func (s *Supervisor) Batch(ctx context.Context, action api.Action, bt api.Batch)
 		// stop is a signal and a wait for processes to end, so none need
 		// wait for another's (batchParallel at a time, a stop of 1,000 took
 		// 32 rounds of exits and clean-ups).
-		waits := make([]func() (*api.Workload, error), len(names))
+		waits := make([]func() (*status.Workload, error), len(names))
 		for i, name := range names {
 			waits[i] = s.stop(ctx, name, bt.Force)
 		}
@@ -141,21 +152,13 @@ func (s *Supervisor) Batch(ctx context.Context, action api.Action, bt api.Batch)
 			wl, err := wait()
 			outs[i] = Outcome{Name: names[i], Workload: wl, Err: err}
 		}
-		return results(outs), nil
+		return outs, nil
 	}
 	parallel(len(names), func(i int) {
 		wl, err := op(ctx, names[i])
 		outs[i] = Outcome{Name: names[i], Workload: wl, Err: err}
 	})
-	return results(outs), nil
-}
-
-func results(outs []Outcome) []api.Result {
-	rs := make([]api.Result, len(outs))
-	for i, o := range outs {
-		rs[i] = api.ResultOf(o.Name, o.Workload, o.Err)
-	}
-	return rs
+	return outs, nil
 }
 
 // parallel runs f for 0..n-1, at most batchParallel at a time.

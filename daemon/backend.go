@@ -1,0 +1,195 @@
+package daemon
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/supervisor"
+)
+
+// Backend is the supervisor as the API serves it (api.Backend): it turns
+// the API's requests into the supervisor's commands and their answers
+// into the wire's types. It decides nothing: who may do what is the API
+// server's (api/caller.go), what happens the supervisor's.
+type Backend struct{ s *supervisor.Supervisor }
+
+// NewBackend serves s.
+func NewBackend(s *supervisor.Supervisor) *Backend { return &Backend{s: s} }
+
+var _ api.Backend = (*Backend)(nil)
+
+func (b *Backend) Status(ctx context.Context) (*api.Status, error) {
+	return api.FromDaemon(b.s.Status(ctx)), nil
+}
+
+func (b *Backend) List(ctx context.Context) ([]api.Workload, error) {
+	ws := b.s.List(ctx)
+	out := make([]api.Workload, len(ws))
+	for i, w := range ws {
+		out[i] = api.FromWorkload(w)
+	}
+	return out, nil
+}
+
+func (b *Backend) Get(ctx context.Context, name string) (*api.Workload, error) {
+	return workload(b.s.Get(ctx, name))
+}
+
+func (b *Backend) Apply(ctx context.Context, w *spec.Workload, o api.ApplyOptions) (*api.Workload, error) {
+	return workload(b.s.Apply(ctx, w, applyOptions(o)))
+}
+
+func (b *Backend) ApplyBatch(ctx context.Context, specs []*spec.Workload, o api.ApplyOptions) ([]api.Result, error) {
+	changes := make([]supervisor.Change, len(specs))
+	for i, sp := range specs {
+		changes[i] = supervisor.Change{Spec: sp, Options: applyOptions(o)}
+	}
+	return results(b.s.ApplyAll(ctx, changes))
+}
+
+func (b *Backend) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {
+	return results(b.s.Batch(ctx, supervisor.Action(action),
+		supervisor.BatchRequest{Names: bt.Names, All: bt.All, Force: bt.Force, Signal: bt.Signal}))
+}
+
+func (b *Backend) Start(ctx context.Context, name string) (*api.Workload, error) {
+	return workload(b.s.Start(ctx, name))
+}
+
+func (b *Backend) Stop(ctx context.Context, name string) (*api.Workload, error) {
+	return workload(b.s.Stop(ctx, name))
+}
+
+func (b *Backend) Kill(ctx context.Context, name string) (*api.Workload, error) {
+	return workload(b.s.Kill(ctx, name))
+}
+
+func (b *Backend) Restart(ctx context.Context, name string) (*api.Workload, error) {
+	return workload(b.s.Restart(ctx, name))
+}
+
+func (b *Backend) Signal(ctx context.Context, name string, sig syscall.Signal) error {
+	return b.s.Signal(ctx, name, sig)
+}
+
+func (b *Backend) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
+	return b.s.Remove(ctx, name, supervisor.RemoveOptions{Force: o.Force, By: o.By, Confined: o.Confined})
+}
+
+func (b *Backend) Logs(ctx context.Context, name string, q api.LogQuery, out api.LogSink) error {
+	return b.s.Logs(ctx, name, logfile.Query{Tail: q.Tail, Since: q.Since, From: q.From, Follow: q.Follow}, logSink{out})
+}
+
+// logSink hands a log's records to the API's sink.
+type logSink struct{ out api.LogSink }
+
+func (l logSink) Record(r logfile.Record) error { return l.out.Record(api.LogRecord(r)) }
+func (l logSink) Flush()                        { l.out.Flush() }
+
+func (b *Backend) Ports(ctx context.Context) ([]api.PortMapping, error) {
+	return api.FromPorts(b.s.Ports(ctx)), nil
+}
+
+func (b *Backend) Networks(ctx context.Context) ([]api.Network, error) {
+	ns, err := b.s.Networks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Network, len(ns))
+	for i, n := range ns {
+		out[i] = api.FromNetwork(n)
+	}
+	return out, nil
+}
+
+func (b *Backend) DeleteNetwork(ctx context.Context, name string) error {
+	return b.s.DeleteNetwork(ctx, name)
+}
+
+func (b *Backend) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
+	nw, err := b.s.PutNetwork(ctx, n)
+	if nw == nil {
+		return nil, err
+	}
+	out := api.FromNetwork(*nw)
+	return &out, err
+}
+
+func (b *Backend) Policies(ctx context.Context) ([]api.Policy, error) {
+	ps := b.s.Policies(ctx)
+	out := make([]api.Policy, len(ps))
+	for i, p := range ps {
+		out[i] = api.FromPolicy(p)
+	}
+	return out, nil
+}
+
+func (b *Backend) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, error) {
+	v, err := b.s.PutPolicy(ctx, p)
+	if v == nil {
+		return nil, err
+	}
+	out := api.FromPolicy(*v)
+	return &out, err
+}
+
+func (b *Backend) DeletePolicy(ctx context.Context, name string) error {
+	return b.s.DeletePolicy(ctx, name)
+}
+
+func (b *Backend) Stats(ctx context.Context) (*api.Stats, error) {
+	out := api.FromStats(b.s.Stats(ctx))
+	return &out, nil
+}
+
+func (b *Backend) Events(ctx context.Context, after uint64) (<-chan api.Event, error) {
+	in := b.s.Events(ctx, after)
+	out := make(chan api.Event)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			select {
+			case out <- api.FromEvent(ev):
+			case <-ctx.Done():
+				for range in { // closed once ctx's unsubscribe runs
+				}
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// workload is a command's answer on the wire: its workload, when it has
+// one, and its error.
+func workload(v *status.Workload, err error) (*api.Workload, error) {
+	if v == nil {
+		return nil, err
+	}
+	out := api.FromWorkload(*v)
+	return &out, err
+}
+
+func results(outs []supervisor.Outcome, err error) ([]api.Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	rs := make([]api.Result, len(outs))
+	for i, o := range outs {
+		var wl *api.Workload
+		if o.Workload != nil {
+			w := api.FromWorkload(*o.Workload)
+			wl = &w
+		}
+		rs[i] = api.ResultOf(o.Name, wl, o.Err)
+	}
+	return rs, nil
+}
+
+func applyOptions(o api.ApplyOptions) supervisor.ApplyOptions {
+	return supervisor.ApplyOptions{Start: o.Start, Force: o.Force, By: o.By, Confined: o.Confined}
+}
