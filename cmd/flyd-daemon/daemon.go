@@ -4,36 +4,15 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"net"
-	"net/http"
-	"net/http/pprof"
-	"os"
-	"os/signal"
-	"os/user"
-	"path/filepath"
-	"strconv"
-	"sync/atomic"
-	"syscall"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/sys/unix"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/daemon"
-	"github.com/flyd-dev/flyd/declarative"
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
-	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/cli"
-	"github.com/flyd-dev/flyd/internal/instance"
-	"github.com/flyd-dev/flyd/internal/trust"
 	"github.com/flyd-dev/flyd/logfile"
-	"github.com/flyd-dev/flyd/metrics"
-	"github.com/flyd-dev/flyd/reaper"
-	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
-	"github.com/flyd-dev/flyd/supervisor"
 )
 
 func init() {
@@ -81,7 +60,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
 	fs.StringVar(&cfg.registryListen, "registry-listen", "", "where the embedded registry listens (default 127.0.0.1:9471 for the default run dir, a port hashed from the run dir above it otherwise)")
 	fs.StringVar(&cfg.advertise, "advertise-address", "127.0.0.1", "address published as the public instance of host-network endpoints")
-	fs.StringVar(&cfg.networkPool, "network-pool", defaultNetworkPool, "IPv4 prefix the isolated networks' links take a /30 each from; off leaves them islands with only loopback")
+	fs.StringVar(&cfg.networkPool, "network-pool", daemon.DefaultNetworkPool, "IPv4 prefix the isolated networks' links take a /30 each from; off leaves them islands with only loopback")
 	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
 	return fs
 }
@@ -105,7 +84,7 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 	if _, err := spec.ParseSize(cfg.logMaxSize); err != nil || cfg.logGens < 1 {
 		return cli.Usagef("--log-max-size must be a size like 10Mi and --log-generations at least 1")
 	}
-	if _, err := peerUsersPolicy(cfg.peerUsers); err != nil {
+	if _, err := daemon.PeerUsersPolicy(cfg.peerUsers); err != nil {
 		return cli.Usage(err)
 	}
 	log, err := newLogger(cfg.logLevel)
@@ -113,7 +92,15 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 		return cli.Usage(err)
 	}
 	defer log.Sync()
-	return runDaemon(ctx, cfg, log)
+	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
+	return daemon.Run(ctx, daemon.Config{
+		Socket: cfg.socket, SocketGroup: cfg.socketGroup, PeerUsers: cfg.peerUsers,
+		StateDir: cfg.stateDir, RunDir: cfg.runDir, WorkloadsDir: cfg.workloadsDir, StopOnExit: cfg.stopOnExit,
+		LogMaxSize: int64(maxSize), LogGenerations: cfg.logGens, AdvertiseAddress: cfg.advertise,
+		NetworkPool: cfg.networkPool, CgroupParent: cfg.cgroupParent, ContainerdSocket: cfg.containerdSock,
+		Registry: cfg.registry, RegistryKeyFile: cfg.registryKeyFile, RegistryListen: cfg.registryListen,
+		Version: cli.Version,
+	}, log)
 }
 
 func newLogger(level string) (*zap.Logger, error) {
@@ -127,312 +114,4 @@ func newLogger(level string) (*zap.Logger, error) {
 	zc.EncoderConfig.TimeKey = "time"
 	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	return zc.Build()
-}
-
-func runDaemon(ctx context.Context, cfg daemonConfig, log *zap.Logger) error {
-	// Descriptors the daemon inherited (a CI runner's pipe, a shell's
-	// fds) must not reach workloads, which would hold them open long after
-	// the daemon is gone. Go sets close-on-exec on its own descriptors only.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		log.Warn("cannot mark inherited descriptors close-on-exec", zap.Error(err))
-	}
-	// Checked before anything is made in them, and again once made: a
-	// directory another user made or can write is refused, not used. From
-	// then on the daemon uses the paths as resolved, so that no symlink
-	// re-pointed later moves what it trusted.
-	sockDir := filepath.Dir(cfg.socket)
-	dirs := []struct {
-		what string
-		path *string
-		mode os.FileMode
-	}{{"state dir", &cfg.stateDir, 0o700}, {"run dir", &cfg.runDir, 0o755},
-		{"socket dir", &sockDir, 0o755}, {"workloads dir", &cfg.workloadsDir, 0o755}}
-	for _, d := range dirs {
-		real, err := trust.Dir(d.what, *d.path)
-		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(real, d.mode); err != nil {
-			return err
-		}
-		if *d.path, err = trust.Dir(d.what, real); err != nil {
-			return err
-		}
-	}
-	cfg.socket = filepath.Join(sockDir, filepath.Base(cfg.socket))
-	// What the daemon makes in the host's shared namespaces is named after
-	// its run dir, so that daemons side by side never meet there.
-	if cfg.cgroupParent == "" {
-		cfg.cgroupParent = instance.Name(cfg.runDir)
-	}
-	if cfg.registryListen == "" {
-		cfg.registryListen = instance.RegistryListen(cfg.runDir)
-	}
-	policy, err := peerUsersPolicy(cfg.peerUsers)
-	if err != nil {
-		return err
-	}
-	unlock, err := lockInstance(cfg)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	reapCtx, stopReaping := context.WithCancel(context.Background())
-	defer stopReaping()
-	if err := reaper.Become(reapCtx); err != nil {
-		log.Warn("cannot become the reaper of orphaned workload processes", zap.Error(err))
-	}
-
-	l, err := listen(cfg.socket, cfg.socketGroup, log)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(cfg.socket)
-
-	// The registrar may report before the supervisor exists.
-	var supRef atomic.Pointer[supervisor.Supervisor]
-	reg, err := startRegistry(ctx, cfg, log, func(owner, id string, err error) {
-		if sup := supRef.Load(); sup != nil {
-			sup.RegistryProblem(owner, id, err)
-		}
-	})
-	if err != nil {
-		l.Close()
-		return err
-	}
-	defer reg.close()
-	cgroups, err := sandbox.NewCgroups(cfg.cgroupParent)
-	if err != nil {
-		// Workloads still run, without limits and with the process group
-		// as the only handle on their children.
-		log.Warn("no cgroups: resources are refused and a child that leaves its session escapes stop", zap.Error(err))
-		cgroups = nil
-	}
-	if cgroups != nil {
-		// Held before anything is swept: a daemon never deletes, kills or
-		// reuses the cgroups of another given the same parent.
-		release, err := cgroups.Claim()
-		if err != nil {
-			reg.close()
-			l.Close()
-			return err
-		}
-		defer func() {
-			// An empty parent goes with the daemon, however it ends, so
-			// that a host without workloads keeps no cgroup of flyd's;
-			// one that holds workloads stays for them and for the next
-			// daemon.
-			if err := cgroups.RemoveParent(); err != nil && !errors.Is(err, errdefs.ErrConflict) {
-				log.Warn("cannot remove the workloads' parent cgroup", zap.Error(err))
-			}
-			release()
-		}()
-	}
-	drivers, closeDrivers := runtimes(ctx, &cfg, cgroups, log)
-	defer closeDrivers()
-	pool, fw, err := networkLinks(cfg, log)
-	if err != nil {
-		l.Close()
-		return err
-	}
-	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
-	pipes := openLogPipes(cfg.runDir, log)
-	if pipes != nil {
-		defer pipes.Close() // after the supervisor's: the holder keeps the pipes
-	}
-	sup, err := supervisor.New(supervisor.Config{
-		LogPipes:         pipes,
-		Registrar:        reg.registrar,
-		RegistryURL:      reg.url,
-		RegistryKeyFile:  reg.keyFile,
-		LogMaxSize:       int64(maxSize),
-		LogGenerations:   cfg.logGens,
-		StateDir:         cfg.stateDir,
-		RunDir:           cfg.runDir,
-		Drivers:          drivers,
-		Cgroups:          cgroups,
-		Logger:           log,
-		Version:          cli.Version,
-		StopOnClose:      cfg.stopOnExit,
-		AdvertiseAddress: cfg.advertise,
-		NetworkPool:      pool,
-		Firewall:         fw,
-	})
-	if err != nil {
-		l.Close()
-		return err
-	}
-	supRef.Store(sup)
-	gid := lookupGroup(cfg.socketGroup)
-	backend := daemon.NewBackend(sup)
-	m := metrics.New(backend)
-	opts := []api.Option{api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count)}
-	if policy != nil {
-		opts = append(opts, api.WithSpecPolicy(policy))
-	}
-	srv := api.NewServer(backend, api.PeerPolicy(gid), log.Named("api"), append(opts,
-		// Profiles, for the same peers as the rest of the API.
-		api.WithRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
-		api.WithRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),
-		api.WithRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))...)
-
-	watchCtx, stopWatching := context.WithCancel(context.Background())
-	watched := make(chan error, 1)
-	wd, err := declarative.New(declarative.Config{
-		Dir: cfg.workloadsDir, Applier: fileApplier{sup}, Logger: log.Named("workloads-dir"),
-		OnProblem: func(p declarative.Problem) { sup.FileProblem(p.File, p.Err) },
-	})
-	if err != nil {
-		stopWatching()
-		sup.Close()
-		l.Close()
-		return err
-	}
-	go func() { watched <- wd.Run(watchCtx) }()
-
-	// The API stops first so that nothing changes while workloads are
-	// released (or stopped) and their state flushed.
-	serveCtx, stopServing := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(serveCtx, l) }()
-	log.Info("flyd daemon ready", zap.String("version", cli.Version), zap.String("socket", cfg.socket),
-		zap.String("state_dir", cfg.stateDir), zap.String("run_dir", cfg.runDir))
-	notify("READY=1\nMAINPID=" + strconv.Itoa(os.Getpid()))
-	reportCapacity(log)
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	var serveErr error
-	select {
-	case s := <-sigs:
-		log.Info("shutting down", zap.String("signal", s.String()), zap.Bool("stop_workloads", cfg.stopOnExit))
-	case <-ctx.Done():
-		log.Info("shutting down", zap.Bool("stop_workloads", cfg.stopOnExit))
-	case serveErr = <-served:
-		log.Error("API server failed", zap.Error(serveErr))
-	}
-	notify("STOPPING=1")
-	stopServing()
-	if serveErr == nil {
-		<-served
-	}
-	stopWatching()
-	<-watched
-	sup.Close()
-	if cfg.stopOnExit {
-		reg.flush(log)
-	}
-	log.Info("flyd daemon stopped")
-	return serveErr
-}
-
-// lockInstance makes sure one daemon at a time owns a socket and a state
-// dir. The lock dies with the process, so a killed daemon never blocks the
-// next one.
-func lockInstance(cfg daemonConfig) (func(), error) {
-	var files []*os.File
-	release := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	for _, p := range []struct{ path, what string }{
-		{cfg.socket + ".lock", "socket " + cfg.socket},
-		{filepath.Join(cfg.stateDir, "flyd.lock"), "state dir " + cfg.stateDir},
-	} {
-		// Never through a symlink: one planted at the lock's path would
-		// have the daemon truncate whatever it points at.
-		f, err := os.OpenFile(p.path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
-		if err != nil {
-			release()
-			return nil, err
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			holder, _ := os.ReadFile(p.path)
-			f.Close()
-			release()
-			return nil, fmt.Errorf("another flyd daemon (pid %s) is using %s", trimPID(holder), p.what)
-		}
-		_ = f.Truncate(0)
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-		files = append(files, f)
-	}
-	return release, nil
-}
-
-func trimPID(b []byte) string {
-	s := string(b)
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
-		s = s[:len(s)-1]
-	}
-	if s == "" {
-		return "unknown"
-	}
-	return s
-}
-
-// listen creates the API socket, replacing a stale one (the instance lock
-// proves no daemon serves it). It is 0660 and owned by the socket group
-// when that group exists, else 0600; the mode is set through the umask so
-// the socket is never reachable with looser permissions.
-func listen(path, group string, log *zap.Logger) (net.Listener, error) {
-	if err := os.Remove(path); err == nil {
-		log.Info("removed a stale socket", zap.String("socket", path))
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	gid := lookupGroup(group)
-	mode := os.FileMode(0o600)
-	if gid >= 0 {
-		mode = 0o660
-	}
-	old := unix.Umask(0o777 &^ int(mode))
-	l, err := net.Listen("unix", path)
-	unix.Umask(old)
-	if err != nil {
-		return nil, err
-	}
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	if gid >= 0 {
-		// The socket's directory is trusted (trust.Dir), so the path
-		// names the socket just made; Lchown never follows a symlink.
-		if err := os.Lchown(path, -1, gid); err != nil {
-			l.Close()
-			return nil, err
-		}
-	}
-	return l, nil
-}
-
-func lookupGroup(name string) int {
-	if name == "" {
-		return -1
-	}
-	g, err := user.LookupGroup(name)
-	if err != nil {
-		return -1
-	}
-	gid, err := strconv.Atoi(g.Gid)
-	if err != nil {
-		return -1
-	}
-	return gid
-}
-
-// notify sends a state to systemd when it asked for notifications.
-func notify(state string) {
-	addr := os.Getenv("NOTIFY_SOCKET")
-	if addr == "" {
-		return
-	}
-	if addr[0] == '@' {
-		addr = "\x00" + addr[1:]
-	}
-	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	_, _ = conn.Write([]byte(state))
 }

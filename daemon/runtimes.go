@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 
 // runtimes makes the daemon's driver of every kind (spec.Kinds) this host
 // can run, and says in the log what it cannot; release lets them go.
-func runtimes(ctx context.Context, cfg *daemonConfig, cgroups *sandbox.Cgroups, log *zap.Logger) (drivers []driver.Driver, release func()) {
+func runtimes(ctx context.Context, cfg *Config, cgroups *sandbox.Cgroups, log *zap.Logger) (drivers []driver.Driver, release func()) {
 	drivers = []driver.Driver{native.Driver{Cgroups: cgroups}}
-	nixDriver := &nix.Driver{Native: native.Driver{Cgroups: cgroups}, CacheDir: filepath.Join(cfg.stateDir, "nix")}
+	nixDriver := &nix.Driver{Native: native.Driver{Cgroups: cgroups}, CacheDir: filepath.Join(cfg.StateDir, "nix")}
 	if err := nixDriver.Available(); err != nil {
 		log.Info("no nix runtime: kind nix is refused", zap.Error(err))
 	} else {
@@ -26,7 +26,7 @@ func runtimes(ctx context.Context, cfg *daemonConfig, cgroups *sandbox.Cgroups, 
 	// containerd may start after flyd, or restart under it: the driver is
 	// always there, and kind containerd is refused only while it does not
 	// answer. Its runs are adopted once it does.
-	containerd := ctrdriver.New(cfg.containerdSock, "")
+	containerd := ctrdriver.New(cfg.ContainerdSocket, "")
 	if err := containerd.Available(ctx); err != nil {
 		log.Info("containerd does not answer: kind containerd is refused until it does", zap.Error(err))
 	}

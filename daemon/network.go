@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -12,25 +12,25 @@ import (
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
-// defaultNetworkPool is where isolated networks' links come from unless
+// DefaultNetworkPool is where isolated networks' links come from unless
 // --network-pool says otherwise: private, and rarely routed.
-const defaultNetworkPool = "10.213.0.0/16"
+const DefaultNetworkPool = "10.213.0.0/16"
 
 // networkLinks reads --network-pool, refuses one the host already routes,
 // and opens the firewall that gives the networks their way out. Without
 // nf_tables the networks still get their links, and no way out.
-func networkLinks(cfg daemonConfig, log *zap.Logger) (netip.Prefix, *firewall.Firewall, error) {
-	if cfg.networkPool == "off" {
+func networkLinks(cfg Config, log *zap.Logger) (netip.Prefix, *firewall.Firewall, error) {
+	if cfg.NetworkPool == "off" {
 		return netip.Prefix{}, nil, nil
 	}
-	pool, err := netip.ParsePrefix(cfg.networkPool)
+	pool, err := netip.ParsePrefix(cfg.NetworkPool)
 	if err != nil {
-		return netip.Prefix{}, nil, fmt.Errorf("--network-pool %q: an IPv4 prefix such as %s, or off: %v", cfg.networkPool, defaultNetworkPool, err)
+		return netip.Prefix{}, nil, fmt.Errorf("--network-pool %q: an IPv4 prefix such as %s, or off: %v", cfg.NetworkPool, DefaultNetworkPool, err)
 	}
 	if err := sandbox.CheckPool(pool); err != nil {
 		return netip.Prefix{}, nil, err
 	}
-	runDir, err := filepath.Abs(cfg.runDir)
+	runDir, err := filepath.Abs(cfg.RunDir)
 	if err != nil {
 		return netip.Prefix{}, nil, err
 	}

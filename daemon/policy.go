@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// peerUsersPolicy is what --peer-users turns on. Without it the socket
+// PeerUsersPolicy is what --peer-users turns on. Without it the socket
 // group is root-equivalent, as the docker group is: a member applies any
 // spec, and flyd runs it as root. With it, a caller other than root may
 // apply only native workloads that run as one of users: never as root,
@@ -24,7 +24,7 @@ import (
 // modules (private visibility) or registry names. The API holds it to the
 // workloads it applied (api/caller.go), the supervisor to its networks and
 // its share of ports.
-func peerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) {
+func PeerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil
 	}

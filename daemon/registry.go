@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -28,17 +28,17 @@ type daemonRegistry struct {
 // in this process, its key created 0600 when missing) or base URLs: one
 // registry's replicas, comma-separated, which the client fails over
 // between.
-func startRegistry(ctx context.Context, cfg daemonConfig, log *zap.Logger, onError func(owner, id string, err error)) (*daemonRegistry, error) {
+func startRegistry(ctx context.Context, cfg Config, log *zap.Logger, onError func(owner, id string, err error)) (*daemonRegistry, error) {
 	d := &daemonRegistry{}
-	if cfg.registry == "off" {
+	if cfg.Registry == "off" {
 		return d, nil
 	}
-	keyFile := cfg.registryKeyFile
+	keyFile := cfg.RegistryKeyFile
 	if keyFile == "" {
-		keyFile = filepath.Join(cfg.stateDir, "registry.key")
+		keyFile = filepath.Join(cfg.StateDir, "registry.key")
 	}
-	d.url, d.keyFile = cfg.registry, keyFile
-	if cfg.registry == "embedded" {
+	d.url, d.keyFile = cfg.Registry, keyFile
+	if cfg.Registry == "embedded" {
 		key, created, err := registry.LoadOrCreateKey(keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("registry key: %w", err)
@@ -48,14 +48,14 @@ func startRegistry(ctx context.Context, cfg daemonConfig, log *zap.Logger, onErr
 		}
 		srv, err := registry.New(registry.Config{
 			DefaultTTL:   registry.DefaultTTL,
-			SnapshotPath: filepath.Join(cfg.stateDir, "registry.json"),
+			SnapshotPath: filepath.Join(cfg.StateDir, "registry.json"),
 			Key:          key,
 			Logger:       log.Named("registry"),
 		})
 		if err != nil {
 			return nil, err
 		}
-		l, err := net.Listen("tcp", cfg.registryListen)
+		l, err := net.Listen("tcp", cfg.RegistryListen)
 		if err != nil {
 			return nil, fmt.Errorf("embedded registry: %w: another daemon's? give this one its own --registry-listen, or --registry off", err)
 		}

@@ -1,0 +1,366 @@
+package daemon
+
+// Run is the daemon: it makes and checks its paths, takes its locks,
+// assembles the supervisor with the runtimes, the network plane, the
+// registry and the workloads directory, serves the API until a signal or
+// ctx ends it, and shuts down in order.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/declarative"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/instance"
+	"github.com/flyd-dev/flyd/internal/trust"
+	"github.com/flyd-dev/flyd/metrics"
+	"github.com/flyd-dev/flyd/reaper"
+	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/supervisor"
+)
+
+// Config is what the daemon runs with: the daemon program's flags,
+// parsed.
+type Config struct {
+	Socket, SocketGroup string
+	// PeerUsers are the users a caller other than root may run workloads
+	// as (comma-separated); empty, every member of the socket group is
+	// root's equal.
+	PeerUsers        string
+	StateDir, RunDir string
+	WorkloadsDir     string
+	StopOnExit       bool
+	LogMaxSize       int64
+	LogGenerations   int
+	AdvertiseAddress string
+	NetworkPool      string
+	CgroupParent     string // empty: named after the run dir
+	ContainerdSocket string
+	Registry         string
+	RegistryKeyFile  string
+	RegistryListen   string // empty: named after the run dir
+	Version          string
+}
+
+// Run runs the daemon until SIGTERM, SIGINT or ctx's end.
+func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	// Descriptors the daemon inherited (a CI runner's pipe, a shell's
+	// fds) must not reach workloads, which would hold them open long after
+	// the daemon is gone. Go sets close-on-exec on its own descriptors only.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		log.Warn("cannot mark inherited descriptors close-on-exec", zap.Error(err))
+	}
+	// Checked before anything is made in them, and again once made: a
+	// directory another user made or can write is refused, not used. From
+	// then on the daemon uses the paths as resolved, so that no symlink
+	// re-pointed later moves what it trusted.
+	sockDir := filepath.Dir(cfg.Socket)
+	dirs := []struct {
+		what string
+		path *string
+		mode os.FileMode
+	}{{"state dir", &cfg.StateDir, 0o700}, {"run dir", &cfg.RunDir, 0o755},
+		{"socket dir", &sockDir, 0o755}, {"workloads dir", &cfg.WorkloadsDir, 0o755}}
+	for _, d := range dirs {
+		real, err := trust.Dir(d.what, *d.path)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(real, d.mode); err != nil {
+			return err
+		}
+		if *d.path, err = trust.Dir(d.what, real); err != nil {
+			return err
+		}
+	}
+	cfg.Socket = filepath.Join(sockDir, filepath.Base(cfg.Socket))
+	// What the daemon makes in the host's shared namespaces is named after
+	// its run dir, so that daemons side by side never meet there.
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = instance.Name(cfg.RunDir)
+	}
+	if cfg.RegistryListen == "" {
+		cfg.RegistryListen = instance.RegistryListen(cfg.RunDir)
+	}
+	policy, err := PeerUsersPolicy(cfg.PeerUsers)
+	if err != nil {
+		return err
+	}
+	unlock, err := lockInstance(cfg)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	reapCtx, stopReaping := context.WithCancel(context.Background())
+	defer stopReaping()
+	if err := reaper.Become(reapCtx); err != nil {
+		log.Warn("cannot become the reaper of orphaned workload processes", zap.Error(err))
+	}
+
+	l, err := listen(cfg.Socket, cfg.SocketGroup, log)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(cfg.Socket)
+
+	// The registrar may report before the supervisor exists.
+	var supRef atomic.Pointer[supervisor.Supervisor]
+	reg, err := startRegistry(ctx, cfg, log, func(owner, id string, err error) {
+		if sup := supRef.Load(); sup != nil {
+			sup.RegistryProblem(owner, id, err)
+		}
+	})
+	if err != nil {
+		l.Close()
+		return err
+	}
+	defer reg.close()
+	cgroups, err := sandbox.NewCgroups(cfg.CgroupParent)
+	if err != nil {
+		// Workloads still run, without limits and with the process group
+		// as the only handle on their children.
+		log.Warn("no cgroups: resources are refused and a child that leaves its session escapes stop", zap.Error(err))
+		cgroups = nil
+	}
+	if cgroups != nil {
+		// Held before anything is swept: a daemon never deletes, kills or
+		// reuses the cgroups of another given the same parent.
+		release, err := cgroups.Claim()
+		if err != nil {
+			reg.close()
+			l.Close()
+			return err
+		}
+		defer func() {
+			// An empty parent goes with the daemon, however it ends, so
+			// that a host without workloads keeps no cgroup of flyd's;
+			// one that holds workloads stays for them and for the next
+			// daemon.
+			if err := cgroups.RemoveParent(); err != nil && !errors.Is(err, errdefs.ErrConflict) {
+				log.Warn("cannot remove the workloads' parent cgroup", zap.Error(err))
+			}
+			release()
+		}()
+	}
+	drivers, closeDrivers := runtimes(ctx, &cfg, cgroups, log)
+	defer closeDrivers()
+	pool, fw, err := networkLinks(cfg, log)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	pipes := openLogPipes(cfg.RunDir, log)
+	if pipes != nil {
+		defer pipes.Close() // after the supervisor's: the holder keeps the pipes
+	}
+	sup, err := supervisor.New(supervisor.Config{
+		LogPipes:         pipes,
+		Registrar:        reg.registrar,
+		RegistryURL:      reg.url,
+		RegistryKeyFile:  reg.keyFile,
+		LogMaxSize:       cfg.LogMaxSize,
+		LogGenerations:   cfg.LogGenerations,
+		StateDir:         cfg.StateDir,
+		RunDir:           cfg.RunDir,
+		Drivers:          drivers,
+		Cgroups:          cgroups,
+		Logger:           log,
+		Version:          cfg.Version,
+		StopOnClose:      cfg.StopOnExit,
+		AdvertiseAddress: cfg.AdvertiseAddress,
+		NetworkPool:      pool,
+		Firewall:         fw,
+	})
+	if err != nil {
+		l.Close()
+		return err
+	}
+	supRef.Store(sup)
+	gid := lookupGroup(cfg.SocketGroup)
+	backend := NewBackend(sup)
+	m := metrics.New(backend)
+	opts := []api.Option{api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count)}
+	if policy != nil {
+		opts = append(opts, api.WithSpecPolicy(policy))
+	}
+	srv := api.NewServer(backend, api.PeerPolicy(gid), log.Named("api"), append(opts,
+		// Profiles, for the same peers as the rest of the API.
+		api.WithRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
+		api.WithRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),
+		api.WithRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))...)
+
+	watchCtx, stopWatching := context.WithCancel(context.Background())
+	watched := make(chan error, 1)
+	wd, err := declarative.New(declarative.Config{
+		Dir: cfg.WorkloadsDir, Applier: fileApplier{sup}, Logger: log.Named("workloads-dir"),
+		OnProblem: func(p declarative.Problem) { sup.FileProblem(p.File, p.Err) },
+	})
+	if err != nil {
+		stopWatching()
+		sup.Close()
+		l.Close()
+		return err
+	}
+	go func() { watched <- wd.Run(watchCtx) }()
+
+	// The API stops first so that nothing changes while workloads are
+	// released (or stopped) and their state flushed.
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, l) }()
+	log.Info("flyd daemon ready", zap.String("version", cfg.Version), zap.String("socket", cfg.Socket),
+		zap.String("state_dir", cfg.StateDir), zap.String("run_dir", cfg.RunDir))
+	notify("READY=1\nMAINPID=" + strconv.Itoa(os.Getpid()))
+	reportCapacity(log)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	var serveErr error
+	select {
+	case s := <-sigs:
+		log.Info("shutting down", zap.String("signal", s.String()), zap.Bool("stop_workloads", cfg.StopOnExit))
+	case <-ctx.Done():
+		log.Info("shutting down", zap.Bool("stop_workloads", cfg.StopOnExit))
+	case serveErr = <-served:
+		log.Error("API server failed", zap.Error(serveErr))
+	}
+	notify("STOPPING=1")
+	stopServing()
+	if serveErr == nil {
+		<-served
+	}
+	stopWatching()
+	<-watched
+	sup.Close()
+	if cfg.StopOnExit {
+		reg.flush(log)
+	}
+	log.Info("flyd daemon stopped")
+	return serveErr
+}
+
+// lockInstance makes sure one daemon at a time owns a socket and a state
+// dir. The lock dies with the process, so a killed daemon never blocks the
+// next one.
+func lockInstance(cfg Config) (func(), error) {
+	var files []*os.File
+	release := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, p := range []struct{ path, what string }{
+		{cfg.Socket + ".lock", "socket " + cfg.Socket},
+		{filepath.Join(cfg.StateDir, "flyd.lock"), "state dir " + cfg.StateDir},
+	} {
+		// Never through a symlink: one planted at the lock's path would
+		// have the daemon truncate whatever it points at.
+		f, err := os.OpenFile(p.path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			holder, _ := os.ReadFile(p.path)
+			f.Close()
+			release()
+			return nil, fmt.Errorf("another flyd daemon (pid %s) is using %s", trimPID(holder), p.what)
+		}
+		_ = f.Truncate(0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		files = append(files, f)
+	}
+	return release, nil
+}
+
+func trimPID(b []byte) string {
+	s := string(b)
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
+		s = s[:len(s)-1]
+	}
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// listen creates the API socket, replacing a stale one (the instance lock
+// proves no daemon serves it). It is 0660 and owned by the socket group
+// when that group exists, else 0600; the mode is set through the umask so
+// the socket is never reachable with looser permissions.
+func listen(path, group string, log *zap.Logger) (net.Listener, error) {
+	if err := os.Remove(path); err == nil {
+		log.Info("removed a stale socket", zap.String("socket", path))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	gid := lookupGroup(group)
+	mode := os.FileMode(0o600)
+	if gid >= 0 {
+		mode = 0o660
+	}
+	old := unix.Umask(0o777 &^ int(mode))
+	l, err := net.Listen("unix", path)
+	unix.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	if gid >= 0 {
+		// The socket's directory is trusted (trust.Dir), so the path
+		// names the socket just made; Lchown never follows a symlink.
+		if err := os.Lchown(path, -1, gid); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func lookupGroup(name string) int {
+	if name == "" {
+		return -1
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return -1
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return -1
+	}
+	return gid
+}
+
+// notify sends a state to systemd when it asked for notifications.
+func notify(state string) {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return
+	}
+	if addr[0] == '@' {
+		addr = "\x00" + addr[1:]
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_, _ = conn.Write([]byte(state))
+}
