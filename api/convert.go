@@ -19,6 +19,7 @@ func FromWorkload(w status.Workload) Workload {
 		Healthy: w.Healthy, Ports: FromPorts(w.Ports), Spec: w.Spec, Owner: w.Owner, NotifyRefused: w.NotifyRefused,
 		AppliedBy: w.AppliedBy,
 	}
+	out.Up, out.NotUp = w.Readiness(time.Now())
 	if h := w.LimitHits; h != nil {
 		out.LimitHits = &LimitHits{OOMKills: h.OOMKills, LastOOMKill: h.LastOOMKill, PidsRefusals: h.PidsRefusals, LastRefusal: h.LastRefusal}
 	}

@@ -86,6 +86,12 @@ type Workload struct {
 	Spec          *spec.Workload `json:"spec,omitempty"`
 	// Owner is the workloads-directory file the workload comes from.
 	Owner string `json:"owner,omitempty"`
+	// Up says the workload is up, as the daemon judges it: running and
+	// past its health check (without one, running for a second), or
+	// exited 0; NotUp, when it is not and will not be without a change,
+	// says why (failed, stopped, exited with an error). `--wait` asks.
+	Up    bool   `json:"up"`
+	NotUp string `json:"not_up,omitempty"`
 	// AppliedBy is the uid of the caller that applied it (0: root, or the
 	// workloads directory).
 	AppliedBy uint32 `json:"applied_by"`

@@ -243,3 +243,29 @@ type Registry struct {
 	Heartbeats, Failures         uint64
 	LastError                    string
 }
+
+// Settle is how long a workload without a health check must have run to
+// count as up: a program that dies at once must not pass for started.
+const Settle = time.Second
+
+// Readiness judges whether the workload is up at now: running and past its
+// health check (without one, running for Settle), or exited 0. When it is
+// not up and will not be without a change (failed, stopped, exited with an
+// error), never says why.
+func (w Workload) Readiness(now time.Time) (up bool, never string) {
+	switch {
+	case w.State == Failed:
+		return false, "failed: " + w.LastError
+	case w.State == Stopped:
+		return false, "stopped"
+	case w.State == Exited && w.LastExit.Succeeded():
+		return true, ""
+	case w.State == Exited:
+		return false, "exited: " + w.Reason
+	case w.State != Running:
+		return false, ""
+	case w.Healthy != nil:
+		return *w.Healthy, ""
+	}
+	return w.StartedAt != nil && now.Sub(*w.StartedAt) >= Settle, ""
+}

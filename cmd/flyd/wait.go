@@ -13,10 +13,6 @@ import (
 	"github.com/flyd-dev/flyd/internal/cli"
 )
 
-// settle is how long a workload without a health check must have run to
-// count as up: a program that dies at once must not pass for started.
-const settle = time.Second
-
 // waitFlags adds --wait and --timeout to a command that starts workloads.
 func waitFlags(fs *flag.FlagSet) (wait *bool, timeout *time.Duration) {
 	return fs.Bool("wait", false, "return once every workload is up (running and healthy, or completed), or has failed"),
@@ -115,23 +111,11 @@ func showLogs(c *cli.Env, ctx context.Context, names []string, by map[string]api
 	}
 }
 
-// isUp judges one workload: up, not yet, or never (why says why).
+// isUp is the daemon's judgement of one workload: up, not yet, or never
+// (why says why).
 func isUp(w api.Workload, exists bool) (up bool, why string) {
-	switch {
-	case !exists:
+	if !exists {
 		return false, "removed"
-	case w.State == api.StateFailed:
-		return false, "failed: " + w.LastError
-	case w.State == api.StateStopped:
-		return false, "stopped"
-	case w.State == api.StateExited && w.LastExit != nil && w.LastExit.Code == 0 && w.LastExit.Signal == "" && !w.LastExit.Unknown:
-		return true, ""
-	case w.State == api.StateExited:
-		return false, "exited: " + w.Reason
-	case w.State != api.StateRunning:
-		return false, ""
-	case w.Healthy != nil:
-		return *w.Healthy, ""
 	}
-	return w.StartedAt != nil && time.Since(*w.StartedAt) >= settle, ""
+	return w.Up, w.NotUp
 }
