@@ -14,7 +14,7 @@ import (
 // only on the workloads it applied (replace, remove, start, stop, signal,
 // read the log), and the supervisor holds it to its networks and its
 // share of ports (ApplyOptions.Confined); what its specs may say is the
-// spec policy's.
+// spec policy's (peerusers.go). The socket's own admission is PeerPolicy.
 
 // caller is who asks: the peer's uid, and whether it is confined.
 type caller struct {

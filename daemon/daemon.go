@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if cfg.RegistryListen == "" {
 		cfg.RegistryListen = instance.RegistryListen(cfg.RunDir)
 	}
-	policy, err := PeerUsersPolicy(cfg.PeerUsers)
+	policy, err := api.PeerUsersPolicy(cfg.PeerUsers)
 	if err != nil {
 		return err
 	}

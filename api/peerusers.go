@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -22,9 +21,9 @@ import (
 // maxPeerEndpoints endpoints a workload, and an identity in a workspace of
 // its own, "uid-N" (the default for it), so that it never claims root's
 // modules (private visibility) or registry names. The API holds it to the
-// workloads it applied (api/caller.go), the supervisor to its networks and
+// workloads it applied (caller.go), the supervisor to its networks and
 // its share of ports.
-func PeerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) {
+func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil
 	}
@@ -47,30 +46,30 @@ func PeerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) 
 	}
 	slices.Sort(names)
 	them := strings.Join(names, ", ")
-	return func(p api.Peer, w *spec.Workload) error {
+	return func(p Peer, w *spec.Workload) error {
 		if p.UID == 0 {
 			return nil
 		}
 		if w.Kind != spec.KindNative {
-			return api.Forbidden("kind", "a caller other than root may run only native workloads here (%s ones run code as root)", w.Kind)
+			return Forbidden("kind", "a caller other than root may run only native workloads here (%s ones run code as root)", w.Kind)
 		}
 		if w.User == "" {
-			return api.Forbidden("user", "is required of a caller other than root: one of %s", them)
+			return Forbidden("user", "is required of a caller other than root: one of %s", them)
 		}
 		a, err := execenv.Lookup(w.User)
 		if err != nil || !allowed[a.UID] {
-			return api.Forbidden("user", "%q is not a user a caller other than root may run as here (one of %s)", w.User, them)
+			return Forbidden("user", "%q is not a user a caller other than root may run as here (one of %s)", w.User, them)
 		}
 		if len(w.Endpoints) > maxPeerEndpoints {
-			return api.Forbidden("endpoints", "a caller other than root declares at most %d endpoints a workload", maxPeerEndpoints)
+			return Forbidden("endpoints", "a caller other than root declares at most %d endpoints a workload", maxPeerEndpoints)
 		}
 		start := unprivilegedPortStart()
 		for i, e := range w.Endpoints {
 			if e.Publish.Mode == spec.PortFixed && e.Publish.Number < start {
-				return api.Forbidden(fmt.Sprintf("endpoints[%d].publish", i), "%d is a privileged port (below %d, net.ipv4.ip_unprivileged_port_start): root's to publish", e.Publish.Number, start)
+				return Forbidden(fmt.Sprintf("endpoints[%d].publish", i), "%d is a privileged port (below %d, net.ipv4.ip_unprivileged_port_start): root's to publish", e.Publish.Number, start)
 			}
 			if e.Port.Mode == spec.PortFixed && e.Port.Number < start && (w.Network == "" || w.Network == spec.NetworkHost) {
-				return api.Forbidden(fmt.Sprintf("endpoints[%d].port", i), "%d is a privileged port of the host (below %d, net.ipv4.ip_unprivileged_port_start): root's to hold", e.Port.Number, start)
+				return Forbidden(fmt.Sprintf("endpoints[%d].port", i), "%d is a privileged port of the host (below %d, net.ipv4.ip_unprivileged_port_start): root's to hold", e.Port.Number, start)
 			}
 		}
 		ws := spec.PeerWorkspace(p.UID)
@@ -80,16 +79,16 @@ func PeerUsersPolicy(list string) (func(api.Peer, *spec.Workload) error, error) 
 		case w.Identity.Workspace == "":
 			w.Identity.Workspace = ws
 		case w.Identity.Workspace != ws:
-			return api.Forbidden("identity.workspace", "%q: a caller other than root works in its own workspace, %q", w.Identity.Workspace, ws)
+			return Forbidden("identity.workspace", "%q: a caller other than root works in its own workspace, %q", w.Identity.Workspace, ws)
 		}
 		// Its registry names are its workspace's too, and it never opts an
 		// instance into the edge's routing, which names a public host.
 		if r := w.Registry; r != nil {
 			if r.Name != "" && !strings.HasPrefix(r.Name, ws+".") {
-				return api.Forbidden("registry.name", "%q: a caller other than root registers under its workspace, %s.NAME", r.Name, ws)
+				return Forbidden("registry.name", "%q: a caller other than root registers under its workspace, %s.NAME", r.Name, ws)
 			}
 			if _, ok := r.Metadata["jet.domain"]; ok || slices.ContainsFunc(r.Tags, func(t string) bool { return strings.HasPrefix(t, "jet.domain=") }) {
-				return api.Forbidden("registry", "jet.domain routes a public host to the instance: root's to say")
+				return Forbidden("registry", "jet.domain routes a public host to the instance: root's to say")
 			}
 		}
 		if w.Registry == nil {
