@@ -62,18 +62,3 @@ func (s *Supervisor) laneOf(sp *spec.Workload, by uint32) error {
 	}
 	return nil
 }
-
-// sameLane says whether consumer may reach producer on its declaration
-// alone: root's workloads may, and a confined caller's only its own.
-func (s *Supervisor) sameLane(consumer, producer string) bool {
-	c, err := s.lookup(consumer)
-	if err != nil {
-		return false
-	}
-	by := c.snapshot(false).AppliedBy
-	if by == 0 {
-		return true
-	}
-	p, err := s.lookup(producer)
-	return err == nil && p.snapshot(false).AppliedBy == by
-}

@@ -132,7 +132,7 @@ func (s *Supervisor) writeGuardsOf(policies map[string]*spec.Policy) error {
 	if s.cfg.Firewall == nil {
 		return nil
 	}
-	pr := s.project(policies)
+	pr := project(policies, s.world())
 	return s.cfg.Firewall.SetProjection(firewall.Projection{Guards: pr.guards, Reach: pr.reach})
 }
 
@@ -150,21 +150,14 @@ type projection struct {
 // networks it names and those of the workloads it names; its peers are
 // networks by their links and workloads by their networks'. A name of
 // nothing (yet) or of a workload on the host's network is left out, and
-// said so.
-func (s *Supervisor) project(policies map[string]*spec.Policy) projection {
-	decls := s.declarations()
+// said so. It is a pure function of its arguments.
+func project(policies map[string]*spec.Policy, w world) projection {
 	networkOf := map[string]string{}
-	for name, d := range decls {
+	for name, d := range w.decls {
 		networkOf[name] = d.network
 	}
-	links := map[string]string{}
-	s.linkMu.Lock()
-	for n, l := range s.links {
-		links[n] = l.Name
-	}
-	s.linkMu.Unlock()
-
-	pr := projection{selects: map[string][]string{}, problems: map[string][]string{}, reach: s.reachRules(decls, links)}
+	links := w.links
+	pr := projection{selects: map[string][]string{}, problems: map[string][]string{}, reach: reachRules(w)}
 	say := func(policy, format string, args ...any) {
 		pr.problems[policy] = append(pr.problems[policy], fmt.Sprintf(format, args...))
 	}
@@ -211,9 +204,13 @@ func (s *Supervisor) project(policies map[string]*spec.Policy) projection {
 			if p.Ingress != nil {
 				g.Ingress = addAllows(g.Ingress)
 				for i, r := range *p.Ingress {
-					*g.Ingress = append(*g.Ingress, allowOf(name, networks(name, fmt.Sprintf("ingress[%d].from", i), r.From.Workloads, r.From.Networks), r.From.CIDRs, r.Ports))
+					// A rule of `users` alone names no peer of its own: its
+					// allows are the users'.
+					if a := allowOf(name, networks(name, fmt.Sprintf("ingress[%d].from", i), r.From.Workloads, r.From.Networks), r.From.CIDRs, r.Ports); len(a.Links)+len(a.CIDRs) > 0 || !r.From.Users {
+						*g.Ingress = append(*g.Ingress, a)
+					}
 					if r.From.Users {
-						*g.Ingress = append(*g.Ingress, s.usersOf(name, p.Select, l, r.Ports, r.From.Peers, decls, links)...)
+						*g.Ingress = append(*g.Ingress, usersOf(name, p.Select, l, r.Ports, r.From.Peers, w)...)
 					}
 				}
 			}
@@ -271,7 +268,7 @@ func allowOf(policy string, links, cidrs []string, ports []spec.PolicyPort) fire
 func (s *Supervisor) policyList() []status.Policy {
 	s.docMu.Lock()
 	defer s.docMu.Unlock()
-	pr := s.project(s.policies)
+	pr := project(s.policies, s.world())
 	out := make([]status.Policy, 0, len(s.policies))
 	for name, p := range s.policies {
 		out = append(out, status.Policy{Name: name, Spec: p, Guards: pr.selects[name], Problems: pr.problems[name]})

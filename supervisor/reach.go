@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -81,11 +82,47 @@ func (s *Supervisor) exposed(workload, endpoint string) bool {
 	return false
 }
 
+// world is what a projection reads of the supervisor: the workloads'
+// declarations, the networks' host links, the ports reserved, and who
+// applied each workload. Projections are pure functions of it.
+type world struct {
+	decls     map[string]declared
+	links     map[string]string // network → its host link
+	reserved  []netalloc.Reservation
+	appliedBy map[string]uint32
+}
+
+// world is the supervisor's now.
+func (s *Supervisor) world() world {
+	w := world{decls: s.declarations(), links: map[string]string{}, reserved: s.ports.All(), appliedBy: map[string]uint32{}}
+	s.linkMu.Lock()
+	for n, l := range s.links {
+		w.links[n] = l.Name
+	}
+	s.linkMu.Unlock()
+	for _, wl := range s.all() {
+		w.appliedBy[wl.name] = wl.snapshot(false).AppliedBy
+	}
+	return w
+}
+
+// sameLane says whether consumer may reach producer on its declaration
+// alone: root's workloads may, and a confined caller's only its own.
+func (w world) sameLane(consumer, producer string) bool {
+	by, ok := w.appliedBy[consumer]
+	if !ok {
+		return false
+	}
+	p, ok := w.appliedBy[producer]
+	return by == 0 || ok && p == by
+}
+
 // reachRules projects the endpoints' visibilities onto the ports they hold:
 // an internal port is reached from the host and its networks, a private
 // one from the host and the networks of its module's workloads; public
-// ports need no rule. links maps networks to their host links.
-func (s *Supervisor) reachRules(decls map[string]declared, links map[string]string) []firewall.Reach {
+// ports need no rule.
+func reachRules(w world) []firewall.Reach {
+	decls, links := w.decls, w.links
 	moduleLinks := map[string][]string{}
 	for _, d := range decls {
 		if l, ok := links[d.network]; ok && d.module != "" {
@@ -97,7 +134,7 @@ func (s *Supervisor) reachRules(decls map[string]declared, links map[string]stri
 		moduleLinks[m] = slices.Compact(ls)
 	}
 	var out []firewall.Reach
-	for _, r := range s.ports.All() {
+	for _, r := range w.reserved {
 		d, ok := decls[r.Workload]
 		if !ok || d.network != r.Network {
 			continue // a published port's host reservation, or a stale one
@@ -135,14 +172,14 @@ func (s *Supervisor) reachRules(decls map[string]declared, links map[string]stri
 // user that a caller other than root applied counts only when peers says
 // so (the rule's `peers: true`), or for a workload the same caller applied:
 // declaring `uses` never opens, by itself, what someone else applied.
-func (s *Supervisor) usersOf(policy string, sel spec.Selector, link string, ports []spec.PolicyPort, peers bool, decls map[string]declared, links map[string]string) []firewall.Allow {
+func usersOf(policy string, sel spec.Selector, link string, ports []spec.PolicyPort, peers bool, w world) []firewall.Allow {
+	decls, links := w.decls, w.links
 	var out []firewall.Allow
 	names := make([]string, 0, len(decls))
 	for n := range decls {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	reserved := s.ports.List()
 	for _, x := range names {
 		d := decls[x]
 		if links[d.network] != link || !slices.Contains(sel.Workloads, x) && !slices.Contains(sel.Networks, d.network) {
@@ -150,18 +187,21 @@ func (s *Supervisor) usersOf(policy string, sel spec.Selector, link string, port
 		}
 		var from []string
 		for _, u := range names {
-			if l, ok := links[decls[u].network]; ok && slices.Contains(decls[u].uses, x) && (peers || s.sameLane(u, x)) {
+			if l, ok := links[decls[u].network]; ok && slices.Contains(decls[u].uses, x) && (peers || w.sameLane(u, x)) {
 				from = append(from, l)
 			}
 		}
 		slices.Sort(from)
 		a := allowOf(policy, slices.Compact(from), nil, ports)
 		if len(ports) == 0 {
-			for _, r := range reserved {
+			for _, r := range w.reserved {
 				if r.Workload == x && r.Network == d.network {
 					a.Ports = append(a.Ports, firewall.Port{Proto: unix.IPPROTO_TCP, Port: r.Port})
 				}
 			}
+			// The same rules from the same reservations, however the
+			// table lists them.
+			slices.SortFunc(a.Ports, func(x, y firewall.Port) int { return x.Port - y.Port })
 			if len(a.Ports) == 0 {
 				continue // no endpoint: nothing to reach
 			}

@@ -1,0 +1,118 @@
+package supervisor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/netalloc"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// testWorld is a host with three networks and their workloads: db (ci-db,
+// module store, a private endpoint and an internal one), web (ci-web,
+// uses db), a confined caller's job (ci-job, uid 1000, uses db), and api on
+// the host's network.
+func testWorld() world {
+	ep := func(name string, vis string) spec.Endpoint {
+		return spec.Endpoint{Name: name, API: "tcp", Visibility: vis}
+	}
+	return world{
+		decls: map[string]declared{
+			"db":  {network: "ci-db", module: "default/store", endpoints: []spec.Endpoint{ep("pg", ""), ep("admin", spec.VisibilityPrivate)}},
+			"web": {network: "ci-web", module: "default/web", uses: []string{"db"}},
+			"job": {network: "ci-job", module: "uid-1000/job", uses: []string{"db"}},
+			"api": {network: spec.NetworkHost, module: "default/api", endpoints: []spec.Endpoint{ep("http", ""), ep("pub", spec.VisibilityPublic)}},
+		},
+		links: map[string]string{"ci-db": "fly-1", "ci-web": "fly-2", "ci-job": "fly-3"},
+		reserved: []netalloc.Reservation{
+			{Network: "ci-db", Workload: "db", Endpoint: "admin", Port: 9000},
+			{Network: "ci-db", Workload: "db", Endpoint: "pg", Port: 5432},
+			{Network: spec.NetworkHost, Workload: "api", Endpoint: "http", Port: 8080},
+			{Network: spec.NetworkHost, Workload: "api", Endpoint: "pub", Port: 8443},
+		},
+		appliedBy: map[string]uint32{"db": 0, "web": 0, "job": 1000, "api": 0},
+	}
+}
+
+// guardText is a projection's guards in a line each, for comparing.
+func guardText(gs []firewall.Guard) string {
+	var b strings.Builder
+	dir := func(l, name string, as *[]firewall.Allow) {
+		if as == nil {
+			return
+		}
+		fmt.Fprintf(&b, "%s %s:", l, name)
+		for _, a := range *as {
+			fmt.Fprintf(&b, " [%s links=%v cidrs=%v ports=%v]", a.Policy, a.Links, a.CIDRs, a.Ports)
+		}
+		b.WriteString("\n")
+	}
+	for _, g := range gs {
+		dir(g.Link, "in", g.Ingress)
+		dir(g.Link, "out", g.Egress)
+	}
+	return b.String()
+}
+
+// TestProjection: policies × declarations × links come to guards, what
+// each policy guards and what of it is not in force, without a kernel.
+func TestProjection(t *testing.T) {
+	for _, tt := range []struct {
+		name, policies string
+		guards         string
+		selects        map[string][]string
+		problems       map[string]string
+	}{
+		{"networks and ports", "name: p\nselect: {workloads: [db]}\ningress: [{from: {networks: [ci-web]}, ports: [{port: 5432}]}]\n",
+			"fly-1 in: [p links=[fly-2] cidrs=[] ports=[{6 5432}]]\n", map[string][]string{"p": {"ci-db"}}, nil},
+		{"deny all of a direction", "name: p\nselect: {networks: [ci-web]}\negress: []\n",
+			"fly-2 out:\n", map[string][]string{"p": {"ci-web"}}, nil},
+		{"ranges", "name: p\nselect: {networks: [ci-web]}\negress: [{to: {cidrs: [192.0.2.0/24]}, ports: [{port: 53, protocol: udp}]}]\n",
+			"fly-2 out: [p links=[] cidrs=[192.0.2.0/24] ports=[{17 53}]]\n", nil, nil},
+		{"users derived, a confined caller's left out", "name: p\nselect: {workloads: [db]}\ningress: [{from: {users: true}}]\n",
+			"fly-1 in: [p links=[fly-2] cidrs=[] ports=[{6 5432} {6 9000}]]\n", nil, nil},
+		{"users with peers", "name: p\nselect: {workloads: [db]}\ningress: [{from: {users: true, peers: true}}]\n",
+			"fly-1 in: [p links=[fly-2 fly-3] cidrs=[] ports=[{6 5432} {6 9000}]]\n", nil, nil},
+		{"names of nothing and of the host's", "name: p\nselect: {workloads: [ghost, api], networks: [ci-none]}\ningress: []\n",
+			"", nil, map[string]string{"p": "select: api is on the host's network, which no policy can tell apart from the host|select: network ci-none does not exist (yet)|select: no workload named ghost (yet)"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			docs, err := spec.ParseAll([]byte("kind: policy\n" + tt.policies))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr := project(map[string]*spec.Policy{docs.Policies[0].Name: docs.Policies[0]}, testWorld())
+			if got := guardText(pr.guards); got != tt.guards {
+				t.Errorf("guards:\n%s\nwant:\n%s", got, tt.guards)
+			}
+			for p, want := range tt.selects {
+				if !slices.Equal(pr.selects[p], want) {
+					t.Errorf("%s guards %v, want %v", p, pr.selects[p], want)
+				}
+			}
+			for p, want := range tt.problems {
+				if got := strings.Join(pr.problems[p], "|"); got != want {
+					t.Errorf("%s's problems: %q\nwant %q", p, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestReachRules: an internal port is guarded for the host's networks, a
+// private one admits its module's networks alone, a public one needs no
+// rule.
+func TestReachRules(t *testing.T) {
+	got := fmt.Sprint(reachRules(testWorld()))
+	want := fmt.Sprint([]firewall.Reach{
+		{Link: "", Port: 8080},
+		{Link: "fly-1", Port: 5432},
+		{Link: "fly-1", Port: 9000, Private: true, From: []string{"fly-1"}},
+	})
+	if got != want {
+		t.Errorf("reach %s\nwant  %s", got, want)
+	}
+}
