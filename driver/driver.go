@@ -60,6 +60,9 @@ type FileLogs interface {
 // Driver starts and adopts workloads of one kind.
 type Driver interface {
 	Kind() spec.Kind
+	// Capabilities says what the supervisor must know of the runtime to
+	// prepare its runs.
+	Capabilities() Capabilities
 	// Start starts one run. It returns once the program is executing, or with
 	// the reason it could not be (wrapping ErrExec when retrying cannot help).
 	Start(ctx context.Context, t *Task) (Process, error)
@@ -68,6 +71,22 @@ type Driver interface {
 	// no longer alive; a run whose identity no longer matches (a reused pid) is
 	// never adopted.
 	Recover(ctx context.Context, s State) (Process, error)
+}
+
+// Capabilities are what a runtime is, as the supervisor prepares a run
+// for it: what differs from kind to kind lives here, not in checks of the
+// kind.
+type Capabilities struct {
+	// RuntimeContext is codefly's CODEFLY__RUNTIME_CONTEXT of its runs:
+	// native, nix or container.
+	RuntimeContext string
+	// ContainerPorts: its runs' hashed ports are codefly's container mode,
+	// so that one service run on the host and as a container at once never
+	// collide on a host port.
+	ContainerPorts bool
+	// ImageUser: a run's user lives in its image, not on the host; a
+	// command run for it on the host (an exec check) runs as nobody.
+	ImageUser bool
 }
 
 // Prober is a driver whose runtime can be absent or down while the daemon

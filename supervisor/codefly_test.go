@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -85,7 +86,7 @@ func TestOwnEndpointsAsCodeflyGivesThem(t *testing.T) {
 	w := fakeSpec("api", "stubborn")
 	w.Identity = &spec.Identity{Module: "shop", Service: "api", Version: "1.4.2"}
 	ports := []status.PortMapping{{Endpoint: "http", API: "http", Port: 18081}, {Endpoint: "grpc", API: "grpc", Port: 18083}}
-	pl, err := makePlan(w, ports, nil)
+	pl, err := makePlan(w, driver.Capabilities{RuntimeContext: "native"}, ports, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 	if err != nil {
 		return nil, err
 	}
-	if pl, err := makePlan(resolved, placeholderPorts(sp), used); err != nil {
+	if pl, err := makePlan(resolved, s.caps(sp.Kind), placeholderPorts(sp), used); err != nil {
 		return nil, err
 	} else if err := pl.check(s.carrierDir(sp.Name)); err != nil {
 		return nil, err

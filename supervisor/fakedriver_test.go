@@ -43,6 +43,10 @@ var errFakeDown = errors.New("the fake runtime is down")
 
 func (d *fakeDriver) Kind() spec.Kind { return spec.KindNative }
 
+func (d *fakeDriver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{RuntimeContext: "native"}
+}
+
 func (d *fakeDriver) Start(ctx context.Context, t *driver.Task) (driver.Process, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -3,23 +3,39 @@ package supervisor
 import (
 	"testing"
 
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// TestHashedPortsFollowTheKind: a containerd workload's hashed endpoints
-// take codefly's container mode, native and nix ones the host mode, so a
-// service run both ways at once never collides on a host port.
+// capsOnly is a runtime as its capabilities say.
+type capsOnly struct {
+	driver.Driver
+	caps driver.Capabilities
+}
+
+func (c capsOnly) Capabilities() driver.Capabilities { return c.caps }
+
+// TestHashedPortsFollowTheKind: a workload of a runtime of containers
+// (containerd's) has its hashed endpoints in codefly's container mode,
+// native and nix ones in the host mode, so a service run both ways at once
+// never collides on a host port.
 func TestHashedPortsFollowTheKind(t *testing.T) {
+	s := &Supervisor{drivers: map[spec.Kind]driver.Driver{
+		spec.KindNative:     native.Driver{},
+		spec.KindNix:        capsOnly{caps: driver.Capabilities{RuntimeContext: "nix"}},
+		spec.KindContainerd: capsOnly{caps: driver.Capabilities{RuntimeContext: "container", ContainerPorts: true, ImageUser: true}},
+	}}
 	for _, tt := range []struct {
 		kind spec.Kind
 		want int
 	}{{spec.KindNative, 56960}, {spec.KindNix, 56960}, {spec.KindContainerd, 47570}} {
 		w := &spec.Workload{Name: "pg", Kind: tt.kind, Identity: &spec.Identity{Workspace: "demo", Module: "store", Service: "postgres"},
 			Endpoints: []spec.Endpoint{{Name: "tcp", API: "tcp", Port: spec.Port{Mode: spec.PortHashed}, Publish: spec.Port{Mode: spec.PortHashed}}}}
-		if got := requests(w)[0].Port; got != tt.want {
+		if got := s.requests(w)[0].Port; got != tt.want {
 			t.Errorf("%s: hashed port %d, want %d", tt.kind, got, tt.want)
 		}
-		if got := publishRequests(w)[0].Port; got != tt.want {
+		if got := s.publishRequests(w)[0].Port; got != tt.want {
 			t.Errorf("%s: hashed published port %d, want %d", tt.kind, got, tt.want)
 		}
 	}

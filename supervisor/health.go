@@ -131,7 +131,7 @@ func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, err
 	if err != nil {
 		return nil, err
 	}
-	pl, err := makePlan(resolved, w.ports, used)
+	pl, err := makePlan(resolved, w.s.caps(w.spec.Kind), w.ports, used)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, err
 	if w.s.cfg.Cgroups != nil {
 		cg, _ = w.s.cfg.Cgroups.Open(w.name)
 	}
-	cred, err := probeCredential(w.spec)
+	cred, err := probeCredential(w.spec, w.s.caps(w.spec.Kind))
 	if err != nil {
 		return nil, err
 	}
@@ -206,11 +206,11 @@ func (w *workload) reload() error {
 // that a check never has more than the workload it checks. A containerd
 // workload's user lives in its image, not on the host: its checks run as
 // nobody.
-func probeCredential(sp *spec.Workload) (*syscall.Credential, error) {
+func probeCredential(sp *spec.Workload, caps driver.Capabilities) (*syscall.Credential, error) {
 	switch {
 	case sp.User == "":
 		return nil, nil
-	case sp.Kind == spec.KindContainerd:
+	case caps.ImageUser:
 		return &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}, nil
 	}
 	a, err := execenv.Lookup(sp.User)

@@ -126,7 +126,7 @@ func namespace(nw *sandbox.Network) netalloc.Namespace {
 }
 
 // requests turns a spec's endpoints into port requests.
-func requests(w *spec.Workload) []netalloc.Request {
+func (s *Supervisor) requests(w *spec.Workload) []netalloc.Request {
 	reqs := make([]netalloc.Request, len(w.Endpoints))
 	for i, ep := range w.Endpoints {
 		r := netalloc.Request{Endpoint: ep.Name}
@@ -137,7 +137,7 @@ func requests(w *spec.Workload) []netalloc.Request {
 			r.Mode = netalloc.ModeEphemeral
 		default:
 			r.Mode = netalloc.ModeHashed
-			r.Port = hashedPort(w, ep)
+			r.Port = s.hashedPort(w, ep)
 		}
 		reqs[i] = r
 	}
@@ -168,13 +168,13 @@ func (s *Supervisor) assignPorts(ctx context.Context, w *spec.Workload) (_ []sta
 		return nil, false, err
 	}
 	prior := s.ports.Held(w.Network, w.Name)
-	res, err := s.ports.Assign(ctx, w.Network, namespace(nw), w.Name, requests(w))
+	res, err := s.ports.Assign(ctx, w.Network, namespace(nw), w.Name, s.requests(w))
 	if err != nil {
 		s.dropNetworkLocked(w.Network)
 		return nil, false, err
 	}
 	var pub []netalloc.Reservation
-	if reqs := publishRequests(w); len(reqs) > 0 && (nw.Link == nil || s.cfg.Firewall == nil) {
+	if reqs := s.publishRequests(w); len(reqs) > 0 && (nw.Link == nil || s.cfg.Firewall == nil) {
 		s.restoreReservations(ctx, w, nw, prior)
 		return nil, false, fmt.Errorf("%w: endpoint %s: publishing needs the network linked to the host (--network-pool) and nf_tables, and this daemon has %s",
 			errdefs.ErrRuntimeUnavailable, reqs[0].Endpoint, s.noPublishReason(nw))
@@ -182,7 +182,7 @@ func (s *Supervisor) assignPorts(ctx context.Context, w *spec.Workload) (_ []sta
 	if w.Network != spec.NetworkHost {
 		// Published ports are the workload's reservations in the host's
 		// table, held by the same rules as a host endpoint's.
-		if pub, err = s.ports.Assign(ctx, spec.NetworkHost, nil, w.Name, publishRequests(w)); err != nil {
+		if pub, err = s.ports.Assign(ctx, spec.NetworkHost, nil, w.Name, s.publishRequests(w)); err != nil {
 			s.restoreReservations(ctx, w, nw, prior)
 			return nil, false, err
 		}
@@ -199,12 +199,13 @@ func (s *Supervisor) assignPorts(ctx context.Context, w *spec.Workload) (_ []sta
 }
 
 // hashedPort is the codefly hash of an endpoint of w: in codefly's
-// container mode for a containerd workload, so that the same service run
-// on the host and in a container at once never collide on a host port.
-func hashedPort(w *spec.Workload, ep spec.Endpoint) int {
+// container mode for a runtime that says so (driver.Capabilities), so that
+// the same service run on the host and in a container at once never
+// collide on a host port.
+func (s *Supervisor) hashedPort(w *spec.Workload, ep spec.Endpoint) int {
 	id := identity(w)
 	mode := netalloc.ModeHost
-	if w.Kind == spec.KindContainerd {
+	if s.caps(w.Kind).ContainerPorts {
 		mode = netalloc.ModeContainer
 	}
 	return netalloc.HashedPort(netalloc.HashInput{
@@ -222,9 +223,9 @@ func (s *Supervisor) noPublishReason(nw *sandbox.Network) string {
 }
 
 // publishRequests are a spec's published endpoints as host port requests.
-func publishRequests(w *spec.Workload) []netalloc.Request {
+func (s *Supervisor) publishRequests(w *spec.Workload) []netalloc.Request {
 	var out []netalloc.Request
-	for _, r := range requests(w) {
+	for _, r := range s.requests(w) {
 		for _, ep := range w.Endpoints {
 			if ep.Name != r.Endpoint || ep.Publish.Mode == "" {
 				continue
@@ -238,7 +239,7 @@ func publishRequests(w *spec.Workload) []netalloc.Request {
 				// The hashed port of the endpoint's identity, which its
 				// request computed: the stable port tools connect to.
 				r.Mode = netalloc.ModeHashed
-				r.Port = hashedPort(w, ep)
+				r.Port = s.hashedPort(w, ep)
 			}
 			out = append(out, r)
 		}
@@ -450,7 +451,7 @@ func (s *Supervisor) sweepNetworks(specs map[string]specRecord) {
 	}
 	for _, r := range s.ports.List() {
 		rec, ok := specs[r.Workload]
-		publishes := ok && r.Network == spec.NetworkHost && len(publishRequests(rec.Spec)) > 0
+		publishes := ok && r.Network == spec.NetworkHost && len(s.publishRequests(rec.Spec)) > 0
 		if !kept[r.Workload] || ok && rec.Spec.Network != r.Network && !publishes {
 			_ = s.ports.Release(r.Workload, r.Network)
 		}

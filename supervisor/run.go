@@ -78,7 +78,7 @@ func (w *workload) launch() (driver.Process, error) {
 		}
 		used["NOTIFY_SOCKET"] = w.s.notifyPath(w.name)
 	}
-	pl, err := makePlan(resolved, w.ports, used)
+	pl, err := makePlan(resolved, w.s.caps(w.spec.Kind), w.ports, used)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -39,6 +40,15 @@ func identity(w *spec.Workload) spec.Identity {
 	return id
 }
 
+// caps are the capabilities of kind's runtime; a kind this daemon has no
+// runtime of is refused before any plan is made.
+func (s *Supervisor) caps(k spec.Kind) driver.Capabilities {
+	if d := s.drivers[k]; d != nil {
+		return d.Capabilities()
+	}
+	return driver.Capabilities{RuntimeContext: string(k)}
+}
+
 // placeholderPorts stands in for a spec's ports before they are assigned:
 // as long as the longest real port, so measurements hold.
 func placeholderPorts(w *spec.Workload) []status.PortMapping {
@@ -55,13 +65,13 @@ var placeholder = regexp.MustCompile(`\$\{(PORT|ADDR)_([A-Z0-9_]+)\}`)
 // makePlan expands the command and builds the environment for a spec
 // whose ports are assigned; used are its used endpoints' variables
 // (usedEndpoints).
-func makePlan(w *spec.Workload, ports []status.PortMapping, used map[string]string) (*plan, error) {
+func makePlan(w *spec.Workload, caps driver.Capabilities, ports []status.PortMapping, used map[string]string) (*plan, error) {
 	id := identity(w)
 	own := map[string]string{
 		"PATH":                     execenv.DefaultPath,
 		"FLYD_WORKLOAD":            w.Name,
 		"FLYD_NETWORK":             w.Network,
-		"CODEFLY__RUNTIME_CONTEXT": runtimeContext(w.Kind),
+		"CODEFLY__RUNTIME_CONTEXT": caps.RuntimeContext,
 		"CODEFLY__WORKSPACE":       id.Workspace,
 		"CODEFLY__MODULE":          id.Module,
 		"CODEFLY__SERVICE":         id.Service,
@@ -120,11 +130,4 @@ func (p *plan) check(carrierDir string) error {
 	}
 	env := append(p.env[:len(p.env):len(p.env)], carriers.Pointers(carrierDir, p.files)...)
 	return carriers.CheckExec(p.args[0], p.args, env, carriers.StackLimit())
-}
-
-func runtimeContext(k spec.Kind) string {
-	if k == spec.KindContainerd {
-		return "container"
-	}
-	return string(k)
 }

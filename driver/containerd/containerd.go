@@ -90,6 +90,12 @@ func New(socket, namespace string) *Driver {
 // Kind reports spec.KindContainerd.
 func (d *Driver) Kind() spec.Kind { return spec.KindContainerd }
 
+// Capabilities: a container, codefly's container port mode, its user the
+// image's.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{RuntimeContext: "container", ContainerPorts: true, ImageUser: true}
+}
+
 // WritesLogFile: the shim writes the log file by its path (driver.FileLogs).
 func (d *Driver) WritesLogFile() {}
 

@@ -31,6 +31,11 @@ type Driver struct {
 
 func (Driver) Kind() spec.Kind { return spec.KindNative }
 
+// Capabilities: a host program, its user the host's.
+func (Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{RuntimeContext: "native"}
+}
+
 // Start execs the task's program. Exec failures are reported here, not as a
 // quick exit, because os.StartProcess reports the child's execve error back.
 func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, error) {

@@ -67,6 +67,11 @@ type Driver struct {
 // Kind reports spec.KindNix.
 func (d *Driver) Kind() spec.Kind { return spec.KindNix }
 
+// Capabilities: a host program in a flake's environment.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{RuntimeContext: "nix"}
+}
+
 // Available reports whether the nix binary can be found.
 func (d *Driver) Available() error {
 	_, err := d.binary()
