@@ -33,7 +33,10 @@ func testWorld() world {
 			{Network: spec.NetworkHost, Workload: "api", Endpoint: "http", Port: 8080},
 			{Network: spec.NetworkHost, Workload: "api", Endpoint: "pub", Port: 8443},
 		},
-		appliedBy: map[string]uint32{"db": 0, "web": 0, "job": 1000, "api": 0},
+		appliedBy: func(name string) (uint32, bool) {
+			by, ok := map[string]uint32{"db": 0, "web": 0, "job": 1000, "api": 0}[name]
+			return by, ok
+		},
 	}
 }
 

@@ -88,32 +88,38 @@ func (s *Supervisor) exposed(workload, endpoint string) bool {
 type world struct {
 	decls     map[string]declared
 	links     map[string]string // network → its host link
-	reserved  []netalloc.Reservation
-	appliedBy map[string]uint32
+	reserved []netalloc.Reservation
+	// appliedBy says who applied a workload; asked only of the users of a
+	// `users` rule, so a projection of thousands pays for none unasked.
+	appliedBy func(workload string) (uint32, bool)
 }
 
 // world is the supervisor's now.
 func (s *Supervisor) world() world {
-	w := world{decls: s.declarations(), links: map[string]string{}, reserved: s.ports.All(), appliedBy: map[string]uint32{}}
+	w := world{decls: s.declarations(), links: map[string]string{}, reserved: s.ports.All(),
+		appliedBy: func(name string) (uint32, bool) {
+			wl, err := s.lookup(name)
+			if err != nil {
+				return 0, false
+			}
+			return wl.snapshot(false).AppliedBy, true
+		}}
 	s.linkMu.Lock()
 	for n, l := range s.links {
 		w.links[n] = l.Name
 	}
 	s.linkMu.Unlock()
-	for _, wl := range s.all() {
-		w.appliedBy[wl.name] = wl.snapshot(false).AppliedBy
-	}
 	return w
 }
 
 // sameLane says whether consumer may reach producer on its declaration
 // alone: root's workloads may, and a confined caller's only its own.
 func (w world) sameLane(consumer, producer string) bool {
-	by, ok := w.appliedBy[consumer]
+	by, ok := w.appliedBy(consumer)
 	if !ok {
 		return false
 	}
-	p, ok := w.appliedBy[producer]
+	p, ok := w.appliedBy(producer)
 	return by == 0 || ok && p == by
 }
 
