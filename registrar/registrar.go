@@ -19,6 +19,13 @@ type Registry interface {
 	Deregister(ctx context.Context, id string) error
 }
 
+// BatchRegistry is a Registry that also renews many leases in one request
+// (registryclient.Client does): the registrar then sends the heartbeats
+// that fall due together as one batch.
+type BatchRegistry interface {
+	HeartbeatMany(ctx context.Context, ids []string) []error
+}
+
 // Config configures a Registrar. Only Registry is required.
 type Config struct {
 	Registry Registry
@@ -47,6 +54,7 @@ const (
 // Stats and Flush are safe for concurrent use; Run runs once at a time.
 type Registrar struct {
 	reg     Registry
+	batch   BatchRegistry // reg, when it takes batches; else nil
 	log     *zap.Logger
 	workers int
 	timeout time.Duration
@@ -85,6 +93,9 @@ func New(cfg Config) *Registrar {
 		engine:  make(chan struct{}, 1),
 		entries: map[string]*entry{},
 		owners:  map[string]map[string]struct{}{},
+	}
+	if b, ok := cfg.Registry.(BatchRegistry); ok {
+		r.batch = b
 	}
 	if r.log == nil {
 		r.log = zap.NewNop()

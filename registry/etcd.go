@@ -36,6 +36,9 @@ const recordFormat = "flyd.registry/v1"
 type record struct {
 	Format   string   `json:"format"`
 	Instance Instance `json:"instance"`
+	// Shared: the key is on a replica's shared lease, which must never be
+	// revoked for one instance. Otherwise its lease (if any) is its own.
+	Shared bool `json:"shared_lease,omitempty"`
 }
 
 // EtcdConfig configures an EtcdStore.
@@ -64,6 +67,7 @@ type EtcdStore struct {
 	timeout time.Duration
 	log     *zap.Logger
 	where   string // the endpoints, for messages
+	ls      leases // see etcd_lease.go
 }
 
 // OpenEtcd connects to the cluster and checks that it answers a
@@ -125,11 +129,16 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
 		cli.Close()
 		return nil, fmt.Errorf("registry: etcd at %s does not answer (is it running, with a quorum of its members up?): %w", s.where, err)
 	}
+	s.startLeases()
 	return s, nil
 }
 
-// Close ends the connections to etcd.
-func (s *EtcdStore) Close() error { return s.cli.Close() }
+// Close stops renewing the replica's leases and ends the connections to
+// etcd.
+func (s *EtcdStore) Close() error {
+	s.stopLeases()
+	return s.cli.Close()
+}
 
 // Prefix is the prefix the instances' keys live under.
 func (s *EtcdStore) Prefix() string { return s.prefix }
@@ -189,11 +198,12 @@ func decodeRecord(kv *mvccpb.KeyValue, prefix string) (record, bool) {
 }
 
 // put writes rec under its key, attached to lease (0 = none), if the key
-// is still at rev (0 = absent); false when another write came first.
-func (s *EtcdStore) put(ctx context.Context, rec record, rev int64, lease clientv3.LeaseID) (bool, error) {
+// is still at rev (0 = absent), and returns the key's new revision; 0 when
+// another write came first.
+func (s *EtcdStore) put(ctx context.Context, rec record, rev int64, lease clientv3.LeaseID) (int64, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {
-		return false, fmt.Errorf("registry: encoding instance %q: %w", rec.Instance.ID, err)
+		return 0, fmt.Errorf("registry: encoding instance %q: %w", rec.Instance.ID, err)
 	}
 	key := s.key(rec.Instance.ID)
 	var opts []clientv3.OpOption
@@ -205,12 +215,15 @@ func (s *EtcdStore) put(ctx context.Context, rec record, rev int64, lease client
 		Then(clientv3.OpPut(key, string(b), opts...)).
 		Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return false, ErrNotRegistered
+		return 0, ErrNotRegistered
 	}
 	if err != nil {
-		return false, s.unavailable("a write", err)
+		return 0, s.unavailable("a write", err)
 	}
-	return resp.Succeeded, nil
+	if !resp.Succeeded {
+		return 0, nil
+	}
+	return resp.Header.Revision, nil
 }
 
 // leaseSeconds is the etcd lease of a TTL: whole seconds, rounded up.
@@ -231,9 +244,10 @@ func (s *EtcdStore) revoke(lease clientv3.LeaseID) {
 	}
 }
 
-// Upsert implements Store. The instance moves to a new lease of its TTL,
-// in one compare-and-swap with the value, and the old lease is revoked:
-// a TTL that changed takes effect at once.
+// Upsert implements Store. The instance moves onto this replica's shared
+// lease of its TTL (none for a static entry) in one compare-and-swap with
+// the value; a lease of its own that it leaves is revoked, so a TTL that
+// changed takes effect at once.
 func (s *EtcdStore) Upsert(ctx context.Context, in Instance, now time.Time) (Instance, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -246,62 +260,144 @@ func (s *EtcdStore) Upsert(ctx context.Context, in Instance, now time.Time) (Ins
 		created := kv == nil
 		in.RegisteredAt, in.UpdatedAt = now, now
 		var rev int64
-		var oldLease clientv3.LeaseID
 		if !created {
-			in.RegisteredAt, rev, oldLease = old.Instance.RegisteredAt, kv.ModRevision, clientv3.LeaseID(kv.Lease)
+			in.RegisteredAt, rev = old.Instance.RegisteredAt, kv.ModRevision
 		}
-		var lease clientv3.LeaseID
-		if in.TTL > 0 {
-			g, err := s.cli.Grant(ctx, leaseSeconds(in.TTL))
-			if err != nil {
-				return Instance{}, false, s.unavailable("a lease grant", err)
-			}
-			lease = g.ID
-		}
-		ok, err := s.put(ctx, record{Format: recordFormat, Instance: in}, rev, lease)
-		if err != nil || !ok {
-			s.revoke(lease)
+		rev, err = s.attach(ctx, kv, old, record{Format: recordFormat, Instance: in}, rev)
+		if errors.Is(err, ErrNotRegistered) {
+			continue // the shared lease lapsed under us; attach forgot it: again
 		}
 		if err != nil {
-			if errors.Is(err, ErrNotRegistered) {
-				continue // the lease we just got is gone already: etcd is struggling; try again
-			}
 			return Instance{}, false, err
 		}
-		if ok {
-			s.revoke(oldLease)
+		if rev != 0 {
 			return in, created, nil
 		}
 	}
 	return Instance{}, false, s.contended(in.ID)
 }
 
+// attach writes rec on this replica's shared lease of its TTL (or none,
+// for a static entry) if the key is still at rev, revokes the lease of its
+// own the key leaves, and records the member. It returns the new revision,
+// 0 when another write came first.
+func (s *EtcdStore) attach(ctx context.Context, kv *mvccpb.KeyValue, old record, rec record, rev int64) (int64, error) {
+	var lease clientv3.LeaseID
+	if rec.Instance.TTL > 0 {
+		var err error
+		if lease, err = s.sharedFor(ctx, rec.Instance.TTL); err != nil {
+			return 0, err
+		}
+		rec.Shared = true
+	}
+	nrev, err := s.put(ctx, rec, rev, lease)
+	if errors.Is(err, ErrNotRegistered) {
+		s.forgetLease(lease)
+	}
+	if err != nil || nrev == 0 {
+		return 0, err
+	}
+	if kv != nil && kv.Lease != 0 && !old.Shared && clientv3.LeaseID(kv.Lease) != lease {
+		s.revoke(clientv3.LeaseID(kv.Lease))
+	}
+	if lease != 0 {
+		s.joined(rec.Instance.ID, lease, nrev, rec.Instance.TTL, rec.Instance.UpdatedAt)
+	} else {
+		s.left(rec.Instance.ID)
+	}
+	return nrev, nil
+}
+
 func (s *EtcdStore) contended(id string) error {
 	return fmt.Errorf("%w: instance %q was rewritten %d times while this replica wrote it; retry", ErrUnavailable, id, casAttempts)
 }
 
-// Heartbeat implements Store: a keep-alive of the instance's lease, then
-// updated_at rewritten on the same lease.
+// Heartbeat implements Store. When the key is on this replica's shared
+// lease as it wrote it, the heartbeat is that read and a note in memory:
+// no write. Otherwise (another replica took the last one, the instance was
+// idle, or it is a static entry) the instance is written onto this
+// replica's lease with updated_at now.
 func (s *EtcdStore) Heartbeat(ctx context.Context, id string, now time.Time) (Instance, error) {
 	return s.onRegistered(ctx, id, func(ctx context.Context, kv *mvccpb.KeyValue, rec *record) (bool, error) {
-		lease := clientv3.LeaseID(kv.Lease)
-		if lease != 0 {
-			_, err := s.cli.KeepAliveOnce(ctx, lease)
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return false, ErrNotRegistered
-			}
-			if err != nil {
-				return false, s.unavailable("a lease keep-alive", err)
-			}
-		}
-		rec.Instance.UpdatedAt = now.UTC()
-		return s.put(ctx, *rec, kv.ModRevision, lease)
+		return s.renewed(ctx, kv, rec, now)
 	})
+}
+
+// renewed is a heartbeat of the key kv as read; false when another write
+// came first.
+func (s *EtcdStore) renewed(ctx context.Context, kv *mvccpb.KeyValue, rec *record, now time.Time) (bool, error) {
+	now = now.UTC()
+	if kv.Lease != 0 && s.beat(rec.Instance.ID, clientv3.LeaseID(kv.Lease), kv.ModRevision, now) {
+		rec.Instance.UpdatedAt = now
+		return true, nil
+	}
+	old := *rec
+	rec.Instance.UpdatedAt = now
+	rev, err := s.attach(ctx, kv, old, record{Format: recordFormat, Instance: rec.Instance}, kv.ModRevision)
+	return rev != 0, err
+}
+
+// HeartbeatMany implements Store: the keys are read in read-only
+// transactions of batchReads (no raft commit), and each is renewed as
+// Heartbeat does.
+func (s *EtcdStore) HeartbeatMany(ctx context.Context, ids []string, now time.Time) ([]Instance, []error) {
+	out, errs := make([]Instance, len(ids)), make([]error, len(ids))
+	for start := 0; start < len(ids); start += batchReads {
+		chunk := ids[start:min(start+batchReads, len(ids))]
+		kvs, err := s.readMany(ctx, chunk)
+		for i, id := range chunk {
+			n := start + i
+			if err != nil {
+				errs[n] = err
+				continue
+			}
+			kv := kvs[i]
+			rec, ok := record{}, kv != nil
+			if ok {
+				rec, ok = decodeRecord(kv, s.prefix)
+			}
+			if !ok {
+				errs[n] = ErrNotRegistered
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, s.timeout)
+			done, err := s.renewed(rctx, kv, &rec, now)
+			cancel()
+			if err == nil && !done {
+				// Raced another write: the one-by-one path reads again.
+				rec.Instance, err = s.Heartbeat(ctx, id, now)
+			}
+			out[n], errs[n] = rec.Instance, err
+		}
+	}
+	return out, errs
+}
+
+// readMany reads the keys of ids in one read-only transaction: nil for an
+// absent key.
+func (s *EtcdStore) readMany(ctx context.Context, ids []string) ([]*mvccpb.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	ops := make([]clientv3.Op, len(ids))
+	for i, id := range ids {
+		ops[i] = clientv3.OpGet(s.key(id))
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, s.unavailable("a read", err)
+	}
+	out := make([]*mvccpb.KeyValue, len(ids))
+	for i, r := range resp.Responses {
+		if rr := r.GetResponseRange(); rr != nil && len(rr.Kvs) == 1 {
+			out[i] = rr.Kvs[0]
+		}
+	}
+	return out, nil
 }
 
 // Remove implements Store.
 func (s *EtcdStore) Remove(ctx context.Context, id string, _ time.Time) (Instance, error) {
-	return s.onRegistered(ctx, id, func(ctx context.Context, kv *mvccpb.KeyValue, _ *record) (bool, error) {
+	return s.onRegistered(ctx, id, func(ctx context.Context, kv *mvccpb.KeyValue, rec *record) (bool, error) {
 		key := s.key(id)
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
@@ -311,7 +407,10 @@ func (s *EtcdStore) Remove(ctx context.Context, id string, _ time.Time) (Instanc
 			return false, s.unavailable("a delete", err)
 		}
 		if resp.Succeeded {
-			s.revoke(clientv3.LeaseID(kv.Lease))
+			s.left(id)
+			if !rec.Shared {
+				s.revoke(clientv3.LeaseID(kv.Lease))
+			}
 		}
 		return resp.Succeeded, nil
 	})
@@ -359,6 +458,9 @@ func (s *EtcdStore) List(ctx context.Context, _ time.Time, healthyOnly bool) ([]
 			continue
 		}
 		if rec.Instance.Healthy || !healthyOnly {
+			if at, ok := s.stamped(rec.Instance.ID, kv.ModRevision); ok {
+				rec.Instance.UpdatedAt = at // a heartbeat this replica took without writing
+			}
 			out = append(out, rec.Instance)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -108,9 +109,13 @@ func TestEtcdReplicasShareState(t *testing.T) {
 	if code, body := call(t, http.MethodPost, b+PathHeartbeat, `{"id":"w"}`); code != http.StatusOK {
 		t.Fatalf("heartbeat on B: HTTP %d %s", code, body)
 	}
+	// updated_at aside: a heartbeat that moved nothing is known to the
+	// replica that took it (B) only; A lists the last write's time.
+	stamp := regexp.MustCompile(`"updated_at":"[^"]*"`)
 	for _, path := range []string{PathServices, PathServices + "?detail=1", PathServices + "?detail=1&healthy_only=1", PathExport} {
 		_, fromA := call(t, http.MethodGet, a+path, "")
 		_, fromB := call(t, http.MethodGet, b+path, "")
+		fromA, fromB = stamp.ReplaceAllString(fromA, ""), stamp.ReplaceAllString(fromB, "")
 		if fromA != fromB || !strings.Contains(fromA, "web") {
 			t.Fatalf("GET %s differs between replicas:\nA %s\nB %s", path, fromA, fromB)
 		}
@@ -197,17 +202,18 @@ func TestEtcdStaticEntry(t *testing.T) {
 	}
 	h.register(`{"id":"i","name":"s","address":"h","port":1,"ttl_ns":60000000000}`)
 	first := lease()
+	// The replica's shared lease of 60 s TTLs, with its margin.
 	resp, err := st.cli.TimeToLive(context.Background(), clientv3.LeaseID(first))
-	if err != nil || first == 0 || resp.GrantedTTL != 60 {
-		t.Fatalf("lease %d granted %+v (%v); want 60 s", first, resp, err)
+	if want := int64(60 + leaseMargin/time.Second); err != nil || first == 0 || resp.GrantedTTL != want {
+		t.Fatalf("lease %d granted %+v (%v); want %d s", first, resp, err, want)
 	}
 	h.register(`{"id":"i","name":"s","address":"h","port":1}`)
 	if lease() != 0 {
 		t.Fatal("back to static, the key kept its lease")
 	}
-	// The lease it left is revoked, not left to run out.
-	if resp, err := st.cli.TimeToLive(context.Background(), clientv3.LeaseID(first)); err != nil || resp.TTL != -1 {
-		t.Fatalf("the old lease: %+v %v; want it revoked", resp, err)
+	// The shared lease it left is not revoked: others may be on it.
+	if resp, err := st.cli.TimeToLive(context.Background(), clientv3.LeaseID(first)); err != nil || resp.TTL <= 0 {
+		t.Fatalf("the shared lease: %+v %v; want it alive", resp, err)
 	}
 }
 
@@ -393,7 +399,7 @@ func TestEtcdQuorumLoss(t *testing.T) {
 		if err != nil || len(resp.Kvs) != 1 {
 			t.Fatalf("reading %s after recovery: %v", id, err)
 		}
-		if _, err := r[0].store.cli.Revoke(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		if _, err := r[0].store.cli.Delete(context.Background(), r[0].store.key(id)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -37,6 +37,25 @@ type idBody struct {
 	ID string `json:"id"`
 }
 
+// MaxBatch bounds the ids of one batch heartbeat.
+const MaxBatch = 500
+
+// heartbeatBody is a heartbeat: the contract's {"id"}, or the batch
+// extension {"ids": [...]}, one of them.
+type heartbeatBody struct {
+	ID  string   `json:"id"`
+	IDs []string `json:"ids"`
+}
+
+// beatResult is the answer for one id of a batch heartbeat: the status a
+// heartbeat of that id alone would have had, and its body's fields.
+type beatResult struct {
+	ID        string     `json:"id"`
+	Status    int        `json:"status"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
 func (s *Server) routes() http.Handler {
 	m := http.NewServeMux()
 	m.Handle(PathRegister, only(http.MethodPost, s.register))
@@ -158,13 +177,25 @@ func readID(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
-	id, ok := readID(w, r)
-	if !ok {
+	var b heartbeatBody
+	if !decode(w, r, &b) {
 		return
 	}
+	switch {
+	case b.IDs != nil && b.ID != "":
+		writeError(w, http.StatusBadRequest, "give id or ids, not both")
+		return
+	case b.IDs != nil:
+		s.heartbeatMany(w, r, b.IDs)
+		return
+	case strings.TrimSpace(b.ID) == "":
+		writeError(w, http.StatusBadRequest, "id is required")
+		return
+	}
+	id := b.ID
 	in, err := s.store.Heartbeat(r.Context(), id, s.now())
 	if errors.Is(err, ErrNotRegistered) {
-		writeError(w, http.StatusGone, fmt.Sprintf("instance %q is unknown or its lease expired: register again", id))
+		writeError(w, http.StatusGone, goneMessage(id))
 		return
 	}
 	if err != nil {
@@ -176,6 +207,66 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		ID        string    `json:"id"`
 		UpdatedAt time.Time `json:"updated_at"`
 	}{in.ID, in.UpdatedAt})
+}
+
+func goneMessage(id string) string {
+	return fmt.Sprintf("instance %q is unknown or its lease expired: register again", id)
+}
+
+// heartbeatMany answers a batch heartbeat 200 with a result per id, in
+// the order given; the request as a whole fails only when it is malformed
+// or the store cannot answer at all.
+func (s *Server) heartbeatMany(w http.ResponseWriter, r *http.Request, ids []string) {
+	switch {
+	case len(ids) == 0:
+		writeError(w, http.StatusBadRequest, "ids is empty")
+		return
+	case len(ids) > MaxBatch:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%d ids: at most %d in one heartbeat", len(ids), MaxBatch))
+		return
+	}
+	for i, id := range ids {
+		if strings.TrimSpace(id) == "" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("ids[%d] is empty", i))
+			return
+		}
+	}
+	ins, errs := s.store.HeartbeatMany(r.Context(), ids, s.now())
+	if allUnavailable(errs) {
+		s.storeError(w, "heartbeat", "", errs[0])
+		return
+	}
+	res := make([]beatResult, len(ids))
+	for i, id := range ids {
+		res[i] = beatResult{ID: id, Status: http.StatusOK}
+		switch err := errs[i]; {
+		case err == nil:
+			at := ins[i].UpdatedAt
+			res[i].UpdatedAt = &at
+		case errors.Is(err, ErrNotRegistered):
+			res[i].Status, res[i].Error = http.StatusGone, goneMessage(id)
+		case errors.Is(err, ErrUnavailable):
+			res[i].Status, res[i].Error = http.StatusServiceUnavailable, err.Error()
+		default:
+			res[i].Status, res[i].Error = http.StatusInternalServerError, err.Error()
+		}
+	}
+	s.leasesDirty.Store(true)
+	writeJSON(w, http.StatusOK, struct {
+		Results []beatResult `json:"results"`
+	}{res})
+}
+
+// allUnavailable: the store answered none of the batch, which is then a
+// 503 like any request the store cannot answer, so clients move to another
+// replica.
+func allUnavailable(errs []error) bool {
+	for _, err := range errs {
+		if !errors.Is(err, ErrUnavailable) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {

@@ -23,6 +23,10 @@ type Store interface {
 	// Heartbeat renews the lease of id and stamps updated_at (R3);
 	// ErrNotRegistered when it is unknown or its lease passed.
 	Heartbeat(ctx context.Context, id string, now time.Time) (Instance, error)
+	// HeartbeatMany is Heartbeat of each of ids, answered per id in the
+	// same order: the batch heartbeat, one request for a registrant's
+	// instances.
+	HeartbeatMany(ctx context.Context, ids []string, now time.Time) ([]Instance, []error)
 	// Remove deregisters id (R4); ErrNotRegistered when it is not registered.
 	Remove(ctx context.Context, id string, now time.Time) (Instance, error)
 	// List returns the live instances in any order, only the healthy ones
@@ -96,6 +100,15 @@ func (s *memStore) Heartbeat(_ context.Context, id string, now time.Time) (Insta
 	}
 	in.UpdatedAt = now.UTC()
 	return *in, nil
+}
+
+// HeartbeatMany implements Store.
+func (s *memStore) HeartbeatMany(ctx context.Context, ids []string, now time.Time) ([]Instance, []error) {
+	out, errs := make([]Instance, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		out[i], errs[i] = s.Heartbeat(ctx, id, now)
+	}
+	return out, errs
 }
 
 // Remove implements Store.

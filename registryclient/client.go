@@ -46,6 +46,8 @@ type Client struct {
 	key     string
 	timeout time.Duration
 	hc      *http.Client
+	// noBatch: the registry refused a batch heartbeat; send one per id.
+	noBatch atomic.Bool
 }
 
 // Option configures New.

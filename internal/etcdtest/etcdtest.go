@@ -164,6 +164,17 @@ func (c *Cluster) Endpoints() []string {
 	return out
 }
 
+// Pid is member i's process id, 0 while it is down.
+func (c *Cluster) Pid(i int) int {
+	m := c.members[i]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
 // Kill stops member i at once (SIGKILL), as a crash would.
 func (c *Cluster) Kill(i int) {
 	m := c.members[i]

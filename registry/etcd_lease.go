@@ -1,0 +1,280 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// A replica's shared leases.
+//
+// An instance does not get an etcd lease of its own: a grant, a revoke and
+// a keep-alive per instance made every registration three raft commits and
+// kept a lease per instance in etcd's leader. Instead each replica holds
+// one lease per TTL (in whole seconds), renewed every renewEvery while the
+// replica lives, and attaches to it the instances it registered or took a
+// heartbeat of. A heartbeat of an instance already on the replica's lease
+// is a read (no raft commit) and a note in the replica's memory of when it
+// came; only a heartbeat that reaches another replica than the last one
+// writes, once, to move the instance onto that replica's lease.
+//
+// Each instance still expires on its own. The replica knows every
+// heartbeat of the instances on its lease, since a heartbeat anywhere else
+// moves the instance away. An instance that has not been heart-beaten for
+// idleAfter (half its TTL: longer than any sane heartbeat period) is moved
+// off the shared lease onto a lease of its own, granted for exactly the
+// time its TTL has left after its last heartbeat, so etcd deletes it when
+// that runs out: not a moment sooner than R3 says, and no later than the
+// lease's rounding up to whole seconds. Should it beat again meanwhile, it
+// moves back. If the replica dies, its leases are no longer renewed and
+// lapse TTL+margin after its last renewal: the registrants' next
+// heartbeats, a third of a TTL away, reach another replica and move their
+// instances there, and an instance that died in the idleAfter before the
+// replica did goes at most idleAfter+margin late.
+
+// renewEvery is how often a replica renews its shared leases, and
+// leaseMargin what a shared lease holds beyond its TTL so that an instance
+// heart-beaten just before a renewal that never comes still has its whole
+// TTL.
+const (
+	renewEvery  = time.Second
+	leaseMargin = 2 * time.Second
+	// batchReads bounds the keys of one read-only transaction (etcd's
+	// --max-txn-ops defaults to 128).
+	batchReads = 100
+)
+
+// sharedLease is a replica's lease for the instances of one TTL.
+type sharedLease struct {
+	id  clientv3.LeaseID
+	ttl int64 // seconds, the instances' TTL rounded up
+}
+
+// member is an instance on one of this replica's shared leases: what the
+// replica wrote (its key's revision) and when it was last heart-beaten.
+type member struct {
+	lease clientv3.LeaseID
+	rev   int64
+	ttl   time.Duration
+	beat  time.Time // the replica's monotonic clock
+	stamp time.Time // updated_at of the last heartbeat, for listings
+	// moving: the idle loop is moving it off the shared lease; a heartbeat
+	// meanwhile writes rather than trusting the shared lease.
+	moving bool
+}
+
+// leases is the replica's side of the shared leases, guarded by mu.
+type leases struct {
+	mu      sync.Mutex
+	byTTL   map[int64]*sharedLease
+	members map[string]*member
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// startLeases starts the loop that renews the shared leases and moves idle
+// instances off them.
+func (s *EtcdStore) startLeases() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.ls.byTTL, s.ls.members, s.ls.stop = map[int64]*sharedLease{}, map[string]*member{}, cancel
+	s.ls.wg.Go(func() {
+		t := time.NewTicker(renewEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.renew(ctx)
+				s.moveIdle(ctx)
+			}
+		}
+	})
+}
+
+// stopLeases stops the loop. The shared leases are not revoked: that
+// would delete every instance of a replica that is only restarting. They
+// lapse TTL+margin later, by when the registrants' heartbeats have moved
+// their instances to another replica.
+func (s *EtcdStore) stopLeases() {
+	s.ls.stop()
+	s.ls.wg.Wait()
+}
+
+// idleAfter is how long an instance may go without a heartbeat before it
+// leaves the shared lease.
+func idleAfter(ttl time.Duration) time.Duration { return max(ttl/2, renewEvery) }
+
+// sharedFor returns this replica's lease for ttl, granting it on first use.
+func (s *EtcdStore) sharedFor(ctx context.Context, ttl int64) (clientv3.LeaseID, error) {
+	secs := leaseSeconds(ttl)
+	s.ls.mu.Lock()
+	l := s.ls.byTTL[secs]
+	s.ls.mu.Unlock()
+	if l != nil {
+		return l.id, nil
+	}
+	g, err := s.cli.Grant(ctx, secs+int64(leaseMargin/time.Second))
+	if err != nil {
+		return 0, s.unavailable("a lease grant", err)
+	}
+	s.ls.mu.Lock()
+	defer s.ls.mu.Unlock()
+	if l := s.ls.byTTL[secs]; l != nil {
+		// Another request granted one meanwhile: one lease per TTL.
+		go s.revoke(g.ID)
+		return l.id, nil
+	}
+	s.ls.byTTL[secs] = &sharedLease{id: g.ID, ttl: secs}
+	return g.ID, nil
+}
+
+// joined records that id's key, at rev, is on this replica's shared lease.
+func (s *EtcdStore) joined(id string, lease clientv3.LeaseID, rev int64, ttl int64, stamp time.Time) {
+	s.ls.mu.Lock()
+	s.ls.members[id] = &member{lease: lease, rev: rev, ttl: time.Duration(ttl), beat: time.Now(), stamp: stamp}
+	s.ls.mu.Unlock()
+}
+
+// left forgets id.
+func (s *EtcdStore) left(id string) {
+	s.ls.mu.Lock()
+	delete(s.ls.members, id)
+	s.ls.mu.Unlock()
+}
+
+// beat notes a heartbeat of id if its key is still what this replica
+// wrote on its shared lease, and reports whether it did: then the lease
+// covers the heartbeat and nothing needs writing.
+func (s *EtcdStore) beat(id string, lease clientv3.LeaseID, rev int64, stamp time.Time) bool {
+	s.ls.mu.Lock()
+	defer s.ls.mu.Unlock()
+	m := s.ls.members[id]
+	if m == nil || m.moving || m.lease != lease || m.rev != rev {
+		return false
+	}
+	m.beat, m.stamp = time.Now(), stamp
+	return true
+}
+
+// stamped returns the updated_at of the last heartbeat this replica took
+// of id at rev, if it took one after the key was written.
+func (s *EtcdStore) stamped(id string, rev int64) (time.Time, bool) {
+	s.ls.mu.Lock()
+	defer s.ls.mu.Unlock()
+	m := s.ls.members[id]
+	if m == nil || m.rev != rev {
+		return time.Time{}, false
+	}
+	return m.stamp, true
+}
+
+// renew keeps the shared leases alive. A lease etcd no longer knows (it
+// lapsed during a long outage) is forgotten with its members: their keys
+// are gone, and their registrants' next heartbeats get 410.
+func (s *EtcdStore) renew(ctx context.Context) {
+	s.ls.mu.Lock()
+	ls := make([]*sharedLease, 0, len(s.ls.byTTL))
+	for _, l := range s.ls.byTTL {
+		ls = append(ls, l)
+	}
+	s.ls.mu.Unlock()
+	for _, l := range ls {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		_, err := s.cli.KeepAliveOnce(rctx, l.id)
+		cancel()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			s.log.Warn("a shared lease lapsed; its instances are gone until registered again", zap.Int64("lease", int64(l.id)), zap.Int64("ttl_s", l.ttl))
+			s.forgetLease(l.id)
+		} else if err != nil && ctx.Err() == nil {
+			s.log.Debug("renewing a shared lease failed; trying again", zap.Int64("lease", int64(l.id)), zap.Error(err))
+		}
+	}
+}
+
+// forgetLease forgets a shared lease etcd no longer knows, and its members.
+func (s *EtcdStore) forgetLease(lease clientv3.LeaseID) {
+	if lease == 0 {
+		return
+	}
+	s.ls.mu.Lock()
+	defer s.ls.mu.Unlock()
+	for ttl, l := range s.ls.byTTL {
+		if l.id == lease {
+			delete(s.ls.byTTL, ttl)
+		}
+	}
+	for id, m := range s.ls.members {
+		if m.lease == lease {
+			delete(s.ls.members, id)
+		}
+	}
+}
+
+// moveIdle moves the instances that stopped beating off the shared lease,
+// each onto a lease of the time it has left.
+func (s *EtcdStore) moveIdle(ctx context.Context) {
+	now := time.Now()
+	type idle struct {
+		id   string
+		m    member
+		left time.Duration
+	}
+	var todo []idle
+	s.ls.mu.Lock()
+	for id, m := range s.ls.members {
+		if now.Sub(m.beat) >= idleAfter(m.ttl) && !m.moving {
+			m.moving = true
+			todo = append(todo, idle{id, *m, m.beat.Add(m.ttl).Sub(now)})
+		}
+	}
+	s.ls.mu.Unlock()
+	for _, it := range todo {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := s.moveOff(ctx, it.id, it.m, it.left); err != nil {
+			s.log.Debug("moving an idle instance off the shared lease failed; trying again", zap.String("id", it.id), zap.Error(err))
+			s.ls.mu.Lock()
+			if m := s.ls.members[it.id]; m != nil {
+				m.moving = false
+			}
+			s.ls.mu.Unlock()
+			continue
+		}
+		s.left(it.id)
+	}
+}
+
+// moveOff puts id's key, if still as this replica wrote it, on a lease of
+// its own for left, or deletes it if nothing is left. A key someone else
+// rewrote meanwhile is no longer this replica's to move.
+func (s *EtcdStore) moveOff(ctx context.Context, id string, m member, left time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	key := s.key(id)
+	if left <= 0 {
+		_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", m.rev)).Then(clientv3.OpDelete(key)).Commit()
+		return err
+	}
+	kv, rec, err := s.get(ctx, id)
+	if err != nil || kv == nil || kv.ModRevision != m.rev {
+		return err
+	}
+	g, err := s.cli.Grant(ctx, leaseSeconds(int64(left)))
+	if err != nil {
+		return err
+	}
+	rec.Shared = false
+	rec.Instance.UpdatedAt = m.stamp
+	if ok, err := s.put(ctx, rec, m.rev, g.ID); err != nil || ok == 0 {
+		s.revoke(g.ID)
+		return err
+	}
+	return nil
+}

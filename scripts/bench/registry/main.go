@@ -1,0 +1,385 @@
+// Command registry measures the registry on etcd under a fleet: a 3-member
+// etcd cluster on this machine, two `flyd registry serve --store etcd`
+// replicas, and simulated registrants (flyd's own registrar and client),
+// each heart-beating its instances at the contract's period (a third of
+// the TTL). It reports heartbeat latency, etcd's commits and fsyncs per
+// second, the CPU and memory of etcd and of the replicas, how late
+// instances whose heartbeats stop are gone, and whether any live instance
+// is lost when an etcd member and a replica are killed under the load.
+//
+//	go run ./scripts/bench/registry -daemon /path/to/flyd-daemon [-registrants 10 -per 1000 -ttl 30s]
+//
+// -daemon may be built from any version of flyd, so a run of an older
+// registry measures it the same way. Everything it starts is stopped on
+// exit; its files live in a temporary directory that goes with it.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/flyd-dev/flyd/internal/etcdtest"
+	"github.com/flyd-dev/flyd/registrar"
+	"github.com/flyd-dev/flyd/registryclient"
+)
+
+func main() {
+	daemon := flag.String("daemon", "", "the flyd-daemon binary whose registry is measured")
+	registrants := flag.Int("registrants", 10, "simulated registrants (daemons)")
+	per := flag.Int("per", 1000, "instances per registrant")
+	ttl := flag.Duration("ttl", 30*time.Second, "the instances' lease")
+	window := flag.Duration("window", 0, "how long the steady state is measured (default: one TTL)")
+	mortal := flag.Int("mortal", 100, "instances whose heartbeats stop, for expiry accuracy")
+	flag.Parse()
+	if *window == 0 {
+		*window = *ttl
+	}
+	if *daemon == "" {
+		fmt.Fprintln(os.Stderr, "-daemon is required")
+		os.Exit(2)
+	}
+	if err := run(*daemon, *registrants, *per, *ttl, *window, *mortal); err != nil {
+		fmt.Fprintln(os.Stderr, "registry bench:", err)
+		os.Exit(1)
+	}
+}
+
+// timed wraps the client to record each heartbeat request's latency.
+type timed struct {
+	*registryclient.Client
+	mu   sync.Mutex
+	lat  []time.Duration
+	last map[string]time.Time // the last acknowledged heartbeat or register of each id
+}
+
+func (t *timed) note(d time.Duration, ids []string, errs []error) {
+	now := time.Now()
+	t.mu.Lock()
+	t.lat = append(t.lat, d)
+	for i, id := range ids {
+		if errs[i] == nil {
+			t.last[id] = now
+		}
+	}
+	t.mu.Unlock()
+}
+
+func (t *timed) Register(ctx context.Context, in registryclient.Instance) (string, bool, error) {
+	id, c, err := t.Client.Register(ctx, in)
+	if err == nil {
+		t.note(0, nil, nil)
+		t.mu.Lock()
+		t.last[in.ID] = time.Now()
+		t.lat = t.lat[:len(t.lat)-1]
+		t.mu.Unlock()
+	}
+	return id, c, err
+}
+
+func (t *timed) Heartbeat(ctx context.Context, id string) error {
+	start := time.Now()
+	err := t.Client.Heartbeat(ctx, id)
+	t.note(time.Since(start), []string{id}, []error{err})
+	return err
+}
+
+func (t *timed) HeartbeatMany(ctx context.Context, ids []string) []error {
+	start := time.Now()
+	errs := t.Client.HeartbeatMany(ctx, ids)
+	t.note(time.Since(start), ids, errs)
+	return errs
+}
+
+// proc is a process whose CPU and memory are sampled.
+type proc struct {
+	name string
+	pid  int
+}
+
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s, nil
+}
+
+func rssKiB(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// metric sums an etcd counter over the members that answer.
+func metric(endpoints []string, name string) float64 {
+	var sum float64
+	for _, ep := range endpoints {
+		resp, err := http.Get(ep + "/metrics")
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			l := sc.Text()
+			if strings.HasPrefix(l, name+" ") {
+				v, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+				sum += v
+			}
+		}
+		resp.Body.Close()
+	}
+	return sum
+}
+
+func run(daemon string, registrants, per int, ttl, window time.Duration, mortal int) error {
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "flyd-registry-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	port := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	c, err := etcdtest.Start(bin, dir, 3, port)
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	keyFile := filepath.Join(dir, "registry.key")
+	if err := os.WriteFile(keyFile, []byte("bench-key-0123456789abcdef\n"), 0o600); err != nil {
+		return err
+	}
+	var bases []string
+	var reps []*exec.Cmd
+	defer func() {
+		for _, r := range reps {
+			_ = r.Process.Kill()
+			_ = r.Wait()
+		}
+	}()
+	for i := range 2 {
+		addr := fmt.Sprintf("127.0.0.1:%d", port())
+		cmd := exec.Command(daemon, "registry", "serve", "--listen", addr, "--key-file", keyFile,
+			"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--log-level", "error")
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		reps = append(reps, cmd)
+		bases = append(bases, "http://"+addr)
+		_ = i
+	}
+	time.Sleep(time.Second)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // before the wait: the registrants run until it
+	var regs []*registrar.Registrar
+	var clients []*timed
+	start := func(name string, ins []registryclient.Instance) (*timed, context.CancelFunc, error) {
+		cl, err := registryclient.New(strings.Join(bases, ","), keyFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		t := &timed{Client: cl, last: map[string]time.Time{}}
+		r := registrar.New(registrar.Config{Registry: t})
+		r.Set(name, ins)
+		rctx, rcancel := context.WithCancel(ctx)
+		wg.Go(func() { r.Run(rctx) })
+		regs = append(regs, r)
+		clients = append(clients, t)
+		return t, rcancel, nil
+	}
+	total := registrants * per
+	for g := range registrants {
+		ins := make([]registryclient.Instance, per)
+		for i := range ins {
+			ins[i] = registryclient.Instance{ID: fmt.Sprintf("g%03d-i%05d", g, i), Name: fmt.Sprintf("svc-%03d", g),
+				Address: "10.0.0.1", Port: 1024 + i, Healthy: true, TTL: int64(ttl)}
+		}
+		if _, _, err := start(fmt.Sprintf("g%03d", g), ins); err != nil {
+			return err
+		}
+	}
+	var mins []registryclient.Instance
+	for i := range mortal {
+		mins = append(mins, registryclient.Instance{ID: fmt.Sprintf("mortal-%04d", i), Name: "mortal", Address: "10.0.0.2", Port: 1024 + i, Healthy: true, TTL: int64(ttl)})
+	}
+	mt, stopMortal, err := start("mortal", mins)
+	if err != nil {
+		return err
+	}
+
+	etcdc, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer etcdc.Close()
+	count := func() int64 {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		resp, err := etcdc.Get(cctx, "/flyd/registry/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return -1
+		}
+		return resp.Count
+	}
+	began := time.Now()
+	for count() < int64(total+mortal) {
+		if time.Since(began) > 15*time.Minute {
+			return fmt.Errorf("only %d of %d registered after 15 min", count(), total+mortal)
+		}
+		time.Sleep(time.Second)
+	}
+	fmt.Printf("registered %d instances in %s\n", total+mortal, time.Since(began).Round(time.Second))
+
+	// Steady state, after one TTL for the heartbeats to spread.
+	time.Sleep(ttl / 2)
+	procs := []proc{{"etcd m0", c.Pid(0)}, {"etcd m1", c.Pid(1)}, {"etcd m2", c.Pid(2)}, {"replica A", reps[0].Process.Pid}, {"replica B", reps[1].Process.Pid}, {"bench (registrants)", os.Getpid()}}
+	ticks0 := make([]int64, len(procs))
+	for i, p := range procs {
+		ticks0[i], _ = cpuTicks(p.pid)
+	}
+	commits0 := metric(c.Endpoints(), "etcd_server_proposals_committed_total")
+	fsync0 := metric(c.Endpoints(), "etcd_disk_wal_fsync_duration_seconds_count")
+	for _, t := range clients {
+		t.mu.Lock()
+		t.lat = t.lat[:0]
+		t.mu.Unlock()
+	}
+	w0 := time.Now()
+	time.Sleep(window)
+	el := time.Since(w0).Seconds()
+	commits := (metric(c.Endpoints(), "etcd_server_proposals_committed_total") - commits0) / 3 / el
+	fsyncs := (metric(c.Endpoints(), "etcd_disk_wal_fsync_duration_seconds_count") - fsync0) / el
+	var lat []time.Duration
+	beats := 0
+	for _, t := range clients {
+		t.mu.Lock()
+		lat = append(lat, t.lat...)
+		t.mu.Unlock()
+	}
+	for _, r := range regs {
+		beats += int(r.Stats().Heartbeats)
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	}
+	fmt.Printf("steady state over %s: %d heartbeat requests, p50 %s p99 %s; etcd commits/s %.0f (per member), fsyncs/s %.0f (all members)\n",
+		window, len(lat), q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), commits, fsyncs)
+	for i, p := range procs {
+		t1, _ := cpuTicks(p.pid)
+		fmt.Printf("  %-20s CPU %5.1f%%  RSS %6d MiB\n", p.name, float64(t1-ticks0[i])/100/el*100, rssKiB(p.pid)/1024)
+	}
+
+	// Expiry: the mortals' heartbeats stop; each must be gone after its
+	// TTL from its last acknowledged heartbeat, and not long after.
+	stopMortal()
+	time.Sleep(200 * time.Millisecond)
+	mt.mu.Lock()
+	last := maps(mt.last)
+	mt.mu.Unlock()
+	goneAt := map[string]time.Time{}
+	for deadline := time.Now().Add(ttl + ttl/2 + 35*time.Second); len(goneAt) < mortal && time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		resp, err := etcdc.Get(ctx, "/flyd/registry/mortal-", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			continue
+		}
+		live := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			live[strings.TrimPrefix(string(kv.Key), "/flyd/registry/")] = true
+		}
+		for _, in := range mins {
+			if _, ok := goneAt[in.ID]; !ok && !live[in.ID] {
+				goneAt[in.ID] = time.Now()
+			}
+		}
+	}
+	var late []time.Duration
+	early := 0
+	for id, at := range goneAt {
+		d := at.Sub(last[id])
+		late = append(late, d-ttl)
+		if d < ttl {
+			early++
+		}
+	}
+	slices.Sort(late)
+	if len(late) > 0 {
+		fmt.Printf("expiry: %d of %d gone; after TTL +%s (min) +%s (median) +%s (max); %d before their TTL\n",
+			len(goneAt), mortal, late[0].Round(10*time.Millisecond), late[len(late)/2].Round(10*time.Millisecond), late[len(late)-1].Round(10*time.Millisecond), early)
+	} else {
+		fmt.Printf("expiry: none of %d gone within TTL+TTL/2+35s\n", mortal)
+	}
+
+	// One etcd member and one replica killed under the load: every live
+	// instance must stay listed for more than a TTL.
+	c.Kill(0)
+	_ = reps[0].Process.Kill()
+	minCount, samples := int64(total), 0
+	for end := time.Now().Add(ttl + ttl/2); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if n := count(); n >= 0 {
+			minCount = min(minCount, n)
+			samples++
+		}
+	}
+	failing := 0
+	for _, r := range regs[:registrants] {
+		failing += r.Stats().Failing
+	}
+	fmt.Printf("after killing etcd m0 and replica A: at least %d of %d live instances held over %d samples in %s; %d registrants' instances failing at the end\n",
+		minCount, total, samples, ttl+ttl/2, failing)
+	_ = beats
+	return nil
+}
+
+func maps(m map[string]time.Time) map[string]time.Time {
+	out := make(map[string]time.Time, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
