@@ -86,8 +86,8 @@ func (s *Supervisor) exposed(workload, endpoint string) bool {
 // declarations, the networks' host links, the ports reserved, and who
 // applied each workload. Projections are pure functions of it.
 type world struct {
-	decls     map[string]declared
-	links     map[string]string // network → its host link
+	decls    map[string]declared
+	links    map[string]string // network → its host link
 	reserved []netalloc.Reservation
 	// appliedBy says who applied a workload; asked only of the users of a
 	// `users` rule, so a projection of thousands pays for none unasked.
