@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,7 @@ type pipe struct {
 	key     string
 	fd      int
 	sink    Sink
+	ended   chan struct{} // closed once its bytes are all in the log
 	paused  bool
 	failing bool // its log could not be written, and has not been since
 	grown   bool
@@ -240,7 +242,7 @@ func (p *Pipes) add(key string, fd int, sink Sink) error {
 	if err := p.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN, id); err != nil {
 		return err
 	}
-	p.pipes[id] = &pipe{key: key, fd: fd, sink: sink}
+	p.pipes[id] = &pipe{key: key, fd: fd, sink: sink, ended: make(chan struct{})}
 	return nil
 }
 
@@ -315,9 +317,35 @@ func (p *Pipes) end(id uint64, pp *pipe) {
 	p.mu.Unlock()
 	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, pp.fd, nil)
 	unix.Close(pp.fd)
+	close(pp.ended)
 	p.hmu.Lock()
 	_ = p.ask(opDrop, []string{pp.key}, nil)
 	p.hmu.Unlock()
+}
+
+// Drain waits, at most until timeout, until every pipe whose key begins
+// with prefix has ended: its writers gone and all they wrote in the log.
+// A run that has ended has no writer left, so its last lines are then in
+// the log before anyone is told it ended. It says whether they all did.
+func (p *Pipes) Drain(prefix string, timeout time.Duration) bool {
+	p.mu.Lock()
+	var waits []chan struct{}
+	for _, pp := range p.pipes {
+		if strings.HasPrefix(pp.key, prefix) {
+			waits = append(waits, pp.ended)
+		}
+	}
+	p.mu.Unlock()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
 }
 
 // pauseFor is how long a pipe whose log cannot be written (a full disk)

@@ -133,6 +133,11 @@ func (w *workload) saveRun() {
 func (w *workload) finish() driver.Exit {
 	w.stopHealth()
 	exit := w.proc.Exit()
+	// Its last lines are in its log before anyone hears that it ended: a
+	// reader told of a failure finds why.
+	if p := w.s.cfg.LogPipes; p != nil && !p.Drain(w.name+".", drainFor) {
+		w.log.Warn("the ended run's last output is not all in its log yet", zap.Duration("waited", drainFor))
+	}
 	if r, ok := w.proc.(driver.Reaped); ok {
 		w.lastRun = r.Reaped()
 	}
@@ -146,6 +151,10 @@ func (w *workload) finish() driver.Exit {
 	w.publish(status.Event{Type: status.EventExit, Message: exit.String(), Exit: wireExit(exit)})
 	return exit
 }
+
+// drainFor bounds the wait for an ended run's output to reach its log:
+// microseconds as a rule, longer only while its disk is full.
+const drainFor = 2 * time.Second
 
 // wireExit is an exit as the API shows it.
 func wireExit(e driver.Exit) *status.Exit {
