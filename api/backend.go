@@ -59,21 +59,13 @@ type Backend interface {
 }
 
 // ApplyOptions qualify Apply. Force changes a workload a file of the
-// workloads directory owns.
+// workloads directory owns. Who applies it is the request's (CallerOf).
 type ApplyOptions struct {
 	Start bool
 	Force bool
-	// By is the uid of the caller that applies it, recorded with it;
-	// Confined holds that caller to its own lane (caller.go). The server
-	// sets both from the connection's peer.
-	By       uint32
-	Confined bool
 }
 
-// RemoveOptions qualify Remove; Force, By and Confined as in
-// ApplyOptions.
+// RemoveOptions qualify Remove, as ApplyOptions do Apply.
 type RemoveOptions struct {
-	Force    bool
-	By       uint32
-	Confined bool
+	Force bool
 }

@@ -108,7 +108,7 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request) {
 		specs[i] = ws
 	}
 	q := r.URL.Query()
-	rs, err := s.backend.ApplyBatch(r.Context(), specs, s.applyOptions(r, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"}))
+	rs, err := s.backend.ApplyBatch(r.Context(), specs, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	respond(w, Results{Results: emptyIfNil(rs)}, err)
 }
 
@@ -116,16 +116,6 @@ func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) {
 	var bt Batch
 	if err := decodeStrict(r, &bt); err != nil {
 		writeError(w, err)
-		return
-	}
-	all := bt.All
-	bt, err := s.ownBatch(r, bt)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if all && !bt.All && len(bt.Names) == 0 {
-		respond(w, Results{Results: []Result{}}, nil) // none of its own
 		return
 	}
 	rs, err := s.backend.Batch(r.Context(), Action(r.PathValue("action")), bt)

@@ -220,13 +220,15 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	// Answer not_found as JSON before the stream starts.
-	if _, err := s.backend.Get(r.Context(), name); err != nil {
+	// Answer not_found, and forbidden, as JSON before the stream starts:
+	// a confined caller reads the logs of its own workloads alone.
+	wl, err := s.backend.Get(r.Context(), name)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if err := s.mayActOn(r, name); err != nil {
-		writeError(w, err)
+	if c := s.callerOf(r); c.confined && wl.AppliedBy != c.uid {
+		writeError(w, fmt.Errorf("%w: workload %s was applied by uid %d: a caller other than root acts only on the workloads it applied", errdefs.ErrForbidden, name, wl.AppliedBy))
 		return
 	}
 	if !s.openStream(w, r) {

@@ -209,7 +209,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 		r.Body = &deadlineBody{ReadCloser: r.Body, done: func() { _ = rc.SetReadDeadline(time.Time{}) }}
 	}
-	s.handler.ServeHTTP(w, r)
+	s.handler.ServeHTTP(w, s.withCaller(r))
 }
 
 // deadlineBody calls done once the body has been read to its end, or
@@ -355,7 +355,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	wl, err := s.backend.Apply(r.Context(), ws, s.applyOptions(r, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"}))
+	wl, err := s.backend.Apply(r.Context(), ws, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -364,7 +364,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	if err := s.backend.Remove(r.Context(), r.PathValue("name"), s.removeOptions(r, RemoveOptions{Force: r.URL.Query().Get("force") == "true"})); err != nil {
+	if err := s.backend.Remove(r.Context(), r.PathValue("name"), RemoveOptions{Force: r.URL.Query().Get("force") == "true"}); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -373,10 +373,6 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) lifecycle(op func(Backend, context.Context, string) (*Workload, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := s.mayActOn(r, r.PathValue("name")); err != nil {
-			writeError(w, err)
-			return
-		}
 		wl, err := op(s.backend, r.Context(), r.PathValue("name"))
 		if err != nil {
 			writeError(w, err)
@@ -390,10 +386,6 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request) {
 	sig, err := spec.ParseSignal(r.URL.Query().Get("sig"))
 	if err != nil {
 		writeError(w, fmt.Errorf("%w: sig: %v", errdefs.ErrInvalid, err))
-		return
-	}
-	if err := s.mayActOn(r, r.PathValue("name")); err != nil {
-		writeError(w, err)
 		return
 	}
 	if err := s.backend.Signal(r.Context(), r.PathValue("name"), sig); err != nil {

@@ -40,48 +40,49 @@ func (b *Backend) Get(ctx context.Context, name string) (*api.Workload, error) {
 }
 
 func (b *Backend) Apply(ctx context.Context, w *spec.Workload, o api.ApplyOptions) (*api.Workload, error) {
-	return workload(b.s.Apply(ctx, w, applyOptions(o)))
+	return workload(b.s.Apply(ctx, w, applyOptions(ctx, o)))
 }
 
 func (b *Backend) ApplyBatch(ctx context.Context, specs []*spec.Workload, o api.ApplyOptions) ([]api.Result, error) {
 	changes := make([]supervisor.Change, len(specs))
 	for i, sp := range specs {
-		changes[i] = supervisor.Change{Spec: sp, Options: applyOptions(o)}
+		changes[i] = supervisor.Change{Spec: sp, Options: applyOptions(ctx, o)}
 	}
 	return results(b.s.ApplyAll(ctx, changes))
 }
 
 func (b *Backend) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {
-	return results(b.s.Batch(ctx, supervisor.Action(action),
+	return results(b.s.Batch(withCaller(ctx), supervisor.Action(action),
 		supervisor.BatchRequest{Names: bt.Names, All: bt.All, Force: bt.Force, Signal: bt.Signal}))
 }
 
 func (b *Backend) Start(ctx context.Context, name string) (*api.Workload, error) {
-	return workload(b.s.Start(ctx, name))
+	return workload(b.s.Start(withCaller(ctx), name))
 }
 
 func (b *Backend) Stop(ctx context.Context, name string) (*api.Workload, error) {
-	return workload(b.s.Stop(ctx, name))
+	return workload(b.s.Stop(withCaller(ctx), name))
 }
 
 func (b *Backend) Kill(ctx context.Context, name string) (*api.Workload, error) {
-	return workload(b.s.Kill(ctx, name))
+	return workload(b.s.Kill(withCaller(ctx), name))
 }
 
 func (b *Backend) Restart(ctx context.Context, name string) (*api.Workload, error) {
-	return workload(b.s.Restart(ctx, name))
+	return workload(b.s.Restart(withCaller(ctx), name))
 }
 
 func (b *Backend) Signal(ctx context.Context, name string, sig syscall.Signal) error {
-	return b.s.Signal(ctx, name, sig)
+	return b.s.Signal(withCaller(ctx), name, sig)
 }
 
 func (b *Backend) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
-	return b.s.Remove(ctx, name, supervisor.RemoveOptions{Force: o.Force, By: o.By, Confined: o.Confined})
+	c := callerOf(ctx)
+	return b.s.Remove(ctx, name, supervisor.RemoveOptions{Force: o.Force, By: c.By, Confined: c.Confined})
 }
 
 func (b *Backend) Logs(ctx context.Context, name string, q api.LogQuery, out api.LogSink) error {
-	return b.s.Logs(ctx, name, logfile.Query{Tail: q.Tail, Since: q.Since, From: q.From, Follow: q.Follow}, logSink{out})
+	return b.s.Logs(withCaller(ctx), name, logfile.Query{Tail: q.Tail, Since: q.Since, From: q.From, Follow: q.Follow}, logSink{out})
 }
 
 // logSink hands a log's records to the API's sink.
@@ -190,6 +191,18 @@ func results(outs []supervisor.Outcome, err error) ([]api.Result, error) {
 	return rs, nil
 }
 
-func applyOptions(o api.ApplyOptions) supervisor.ApplyOptions {
-	return supervisor.ApplyOptions{Start: o.Start, Force: o.Force, By: o.By, Confined: o.Confined}
+func applyOptions(ctx context.Context, o api.ApplyOptions) supervisor.ApplyOptions {
+	c := callerOf(ctx)
+	return supervisor.ApplyOptions{Start: o.Start, Force: o.Force, By: c.By, Confined: c.Confined}
+}
+
+// callerOf is who the API says asks; root, for a call of its own.
+func callerOf(ctx context.Context) supervisor.Caller {
+	uid, confined, _ := api.CallerOf(ctx)
+	return supervisor.Caller{By: uid, Confined: confined}
+}
+
+// withCaller is ctx telling the supervisor who asks.
+func withCaller(ctx context.Context) context.Context {
+	return supervisor.WithCaller(ctx, callerOf(ctx))
 }

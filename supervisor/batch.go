@@ -96,7 +96,8 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 		op = s.Restart
 	case ActionRemove:
 		op = func(ctx context.Context, name string) (*status.Workload, error) {
-			return nil, s.Remove(ctx, name, RemoveOptions{Force: bt.Force})
+			c := callerOf(ctx)
+			return nil, s.Remove(ctx, name, RemoveOptions{Force: bt.Force, By: c.By, Confined: c.Confined})
 		}
 	case ActionReload:
 		op = func(ctx context.Context, name string) (*status.Workload, error) {
@@ -122,8 +123,15 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 	case bt.All && len(names) > 0:
 		return nil, fmt.Errorf("%w: a batch takes names or all, not both", errdefs.ErrInvalid)
 	case bt.All:
+		// All of a confined caller's is all of its own.
+		c := callerOf(ctx)
 		for _, w := range s.all() {
-			names = append(names, w.name)
+			if !c.Confined || w.snapshot(false).AppliedBy == c.By {
+				names = append(names, w.name)
+			}
+		}
+		if len(names) == 0 {
+			return []Outcome{}, nil
 		}
 	case len(names) == 0:
 		return nil, fmt.Errorf("%w: a batch needs names, or all", errdefs.ErrInvalid)

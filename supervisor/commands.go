@@ -190,7 +190,13 @@ func (s *Supervisor) lifecycle(ctx context.Context, name string, f func(w *workl
 	if err != nil {
 		return nil, err
 	}
-	return w.result(gone(name, w.call(ctx, func() error { return f(w) })))
+	c := callerOf(ctx)
+	return w.result(gone(name, w.call(ctx, func() error {
+		if err := confinedTo(name, w.by, c.By, c.Confined); err != nil {
+			return err
+		}
+		return f(w)
+	})))
 }
 
 // gone turns a command that met a removal into not_found.
@@ -223,10 +229,19 @@ func (s *Supervisor) stop(ctx context.Context, name string, kill bool) (wait fun
 	if err != nil {
 		return func() (*status.Workload, error) { return nil, err }
 	}
+	if err := mayAct(ctx, w); err != nil {
+		return func() (*status.Workload, error) { return nil, err }
+	}
 	if kill {
 		w.overtake()
 	}
-	done := w.callLater(ctx, func() error { return w.userStop(kill) })
+	c := callerOf(ctx)
+	done := w.callLater(ctx, func() error {
+		if err := confinedTo(name, w.by, c.By, c.Confined); err != nil {
+			return err
+		}
+		return w.userStop(kill)
+	})
 	return func() (*status.Workload, error) { return w.result(gone(name, done())) }
 }
 
@@ -252,11 +267,20 @@ func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal
 	if err != nil {
 		return err
 	}
+	if err := mayAct(ctx, w); err != nil {
+		return err
+	}
 	overtaking := sig == syscall.SIGKILL && w.stopping.Load()
 	if sig == syscall.SIGKILL {
 		w.overtake()
 	}
-	err = gone(name, w.call(ctx, func() error { return w.signal(sig) }))
+	c := callerOf(ctx)
+	err = gone(name, w.call(ctx, func() error {
+		if err := confinedTo(name, w.by, c.By, c.Confined); err != nil {
+			return err
+		}
+		return w.signal(sig)
+	}))
 	if overtaking && errors.Is(err, errdefs.ErrConflict) {
 		return nil
 	}
@@ -300,7 +324,11 @@ func (s *Supervisor) remove(ctx context.Context, name string, o removal) error {
 // Logs gives out the records of a workload's log that q selects and,
 // following, what is written next until ctx is done.
 func (s *Supervisor) Logs(ctx context.Context, name string, q logfile.Query, out logfile.Sink) error {
-	if _, err := s.lookup(name); err != nil {
+	w, err := s.lookup(name)
+	if err != nil {
+		return err
+	}
+	if err := mayAct(ctx, w); err != nil {
 		return err
 	}
 	return s.logs.of(name).Read(ctx, q, out)

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/flyd-dev/flyd/errdefs"
@@ -61,4 +62,32 @@ func (s *Supervisor) laneOf(sp *spec.Workload, by uint32) error {
 		return fmt.Errorf("%w: uid %d's workloads hold %d ports, and %s asks %d more: a caller other than root holds at most %d", errdefs.ErrForbidden, by, held, sp.Name, need, maxPeerPorts)
 	}
 	return nil
+}
+
+// Caller is who asks for a command: its uid, and whether it is confined to
+// its own lane. The API's adapter says so with WithCaller; a command with
+// no caller is root's (the workloads directory, the daemon itself).
+type Caller struct {
+	By       uint32
+	Confined bool
+}
+
+type callerKey struct{}
+
+// WithCaller is ctx with the caller of the commands made with it.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+func callerOf(ctx context.Context) Caller {
+	c, _ := ctx.Value(callerKey{}).(Caller)
+	return c
+}
+
+// mayAct refuses the caller of ctx a workload another applied, from its
+// view: for what must be refused before the workload's loop is asked (a
+// stop's hurry); the loop checks again, as it acts.
+func mayAct(ctx context.Context, w *workload) error {
+	c := callerOf(ctx)
+	return confinedTo(w.name, w.snapshot(false).AppliedBy, c.By, c.Confined)
 }
