@@ -75,17 +75,7 @@ func registryDrift(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *refFile, err)
 	}
-	if *url == "" || *keyFile == "" {
-		if err := daemonRegistry(c, ctx, url, keyFile); err != nil {
-			return err
-		}
-	}
-	rc, err := registryclient.New(*url, *keyFile)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	ins, err := rc.Instances(ctx, false)
+	ins, err := registryInstances(c, ctx, *url, *keyFile, false)
 	if err != nil {
 		return err
 	}
@@ -124,21 +114,8 @@ func registryLs(ctx context.Context, c *cli.Env, args []string) error {
 	if len(pos) > 0 {
 		return cli.Usagef("unexpected argument %q", pos[0])
 	}
-	if *url == "" || *keyFile == "" {
-		if err := daemonRegistry(c, ctx, url, keyFile); err != nil {
-			return err
-		}
-	}
-	rc, err := registryclient.New(*url, *keyFile)
+	ins, err := registryInstances(c, ctx, *url, *keyFile, *healthy)
 	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	ins, err := rc.Instances(ctx, *healthy)
-	if err != nil {
-		if errors.Is(err, registryclient.ErrUnauthorized) {
-			return fmt.Errorf("%w (is --registry-key-file the registry's key?)", err)
-		}
 		return err
 	}
 	if c.JSON {
@@ -185,4 +162,24 @@ func daemonRegistry(c *cli.Env, ctx context.Context, url, keyFile *string) error
 	*url = cmp.Or(*url, st.Registry.URL)
 	*keyFile = cmp.Or(*keyFile, st.Registry.KeyFile, registryclient.DefaultKeyFile)
 	return nil
+}
+
+// registryInstances lists a registry's instances: the one at url with the
+// key in keyFile, or, for what is not given, the daemon's.
+func registryInstances(c *cli.Env, ctx context.Context, url, keyFile string, healthy bool) ([]registryclient.Instance, error) {
+	if url == "" || keyFile == "" {
+		if err := daemonRegistry(c, ctx, &url, &keyFile); err != nil {
+			return nil, err
+		}
+	}
+	rc, err := registryclient.New(url, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	ins, err := rc.Instances(ctx, healthy)
+	if errors.Is(err, registryclient.ErrUnauthorized) {
+		return nil, fmt.Errorf("%w (is --registry-key-file the registry's key?)", err)
+	}
+	return ins, err
 }
