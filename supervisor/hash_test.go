@@ -5,6 +5,7 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -65,7 +66,7 @@ func TestEndpointVar(t *testing.T) {
 // applied again (thousands of unchanged specs re-applied project nothing);
 // a workload that can shape no guard never asks.
 func TestDeclareProjectsChangesOnly(t *testing.T) {
-	s := &Supervisor{decls: map[string]declared{}}
+	s := &Supervisor{decls: map[string]netplane.Declaration{}}
 	w := &spec.Workload{Name: "api", Network: spec.NetworkHost, Endpoints: []spec.Endpoint{{Name: "http", API: "http"}}}
 	steps := []struct {
 		name string

@@ -192,7 +192,7 @@ func (s *Supervisor) assignPorts(ctx context.Context, w *spec.Workload) (_ []sta
 	}
 	// The same declaration with other ports (or a projection that failed
 	// last time) is projected again too.
-	if !reproject && declaredOf(w).shapesGuards() {
+	if !reproject && declaredOf(w).ShapesGuards() {
 		reproject = s.guards.failed() || !slices.Equal(prior, s.ports.Held(w.Network, w.Name))
 	}
 	return s.mappings(w, res, pub), reproject, nil

@@ -32,6 +32,7 @@ import (
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/netalloc"
+	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
@@ -108,7 +109,7 @@ type Supervisor struct {
 
 	// decls are the workloads' specs as the firewall needs them (reach.go).
 	declMu sync.Mutex
-	decls  map[string]declared
+	decls  map[string]netplane.Declaration
 
 	logs     logBook
 	logWaker *logfile.Waker // nil without inotify
@@ -167,7 +168,7 @@ func New(cfg Config) (*Supervisor, error) {
 		dependents:   map[*workload]struct{}{},
 		links:        map[string]*sandbox.Link{},
 		policies:     map[string]*spec.Policy{},
-		decls:        map[string]declared{},
+		decls:        map[string]netplane.Declaration{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,

@@ -421,7 +421,7 @@ func (w *workload) remove() error {
 	w.s.deleteCgroup(w.name)
 	w.s.release(w.name, "")
 	w.s.dropNetwork(w.spec.Network)
-	if declaredOf(w.spec).shapesGuards() {
+	if declaredOf(w.spec).ShapesGuards() {
 		w.s.rewriteGuards()
 	}
 	w.s.logs.remove(w.name)

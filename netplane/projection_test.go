@@ -1,4 +1,4 @@
-package supervisor
+package netplane
 
 import (
 	"fmt"
@@ -15,25 +15,25 @@ import (
 // module store, a private endpoint and an internal one), web (ci-web,
 // uses db), a confined caller's job (ci-job, uid 1000, uses db), and api on
 // the host's network.
-func testWorld() world {
+func testWorld() World {
 	ep := func(name string, vis string) spec.Endpoint {
 		return spec.Endpoint{Name: name, API: "tcp", Visibility: vis}
 	}
-	return world{
-		decls: map[string]declared{
-			"db":  {network: "ci-db", module: "default/store", endpoints: []spec.Endpoint{ep("pg", ""), ep("admin", spec.VisibilityPrivate)}},
-			"web": {network: "ci-web", module: "default/web", uses: []string{"db"}},
-			"job": {network: "ci-job", module: "uid-1000/job", uses: []string{"db"}},
-			"api": {network: spec.NetworkHost, module: "default/api", endpoints: []spec.Endpoint{ep("http", ""), ep("pub", spec.VisibilityPublic)}},
+	return World{
+		Decls: map[string]Declaration{
+			"db":  {Network: "ci-db", Module: "default/store", Endpoints: []spec.Endpoint{ep("pg", ""), ep("admin", spec.VisibilityPrivate)}},
+			"web": {Network: "ci-web", Module: "default/web", Uses: []string{"db"}},
+			"job": {Network: "ci-job", Module: "uid-1000/job", Uses: []string{"db"}},
+			"api": {Network: spec.NetworkHost, Module: "default/api", Endpoints: []spec.Endpoint{ep("http", ""), ep("pub", spec.VisibilityPublic)}},
 		},
-		links: map[string]string{"ci-db": "fly-1", "ci-web": "fly-2", "ci-job": "fly-3"},
-		reserved: []netalloc.Reservation{
+		Links: map[string]string{"ci-db": "fly-1", "ci-web": "fly-2", "ci-job": "fly-3"},
+		Reserved: []netalloc.Reservation{
 			{Network: "ci-db", Workload: "db", Endpoint: "admin", Port: 9000},
 			{Network: "ci-db", Workload: "db", Endpoint: "pg", Port: 5432},
 			{Network: spec.NetworkHost, Workload: "api", Endpoint: "http", Port: 8080},
 			{Network: spec.NetworkHost, Workload: "api", Endpoint: "pub", Port: 8443},
 		},
-		appliedBy: func(name string) (uint32, bool) {
+		AppliedBy: func(name string) (uint32, bool) {
 			by, ok := map[string]uint32{"db": 0, "web": 0, "job": 1000, "api": 0}[name]
 			return by, ok
 		},
@@ -87,17 +87,17 @@ func TestProjection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pr := project(map[string]*spec.Policy{docs.Policies[0].Name: docs.Policies[0]}, testWorld())
-			if got := guardText(pr.guards); got != tt.guards {
+			pr := Project(map[string]*spec.Policy{docs.Policies[0].Name: docs.Policies[0]}, testWorld())
+			if got := guardText(pr.Guards); got != tt.guards {
 				t.Errorf("guards:\n%s\nwant:\n%s", got, tt.guards)
 			}
 			for p, want := range tt.selects {
-				if !slices.Equal(pr.selects[p], want) {
-					t.Errorf("%s guards %v, want %v", p, pr.selects[p], want)
+				if !slices.Equal(pr.Selects[p], want) {
+					t.Errorf("%s guards %v, want %v", p, pr.Selects[p], want)
 				}
 			}
 			for p, want := range tt.problems {
-				if got := strings.Join(pr.problems[p], "|"); got != want {
+				if got := strings.Join(pr.Problems[p], "|"); got != want {
 					t.Errorf("%s's problems: %q\nwant %q", p, got, want)
 				}
 			}
@@ -109,7 +109,7 @@ func TestProjection(t *testing.T) {
 // private one admits its module's networks alone, a public one needs no
 // rule.
 func TestReachRules(t *testing.T) {
-	got := fmt.Sprint(reachRules(testWorld()))
+	got := fmt.Sprint(ReachRules(testWorld()))
 	want := fmt.Sprint([]firewall.Reach{
 		{Link: "", Port: 8080},
 		{Link: "fly-1", Port: 5432},
