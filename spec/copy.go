@@ -19,6 +19,8 @@ func (w *Workload) Clone() *Workload {
 	c.Command = slices.Clone(w.Command)
 	c.Env = maps.Clone(w.Env)
 	c.SecretEnv = maps.Clone(w.SecretEnv)
+	c.Configuration = w.Configuration.clone()
+	c.SecretConfiguration = w.SecretConfiguration.clone()
 	c.Endpoints = slices.Clone(w.Endpoints)
 	c.After = slices.Clone(w.After)
 	c.Uses = slices.Clone(w.Uses)
@@ -58,13 +60,18 @@ func clonePtr[T any](p *T) *T {
 // set; or, when w has no secret, w itself. Specs are not changed once
 // made, so sharing w costs nothing but saves a copy per workload.
 func (w *Workload) Redacted() *Workload {
-	if w == nil || len(w.SecretEnv) == 0 {
+	if w == nil || len(w.SecretEnv) == 0 && len(w.SecretConfiguration) == 0 {
 		return w
 	}
 	c := w.Clone()
 	if c != nil {
 		for k := range c.SecretEnv {
 			c.SecretEnv[k] = RedactedValue
+		}
+		for _, kv := range c.SecretConfiguration {
+			for k := range kv {
+				kv[k] = RedactedValue
+			}
 		}
 	}
 	return c

@@ -58,6 +58,12 @@ func (w *Workload) SetDefaults() {
 	w.Endpoints = nilIfEmpty(w.Endpoints)
 	w.Env = nilIfEmptyMap(w.Env)
 	w.SecretEnv = nilIfEmptyMap(w.SecretEnv)
+	if len(w.Configuration) == 0 {
+		w.Configuration = nil
+	}
+	if len(w.SecretConfiguration) == 0 {
+		w.SecretConfiguration = nil
+	}
 }
 
 func (r *Restart) setDefaults() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,15 @@ func (w *Workload) Validate() error {
 	for _, k := range sortedKeys(w.SecretEnv) {
 		if _, dup := w.Env[k]; dup {
 			p.add(joinPath("secret_env", k), "is also set in env")
+		}
+	}
+	validateConfigurations(&p, "configuration", w.Configuration)
+	validateConfigurations(&p, "secret_configuration", w.SecretConfiguration)
+	for _, n := range sortedKeys(w.SecretConfiguration) {
+		for _, k := range sortedKeys(w.SecretConfiguration[n]) {
+			if _, dup := w.Configuration[n][k]; dup {
+				p.add(joinPath(joinPath("secret_configuration", n), k), "is also set in configuration")
+			}
 		}
 	}
 	w.validateEndpoints(&p)
@@ -152,6 +162,27 @@ func validateEnv(p *problems, field string, env map[string]string) {
 	}
 }
 
+// validateConfigurations refuses a name or key that would not make a
+// variable name (letters, digits, '_' and '-', which becomes '_') and a
+// value with a NUL.
+func validateConfigurations(p *problems, field string, c Configurations) {
+	for _, n := range sortedKeys(c) {
+		if !configName.MatchString(n) {
+			p.add(joinPath(field, n), "a configuration's name is letters, digits, '_' and '-', beginning with a letter or digit")
+		}
+		for _, k := range sortedKeys(c[n]) {
+			if !configName.MatchString(k) {
+				p.add(joinPath(joinPath(field, n), k), "a key is letters, digits, '_' and '-', beginning with a letter or digit")
+			}
+			if strings.ContainsRune(c[n][k], 0) {
+				p.add(joinPath(joinPath(field, n), k), "value must not contain a NUL byte")
+			}
+		}
+	}
+}
+
+var configName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
 func (w *Workload) validateAfter(p *problems) {
 	seen := make(map[string]bool, len(w.After))
 	for i, entry := range w.After {
@@ -189,7 +220,7 @@ func (w *Workload) validateUses(p *problems) {
 }
 
 // sortedKeys makes the order of reported problems stable.
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
 

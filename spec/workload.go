@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"maps"
 	"strconv"
 	"strings"
 )
@@ -32,13 +33,20 @@ type Workload struct {
 	User      string            `json:"user,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	SecretEnv map[string]string `json:"secret_env,omitempty"`
-	Endpoints []Endpoint        `json:"endpoints,omitempty"`
-	Network   string            `json:"network,omitempty"`
-	Restart   Restart           `json:"restart"`
-	Stop      Stop              `json:"stop"`
-	Health    *Health           `json:"health,omitempty"`
-	Resources *Resources        `json:"resources,omitempty"`
-	After     []string          `json:"after,omitempty"`
+	// Configuration is the service's configuration, by name, each a map
+	// of keys to values, given to it and to every workload that uses it
+	// under codefly's names (CODEFLY__SERVICE_CONFIGURATION__MODULE__
+	// SERVICE__NAME__KEY); SecretConfiguration the same for secrets
+	// (…_SECRET_CONFIGURATION__…), redacted as secret_env is.
+	Configuration       Configurations `json:"configuration,omitempty"`
+	SecretConfiguration Configurations `json:"secret_configuration,omitempty"`
+	Endpoints           []Endpoint     `json:"endpoints,omitempty"`
+	Network             string         `json:"network,omitempty"`
+	Restart             Restart        `json:"restart"`
+	Stop                Stop           `json:"stop"`
+	Health              *Health        `json:"health,omitempty"`
+	Resources           *Resources     `json:"resources,omitempty"`
+	After               []string       `json:"after,omitempty"`
 	// Uses are the workloads whose endpoints this one calls: "NAME" for
 	// all of them, "NAME/ENDPOINT" for one. Each used endpoint's address
 	// arrives as codefly's CODEFLY__ENDPOINT__… variable, and a used
@@ -60,6 +68,21 @@ type Identity struct {
 	// Version is the service's version, given to it as
 	// CODEFLY__SERVICE_VERSION when stated.
 	Version string `json:"version,omitempty"`
+}
+
+// Configurations are configurations by name, each its keys' values.
+type Configurations map[string]map[string]string
+
+// clone is a deep copy.
+func (c Configurations) clone() Configurations {
+	if c == nil {
+		return nil
+	}
+	out := make(Configurations, len(c))
+	for n, kv := range c {
+		out[n] = maps.Clone(kv)
+	}
+	return out
 }
 
 // Endpoint is a named port the workload listens on. Its number reaches the

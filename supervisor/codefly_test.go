@@ -101,3 +101,39 @@ func TestOwnEndpointsAsCodeflyGivesThem(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigurationsAsCodeflyGivesThem: a service gets its own
+// configurations, and those of every workload it uses, under codefly's
+// names, secrets with their values (not the redacted ones inspect shows).
+func TestConfigurationsAsCodeflyGivesThem(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer s.Close()
+	ctx := context.Background()
+	pg := fakeSpec("pg", "stubborn")
+	pg.Identity = &spec.Identity{Module: "store", Service: "pg-main"}
+	pg.Configuration = spec.Configurations{"connection": {"host": "localhost"}}
+	pg.SecretConfiguration = spec.Configurations{"connection": {"pass-word": "hunter2"}}
+	if _, err := s.Apply(ctx, pg, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := fakeSpec("app", "stubborn")
+	app.Uses = []string{"pg"}
+	app.Configuration = spec.Configurations{"feature": {"on": "yes"}}
+	used, err := s.usedEndpoints(app, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := makePlan(app, driver.Capabilities{RuntimeContext: "native"}, nil, used)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"CODEFLY__SERVICE_CONFIGURATION__STORE__PG_MAIN__CONNECTION__HOST":             "localhost",
+		"CODEFLY__SERVICE_SECRET_CONFIGURATION__STORE__PG_MAIN__CONNECTION__PASS_WORD": "hunter2",
+		"CODEFLY__SERVICE_CONFIGURATION__APP__APP__FEATURE__ON":                        "yes",
+	} {
+		if v, _ := carriers.LookupEnv(pl.env, key); v != want {
+			t.Errorf("%s=%q; want %q", key, v, want)
+		}
+	}
+}

@@ -117,7 +117,8 @@ func makePlan(w *spec.Workload, caps driver.Capabilities, ports []status.PortMap
 				Msg: missing + " names no endpoint of this workload"}
 		}
 	}
-	env, files := carriers.Build(own, w.Env, w.SecretEnv)
+	public, secret := configurationVars(w)
+	env, files := carriers.Build(public, own, w.Env, secret, w.SecretEnv)
 	return &plan{args: args, env: env, files: files, ports: ports}, nil
 }
 

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -17,6 +18,37 @@ import (
 func EndpointVar(module, service, endpoint, api string) string {
 	key := module + "__" + service + "__" + endpoint + "__" + api
 	return "CODEFLY__ENDPOINT__" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+}
+
+// ConfigurationVar is the variable codefly's SDKs read a service's
+// configuration value from: CODEFLY__SERVICE_CONFIGURATION__<MODULE>__
+// <SERVICE>__<NAME>__<KEY> (…_SECRET_CONFIGURATION__… for a secret),
+// upper-cased, "-" turned to "_", as codefly-dev/core builds it
+// (resources/environment_variables_manager.go).
+func ConfigurationVar(module, service, name, key string, secret bool) string {
+	prefix := "CODEFLY__SERVICE_CONFIGURATION__"
+	if secret {
+		prefix = "CODEFLY__SERVICE_SECRET_CONFIGURATION__"
+	}
+	return prefix + strings.ToUpper(strings.ReplaceAll(module+"__"+service+"__"+name+"__"+key, "-", "_"))
+}
+
+// configurationVars are w's configurations under codefly's names: its own,
+// and, for a consumer, what it is given of each workload it uses.
+func configurationVars(w *spec.Workload) (public, secret map[string]string) {
+	id := identity(w)
+	public, secret = map[string]string{}, map[string]string{}
+	for name, kv := range w.Configuration {
+		for k, v := range kv {
+			public[ConfigurationVar(id.Module, id.Service, name, k, false)] = v
+		}
+	}
+	for name, kv := range w.SecretConfiguration {
+		for k, v := range kv {
+			secret[ConfigurationVar(id.Module, id.Service, name, k, true)] = v
+		}
+	}
+	return public, secret
 }
 
 // usedEndpoints resolves a consumer's `uses` into the variables that carry
@@ -35,6 +67,12 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 		}
 		v := w.snapshot(true)
 		id := identity(v.Spec)
+		// A producer's configurations reach its consumers (seed 000's
+		// configuration flow: a database's connection, say), from its
+		// own spec: the snapshot's has its secrets redacted.
+		public, secret := configurationVars(w.specNow())
+		maps.Copy(out, public)
+		maps.Copy(out, secret)
 		found := false
 		for _, p := range v.Ports {
 			if only != "" && p.Endpoint != only {

@@ -39,6 +39,7 @@ type workload struct {
 	stopping atomic.Bool
 
 	spec    *spec.Workload
+	full    atomic.Pointer[spec.Workload] // spec, for other goroutines: its secrets unredacted
 	owner   string
 	by      uint32 // the uid of the caller that applied it
 	ports   []status.PortMapping
@@ -196,6 +197,10 @@ func (w *workload) snapshot(withSpec bool) status.Workload {
 	return v
 }
 
+// specNow is the workload's spec with its secrets, for what another
+// goroutine must give a consumer of it (its secret configuration).
+func (w *workload) specNow() *spec.Workload { return w.full.Load() }
+
 // update changes the view under its lock.
 func (w *workload) update(f func(v *status.Workload)) {
 	w.mu.Lock()
@@ -233,6 +238,7 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 
 func (w *workload) setSpec(sp *spec.Workload, ports []status.PortMapping) {
 	w.spec, w.ports = sp, ports
+	w.full.Store(sp)
 	red := sp.Redacted()
 	w.update(func(v *status.Workload) {
 		v.Kind = sp.Kind
