@@ -76,6 +76,14 @@ func (s *Supervisor) setDocOwner(kind, name, owner string) error {
 	return nil
 }
 
+// undoDocOwner puts back the owner a refused put found: a document never
+// made is no file's.
+func (s *Supervisor) undoDocOwner(kind, name, had string) {
+	if err := s.setDocOwner(kind, name, had); err != nil {
+		s.log.Warn("cannot put back a document's owner", zap.String("document", DocKey(kind, name)), zap.Error(err))
+	}
+}
+
 // OwnedDocuments lists the documents files own: DocKey → file.
 func (s *Supervisor) OwnedDocuments(ctx context.Context) (map[string]string, error) {
 	s.owners.mu.Lock()
@@ -103,10 +111,12 @@ func (s *Supervisor) PutNetworkOwned(ctx context.Context, n *spec.Network, owner
 	if err := s.docOwnedBy(spec.KindNetwork, n.Name, owner, s.netDoc(n.Name) != nil); err != nil {
 		return err
 	}
+	had := s.docOwner(spec.KindNetwork, n.Name)
 	if err := s.setDocOwner(spec.KindNetwork, n.Name, owner); err != nil {
 		return err
 	}
 	if _, err := s.putNetwork(ctx, n); err != nil {
+		s.undoDocOwner(spec.KindNetwork, n.Name, had)
 		return err
 	}
 	s.publish(status.Event{Type: status.EventNetwork, Message: fmt.Sprintf("network %s applied from %s (egress %v, peers %v)", n.Name, owner, n.AllowsEgress(), n.Peers)})
@@ -138,10 +148,12 @@ func (s *Supervisor) PutPolicyOwned(ctx context.Context, p *spec.Policy, owner s
 	if err := s.docOwnedBy(spec.KindPolicy, p.Name, owner, exists); err != nil {
 		return err
 	}
+	had := s.docOwner(spec.KindPolicy, p.Name)
 	if err := s.setDocOwner(spec.KindPolicy, p.Name, owner); err != nil {
 		return err
 	}
 	if err := s.setPolicy(p.Name, p); err != nil {
+		s.undoDocOwner(spec.KindPolicy, p.Name, had)
 		return err
 	}
 	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + p.Name + " applied from " + owner})

@@ -1,0 +1,171 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
+)
+
+// TestDocumentsOwnedByFiles: a network document a file puts is the file's:
+// the API may not change or remove it, another file may not take it, and
+// whose it is survives a restart; the file dropping it takes it back to the
+// defaults. A policy refused (no nf_tables here) leaves no owner behind.
+func TestDocumentsOwnedByFiles(t *testing.T) {
+	d := newDirs(t)
+	s := open(t, d, true)
+	ctx := context.Background()
+	off := false
+	n := &spec.Network{Kind: spec.KindNetwork, Name: "ci-doc", Egress: &off}
+	if err := s.PutNetworkOwned(ctx, n, "stack.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	conflict := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "stack.yaml") {
+			t.Errorf("%s: %v; want a conflict naming stack.yaml", what, err)
+		}
+	}
+	_, err := s.PutNetwork(ctx, &spec.Network{Kind: spec.KindNetwork, Name: "ci-doc"})
+	conflict("the API's put", err)
+	conflict("the API's delete", s.DeleteNetwork(ctx, "ci-doc"))
+	conflict("another file's put", s.PutNetworkOwned(ctx, n, "other.yaml"))
+	if s.netDoc("ci-doc").AllowsEgress() {
+		t.Error("the file's document is not in force")
+	}
+	s.Close()
+
+	s = open(t, d, true)
+	defer s.Close()
+	if owned, _ := s.OwnedDocuments(ctx); owned["network/ci-doc"] != "stack.yaml" || len(owned) != 1 {
+		t.Fatalf("owners after a restart: %v", owned)
+	}
+	if err := s.DropNetworkOwned(ctx, "ci-doc", "stack.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if owned, _ := s.OwnedDocuments(ctx); len(owned) != 0 || s.netDoc("ci-doc") != nil {
+		t.Errorf("after the drop: owners %v, document %+v; want neither", owned, s.netDoc("ci-doc"))
+	}
+
+	p := &spec.Policy{Kind: spec.KindPolicy, Name: "quiet", Select: spec.Selector{Networks: []string{"ci-doc"}}}
+	if err := s.PutPolicyOwned(ctx, p, "stack.yaml"); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
+		t.Fatalf("a policy without nf_tables: %v", err)
+	}
+	if owned, _ := s.OwnedDocuments(ctx); len(owned) != 0 {
+		t.Errorf("a refused policy left an owner: %v", owned)
+	}
+	var events []string
+	s.events.replay(s.events.path, 0, s.events.last(), func(ev status.Event) bool {
+		if ev.Type == status.EventNetwork {
+			events = append(events, ev.Message)
+		}
+		return true
+	})
+	if len(events) != 2 || !strings.Contains(events[0], "network ci-doc applied from stack.yaml") || !strings.Contains(events[1], "removed with stack.yaml") {
+		t.Errorf("network events %q", events)
+	}
+}
+
+// TestLanes: a confined caller may use a network of its own, or one root
+// opened to peers, and no other; it holds a share of ports; it acts only on
+// what it applied.
+func TestLanes(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer s.Close()
+	ctx := context.Background()
+	put := func(name, network string, by uint32, endpoints int) error {
+		w := fakeSpec(name, "stubborn")
+		w.Network = spec.NetworkHost
+		if network != "" {
+			w.Network = network
+		}
+		for i := range endpoints {
+			w.Endpoints = append(w.Endpoints, spec.Endpoint{Name: "e" + itoa(i), Port: spec.Port{Mode: spec.PortEphemeral}})
+		}
+		_, err := s.Apply(ctx, w, ApplyOptions{By: by, Confined: by != 0})
+		return err
+	}
+	if err := put("root-w", "", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	forbidden := func(what, says string, err error) {
+		t.Helper()
+		if !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: %v; want forbidden: %s", what, err, says)
+		}
+	}
+	forbidden("replacing root's", "applied by uid 0", put("root-w", "", 1000, 0))
+	if err := put("mine", "", 1000, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Stop(WithCaller(ctx, Caller{By: 1001, Confined: true}), "mine")
+	forbidden("another peer's stop", "applied by uid 1000", err)
+	if _, err := s.Stop(WithCaller(ctx, Caller{By: 1000, Confined: true}), "mine"); err != nil {
+		t.Errorf("its own stop: %v", err)
+	}
+	forbidden("another peer's remove", "applied by uid 1000", s.Remove(ctx, "mine", RemoveOptions{By: 1001, Confined: true}))
+	forbidden("more ports than its share", "holds at most 256", put("greedy", "", 1000, maxPeerPorts+1))
+	outs, err := s.Batch(WithCaller(ctx, Caller{By: 1000, Confined: true}), ActionStop, BatchRequest{All: true})
+	if err != nil || len(outs) != 1 || outs[0].Name != "mine" {
+		t.Errorf("stop --all of a peer: %+v, %v; want its own workload alone", outs, err)
+	}
+}
+
+// TestInstances: what the registry is given of a running workload: an
+// instance an endpoint, named by registry.name or the workload, at the
+// address this host reaches it on (the advertised one when exposed, the
+// published port on loopback), with the contract's labels; nothing of a
+// workload that does not run.
+func TestInstances(t *testing.T) {
+	s := &Supervisor{cfg: Config{AdvertiseAddress: "192.0.2.7"}, hostname: "h1"}
+	w := &spec.Workload{Name: "api", Kind: spec.KindNative, Identity: &spec.Identity{Module: "shop", Service: "api-svc"},
+		Registry: &spec.Registry{Name: "shop-api", Tags: []string{"tier=web"}, Metadata: map[string]string{"container": "api-1"}}}
+	ports := []status.PortMapping{
+		{Endpoint: "http", API: "http", Port: 18081, Network: spec.NetworkHost},
+		{Endpoint: "pub", API: "http", Port: 8080, Published: 18443, Network: "ci-1",
+			Instances: []status.Instance{{Access: "public", Address: "192.0.2.7:18443"}}},
+		{Endpoint: "db", API: "tcp", Port: 5432, Published: 15432, Network: "ci-1"},
+	}
+	if ins := s.instances(w, ports, status.Stopped); ins != nil {
+		t.Errorf("a stopped workload's instances: %v", ins)
+	}
+	ins := s.instances(w, ports, status.Running)
+	got := make([]string, len(ins))
+	for i, in := range ins {
+		got[i] = in.ID + " " + in.Name + " " + in.Address + ":" + itoa(in.Port) + " " + in.Metadata["container"] + "/" + in.Metadata["service"] + " " + strings.Join(in.Tags, ",")
+	}
+	want := []string{
+		"flyd-h1-api-http shop-api 127.0.0.1:18081 api-1/api-svc api=http,tier=web",
+		"flyd-h1-api-pub shop-api 192.0.2.7:18443 api-1/api-svc api=http,tier=web",
+		"flyd-h1-api-db shop-api 127.0.0.1:15432 api-1/api-svc api=tcp,tier=web",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("instances:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestApplyAllInOrder: a batch is applied dependencies first, whatever its
+// order, and a cycle refuses all of it before anything is applied.
+func TestApplyAllInOrder(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer s.Close()
+	ctx := context.Background()
+	app, db := fakeSpec("app", "stubborn"), fakeSpec("db", "stubborn")
+	app.After = []string{"db"}
+	outs, err := s.ApplyAll(ctx, []Change{{Spec: app, Options: ApplyOptions{Start: true}}, {Spec: db, Options: ApplyOptions{Start: true}}})
+	if err != nil || len(outs) != 2 || outs[0].Name != "db" || outs[1].Name != "app" || outs[0].Err != nil || outs[1].Err != nil {
+		t.Fatalf("outcomes %+v, %v; want db then app", outs, err)
+	}
+	x, y := fakeSpec("x", "stubborn"), fakeSpec("y", "stubborn")
+	x.After, y.After = []string{"y"}, []string{"x"}
+	if _, err := s.ApplyAll(ctx, []Change{{Spec: x}, {Spec: y}}); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Errorf("a cycle: %v; want refused", err)
+	}
+	if _, err := s.Get(ctx, "x"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a refused batch applied x: %v", err)
+	}
+}
