@@ -169,3 +169,56 @@ func TestApplyAllInOrder(t *testing.T) {
 		t.Errorf("a refused batch applied x: %v", err)
 	}
 }
+
+// TestRestartReloadAndReadings: restart ends the run and starts another;
+// reload by signal reaches the running program and is an event; the
+// readings (ports, networks, stats, policies) answer without a kernel's
+// network or cgroups.
+func TestRestartReloadAndReadings(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer s.Close()
+	ctx := context.Background()
+	w := fakeSpec("svc", "run")
+	w.Reload = &spec.Reload{Signal: "SIGHUP"}
+	w.Endpoints = []spec.Endpoint{{Name: "http", API: "http", Port: spec.Port{Mode: spec.PortEphemeral}}}
+	first, err := s.Apply(ctx, w, ApplyOptions{Start: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Restart(ctx, "svc")
+	if err != nil || again.PID == first.PID || again.State != status.Running {
+		t.Fatalf("restart: %+v, %v; want another run", again, err)
+	}
+	if _, err := s.Reload(ctx, "svc"); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := false
+	s.events.replay(s.events.path, 0, s.events.last(), func(ev status.Event) bool {
+		reloaded = reloaded || ev.Type == status.EventReload && ev.Message == "reloaded by signal SIGHUP"
+		return true
+	})
+	if !reloaded {
+		t.Error("no reload event")
+	}
+	if _, err := s.Reload(ctx, "nobody"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("reload of nothing: %v", err)
+	}
+	if ps := s.Ports(ctx); len(ps) != 1 || ps[0].Workload != "svc" || ps[0].Port == 0 {
+		t.Errorf("ports %+v", ps)
+	}
+	if ns, err := s.Networks(ctx); err != nil || len(ns) != 0 {
+		t.Errorf("networks %+v, %v; want none", ns, err)
+	}
+	if st := s.Stats(ctx); st.Interval != statsInterval || len(st.Workloads) != 0 {
+		t.Errorf("stats without cgroups: %+v", st)
+	}
+	if ps := s.Policies(ctx); len(ps) != 0 {
+		t.Errorf("policies %+v", ps)
+	}
+	if _, err := s.PutPolicy(ctx, &spec.Policy{Kind: spec.KindPolicy, Name: "p", Select: spec.Selector{Networks: []string{"x"}}}); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
+		t.Errorf("a policy without nf_tables: %v", err)
+	}
+	if err := s.DeletePolicy(ctx, "p"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("deleting no policy: %v", err)
+	}
+}
