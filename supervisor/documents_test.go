@@ -222,3 +222,51 @@ func TestRestartReloadAndReadings(t *testing.T) {
 		t.Errorf("deleting no policy: %v", err)
 	}
 }
+
+// TestFileProblemsInStatus: a refused file of the workloads directory is in
+// the status until it is good again; a policy a file no longer defines goes
+// (it is not there: nothing to do).
+func TestFileProblemsInStatus(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer s.Close()
+	ctx := context.Background()
+	s.FileProblem("b.yaml", errors.New("line 3: name: must be a DNS label"))
+	s.FileProblem("a.yaml", errors.New("not a regular file"))
+	if got := s.Status(ctx).FileProblems; len(got) != 2 || got[0].File != "a.yaml" || got[1].Error != "line 3: name: must be a DNS label" {
+		t.Errorf("file problems %+v", got)
+	}
+	s.FileProblem("a.yaml", nil)
+	if got := s.Status(ctx).FileProblems; len(got) != 1 || got[0].File != "b.yaml" {
+		t.Errorf("after a.yaml is good again: %+v", got)
+	}
+	if err := s.DropPolicyOwned(ctx, "gone", "a.yaml"); err != nil {
+		t.Errorf("dropping a policy that is not there: %v", err)
+	}
+}
+
+// TestNetworkDocumentWithoutNamespace: a network's document is listed
+// before any workload of it runs, and `networks rm` takes it whether or not
+// a namespace exists.
+func TestNetworkDocumentWithoutNamespace(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer s.Close()
+	ctx := context.Background()
+	off := false
+	nw, err := s.PutNetwork(ctx, &spec.Network{Kind: spec.KindNetwork, Name: "ci-later", Egress: &off, Peers: true})
+	if err != nil || nw == nil || nw.Name != "ci-later" {
+		t.Fatalf("put: %+v, %v", nw, err)
+	}
+	ns, err := s.Networks(ctx)
+	if err != nil || len(ns) != 1 || ns[0].Name != "ci-later" || ns[0].Egress || len(ns[0].Workloads) != 0 {
+		t.Fatalf("networks %+v, %v; want the document alone", ns, err)
+	}
+	if err := s.DeleteNetwork(ctx, "ci-later"); err != nil {
+		t.Fatal(err)
+	}
+	if ns, _ := s.Networks(ctx); len(ns) != 0 || s.netDoc("ci-later") != nil {
+		t.Errorf("after networks rm: %+v", ns)
+	}
+	if err := s.DeleteNetwork(ctx, "ci-later"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("removing it again: %v; want not_found", err)
+	}
+}
