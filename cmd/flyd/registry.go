@@ -19,8 +19,8 @@ import (
 
 const (
 	registryServeUsage = "serve [flags] (flyd registry serve -h lists them)"
-	registryLsUsage    = "ls [-w] [--registry URL] [--registry-key-file F] [--healthy-only] [--json] [--socket S]"
-	registryDriftUsage = "drift --reference FILE [--registry URL] [--registry-key-file F] [--json] [--socket S]"
+	registryLsUsage    = "ls [-w] [--registry URL] [--registry-key-file F] [--registry-ca F] [--healthy-only] [--json] [--socket S]"
+	registryDriftUsage = "drift --reference FILE [--registry URL] [--registry-key-file F] [--registry-ca F] [--json] [--socket S]"
 )
 
 func init() {
@@ -47,6 +47,10 @@ func cmdRegistry(ctx context.Context, c *cli.Env, args []string) error {
 	return cli.Usagef("unknown subcommand %q: serve, ls or drift", args[0])
 }
 
+// registryCAEnv names a file of CA certificates the registry commands
+// trust, when --registry-ca does not.
+const registryCAEnv = "FLYD_REGISTRY_CA"
+
 // errDrift makes `flyd registry drift` exit 1 once it has said the drift.
 var errDrift = errors.New("the registry drifts from the reference")
 
@@ -56,6 +60,7 @@ func registryDrift(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	url := fs.String("registry", "", "registry URL (default: the one the daemon uses)")
 	keyFile := fs.String("registry-key-file", "", "file holding the registry's API key (default: the daemon's)")
+	ca := fs.String("registry-ca", os.Getenv(registryCAEnv), "CA certificates (PEM) to trust for an https:// registry (default: $"+registryCAEnv+", else the system's)")
 	refFile := fs.String("reference", "", "the reference, in the export's format (koder-service-ports.toml)")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
@@ -76,7 +81,7 @@ func registryDrift(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *refFile, err)
 	}
-	ins, err := registryInstances(c, ctx, *url, *keyFile, false)
+	ins, err := registryInstances(c, ctx, *url, *keyFile, *ca, false)
 	if err != nil {
 		return err
 	}
@@ -107,6 +112,7 @@ func registryLs(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	url := fs.String("registry", "", "registry URL (default: the one the daemon uses)")
 	keyFile := fs.String("registry-key-file", "", "file holding the registry's API key (default: the daemon's)")
+	ca := fs.String("registry-ca", os.Getenv(registryCAEnv), "CA certificates (PEM) to trust for an https:// registry (default: $"+registryCAEnv+", else the system's)")
 	healthy := fs.Bool("healthy-only", false, "only the healthy instances")
 	var watch bool
 	fs.BoolVar(&watch, "w", false, "then print each change as it happens, until interrupted")
@@ -122,9 +128,9 @@ func registryLs(ctx context.Context, c *cli.Env, args []string) error {
 		if *healthy {
 			return cli.Usagef("-w tells every instance: --healthy-only is for a listing")
 		}
-		return registryWatch(ctx, c, *url, *keyFile)
+		return registryWatch(ctx, c, *url, *keyFile, *ca)
 	}
-	ins, err := registryInstances(c, ctx, *url, *keyFile, *healthy)
+	ins, err := registryInstances(c, ctx, *url, *keyFile, *ca, *healthy)
 	if err != nil {
 		return err
 	}
@@ -176,18 +182,26 @@ func daemonRegistry(c *cli.Env, ctx context.Context, url, keyFile *string) error
 
 // registryClient is a client of the registry at url with the key in
 // keyFile, or, for what is not given, the daemon's.
-func registryClient(c *cli.Env, ctx context.Context, url, keyFile string) (*registryclient.Client, error) {
+func registryClient(c *cli.Env, ctx context.Context, url, keyFile, ca string) (*registryclient.Client, error) {
 	if url == "" || keyFile == "" {
 		if err := daemonRegistry(c, ctx, &url, &keyFile); err != nil {
 			return nil, err
 		}
 	}
-	return registryclient.New(url, keyFile)
+	var opts []registryclient.Option
+	if ca != "" {
+		tc, err := registryclient.CAFile(ca)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, registryclient.WithTLS(tc))
+	}
+	return registryclient.New(url, keyFile, opts...)
 }
 
 // registryInstances lists a registry's instances.
-func registryInstances(c *cli.Env, ctx context.Context, url, keyFile string, healthy bool) ([]registryclient.Instance, error) {
-	rc, err := registryClient(c, ctx, url, keyFile)
+func registryInstances(c *cli.Env, ctx context.Context, url, keyFile, ca string, healthy bool) ([]registryclient.Instance, error) {
+	rc, err := registryClient(c, ctx, url, keyFile, ca)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +216,8 @@ func registryInstances(c *cli.Env, ctx context.Context, url, keyFile string, hea
 // registryWatch prints the registry's instances, then each change as it
 // happens until ctx is done (an interrupt); with --json, every change
 // (the snapshot's puts, then synced, then the changes) as a JSON line.
-func registryWatch(ctx context.Context, c *cli.Env, url, keyFile string) error {
-	rc, err := registryClient(c, ctx, url, keyFile)
+func registryWatch(ctx context.Context, c *cli.Env, url, keyFile, ca string) error {
+	rc, err := registryClient(c, ctx, url, keyFile, ca)
 	if err != nil {
 		return err
 	}
