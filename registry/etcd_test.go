@@ -279,7 +279,7 @@ func TestOpenEtcdRefusesUnreachable(t *testing.T) {
 			t.Fatalf("OpenEtcd(%+v) accepted", bad)
 		}
 	}
-	if _, err := New(Config{Key: testKey, Store: newMemStore(), SnapshotPath: filepath.Join(t.TempDir(), "s")}); err == nil {
+	if _, err := New(Config{Key: testKey, Store: newMemStore(time.Now), SnapshotPath: filepath.Join(t.TempDir(), "s")}); err == nil {
 		t.Fatal("a snapshot with an external store was accepted")
 	}
 }

@@ -305,6 +305,10 @@ func boolParam(w http.ResponseWriter, r *http.Request, name string) (on, ok bool
 // services lists the names of the live services, or with ?detail=1 their
 // instances; ?healthy_only=1 keeps the healthy instances only (R6).
 func (s *Server) services(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query(); q.Has("watch") {
+		s.watch(w, r, q.Get("watch"))
+		return
+	}
 	detail, ok := boolParam(w, r, "detail")
 	if !ok {
 		return

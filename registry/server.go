@@ -56,6 +56,11 @@ type Server struct {
 	// can wait longer (see snapshot.go).
 	dirty       chan struct{}
 	leasesDirty atomic.Bool
+
+	// closing is done when Serve stops: the watches end, so that they
+	// do not hold the shutdown up.
+	closing   context.Context
+	stopWatch context.CancelFunc
 }
 
 // New returns a server with the state of cfg.SnapshotPath when that file
@@ -84,24 +89,26 @@ func New(cfg Config) (*Server, error) {
 		store:   cfg.Store,
 		dirty:   make(chan struct{}, 1),
 	}
-	if s.store == nil {
-		s.mem = newMemStore()
-		s.store = s.mem
-	}
+	s.closing, s.stopWatch = context.WithCancel(context.Background())
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.store == nil {
+		s.mem = newMemStore(s.now)
+		s.store = s.mem
+	}
 	if cfg.SnapshotPath != "" {
-		ins, found, err := readSnapshot(cfg.SnapshotPath)
+		f, found, err := readSnapshot(cfg.SnapshotPath)
 		if err != nil {
 			return nil, err
 		}
 		if found {
-			s.mem.load(ins)
-			s.log.Info("registry state loaded", zap.String("snapshot", cfg.SnapshotPath), zap.Int("instances", len(ins)))
+			s.mem.load(f)
+			s.log.Info("registry state loaded", zap.String("snapshot", cfg.SnapshotPath), zap.Int("instances", len(f.Instances)),
+				zap.Int64("rev", f.Rev), zap.Bool("clean", f.Clean))
 			s.Reap(s.now()) // what expired while the registry was down
 		}
 	}
@@ -145,6 +152,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}
+	hs.RegisterOnShutdown(s.stopWatch)
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if s.mem != nil {
@@ -169,7 +177,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	stop()
 	wg.Wait()
 	if s.cfg.SnapshotPath != "" {
-		if serr := s.writeSnapshot(); serr != nil {
+		if serr := s.writeSnapshot(true); serr != nil {
 			err = errors.Join(err, serr)
 		}
 	}

@@ -30,25 +30,30 @@ const (
 type snapshotFile struct {
 	Version   int        `json:"version"`
 	Instances []Instance `json:"instances"`
+	// Rev is the memory store's revision, Revs each instance's, for the
+	// watches (mem_watch.go). Clean says the registry wrote the file as
+	// it stopped: no change came after it.
+	Rev   int64            `json:"rev,omitempty"`
+	Revs  map[string]int64 `json:"revs,omitempty"`
+	Clean bool             `json:"clean,omitempty"`
 }
 
 // readSnapshot reads the state written by writeSnapshot; no file is an
 // empty registry. A file that cannot be read is an error rather than an
 // empty registry, which would silently drop every lease.
-func readSnapshot(path string) (ins []Instance, found bool, err error) {
+func readSnapshot(path string) (f snapshotFile, found bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
+		return f, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("registry: reading snapshot: %w", err)
+		return f, false, fmt.Errorf("registry: reading snapshot: %w", err)
 	}
-	var f snapshotFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, false, fmt.Errorf("registry: snapshot %s is corrupt (move it away to start empty): %w", path, err)
+		return f, false, fmt.Errorf("registry: snapshot %s is corrupt (move it away to start empty): %w", path, err)
 	}
 	if f.Version != snapshotVersion {
-		return nil, false, fmt.Errorf("registry: snapshot %s has version %d; this registry reads version %d", path, f.Version, snapshotVersion)
+		return f, false, fmt.Errorf("registry: snapshot %s has version %d; this registry reads version %d", path, f.Version, snapshotVersion)
 	}
 	out := f.Instances[:0]
 	for _, in := range f.Instances {
@@ -56,14 +61,18 @@ func readSnapshot(path string) (ins []Instance, found bool, err error) {
 			out = append(out, in)
 		}
 	}
-	return out, true, nil
+	f.Instances = out
+	return f, true, nil
 }
 
 // writeSnapshot replaces the snapshot atomically: a crash leaves the old
 // file or the new one, never half of one.
-func (s *Server) writeSnapshot() error {
+// clean marks the last one, written as the registry stops.
+func (s *Server) writeSnapshot(clean bool) error {
 	s.leasesDirty.Store(false)
-	b, err := json.Marshal(snapshotFile{Version: snapshotVersion, Instances: s.mem.all()})
+	f := s.mem.state()
+	f.Clean = clean
+	b, err := json.Marshal(f)
 	if err != nil {
 		return fmt.Errorf("registry: encoding snapshot: %w", err)
 	}
@@ -91,7 +100,7 @@ func (s *Server) snapshotLoop(ctx context.Context) {
 				continue
 			}
 		}
-		if err := s.writeSnapshot(); err != nil {
+		if err := s.writeSnapshot(false); err != nil {
 			// The registry keeps serving; the lease tick tries again.
 			s.log.Error("cannot snapshot the registry", zap.Error(err))
 			s.leasesDirty.Store(true)

@@ -58,12 +58,20 @@ func sortInstances(ins []Instance) {
 // embedded registry's. An expired instance that the reaper has not
 // removed yet is already gone for every operation (R3): the registry never
 // serves a dead endpoint, whatever the reap interval.
+//
+// It numbers its changes with a revision of its own (see mem_watch.go):
+// every write and every removal is one, a heartbeat none.
 type memStore struct {
 	mu   sync.RWMutex
 	byID map[string]*Instance
+	w    memWatch // guarded by mu
 }
 
-func newMemStore() *memStore { return &memStore{byID: map[string]*Instance{}} }
+func newMemStore(now func() time.Time) *memStore {
+	s := &memStore{byID: map[string]*Instance{}}
+	s.w.init(now, DefaultHistory)
+	return s
+}
 
 // live returns the instance with id if its lease holds at now.
 func (s *memStore) live(id string, now time.Time) (*Instance, bool) {
@@ -85,6 +93,7 @@ func (s *memStore) Upsert(_ context.Context, in Instance, now time.Time) (Instan
 		in.RegisteredAt = old.RegisteredAt
 	}
 	s.byID[in.ID] = &in
+	s.w.record(ChangePut, in)
 	return in, !ok, nil
 }
 
@@ -95,7 +104,7 @@ func (s *memStore) Heartbeat(_ context.Context, id string, now time.Time) (Insta
 	in, ok := s.live(id, now)
 	if !ok {
 		// Reaped here rather than at the next tick: it is gone anyway.
-		delete(s.byID, id)
+		s.drop(id)
 		return Instance{}, ErrNotRegistered
 	}
 	in.UpdatedAt = now.UTC()
@@ -116,11 +125,20 @@ func (s *memStore) Remove(_ context.Context, id string, now time.Time) (Instance
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in, ok := s.live(id, now)
-	delete(s.byID, id)
+	s.drop(id)
 	if !ok {
 		return Instance{}, ErrNotRegistered
 	}
 	return *in, nil
+}
+
+// drop removes id, if present, and records its removal. The caller holds
+// mu.
+func (s *memStore) drop(id string) {
+	if in, ok := s.byID[id]; ok {
+		delete(s.byID, id)
+		s.w.record(ChangeDelete, *in)
+	}
 }
 
 // reap removes every instance expired at now and returns them.
@@ -131,7 +149,7 @@ func (s *memStore) reap(now time.Time) []Instance {
 	for id, in := range s.byID {
 		if in.expired(now) {
 			gone = append(gone, *in)
-			delete(s.byID, id)
+			s.drop(id)
 		}
 	}
 	return gone
@@ -150,24 +168,31 @@ func (s *memStore) List(_ context.Context, now time.Time, healthyOnly bool) ([]I
 	return out, nil
 }
 
-// all returns copies of every instance, expired or not, for the snapshot.
-func (s *memStore) all() []Instance {
+// state returns copies of every instance, expired or not, by id, with
+// the revisions, for the snapshot.
+func (s *memStore) state() snapshotFile {
 	s.mu.RLock()
-	out := make([]Instance, 0, len(s.byID))
-	for _, in := range s.byID {
-		out = append(out, *in)
+	f := snapshotFile{Version: snapshotVersion, Instances: make([]Instance, 0, len(s.byID)),
+		Rev: s.w.rev, Revs: make(map[string]int64, len(s.byID))}
+	for id, in := range s.byID {
+		f.Instances = append(f.Instances, *in)
+		f.Revs[id] = s.w.revs[id]
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b Instance) int { return cmp.Compare(a.ID, b.ID) })
-	return out
+	slices.SortFunc(f.Instances, func(a, b Instance) int { return cmp.Compare(a.ID, b.ID) })
+	return f
 }
 
-// load replaces the table with ins.
-func (s *memStore) load(ins []Instance) {
+// load replaces the table with the snapshot's.
+func (s *memStore) load(f snapshotFile) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.byID = make(map[string]*Instance, len(ins))
-	for i := range ins {
-		s.byID[ins[i].ID] = &ins[i]
+	s.byID = make(map[string]*Instance, len(f.Instances))
+	for i := range f.Instances {
+		s.byID[f.Instances[i].ID] = &f.Instances[i]
 	}
+	s.w.load(f)
 }
+
+// all returns copies of every instance, expired or not, by id.
+func (s *memStore) all() []Instance { return s.state().Instances }

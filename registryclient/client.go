@@ -3,6 +3,8 @@ package registryclient
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -57,6 +60,7 @@ type options struct {
 	timeout  time.Duration
 	hc       *http.Client
 	maxConns int
+	tls      *tls.Config
 }
 
 // WithTimeout bounds each request (default DefaultTimeout).
@@ -66,6 +70,24 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // are still refused (on a copy of hc): following one would send the key to
 // wherever the registry points.
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
+
+// WithTLS is the TLS configuration of the client's own transport, for an
+// https:// registry (see CAFile); it has no effect with WithHTTPClient.
+func WithTLS(tc *tls.Config) Option { return func(o *options) { o.tls = tc } }
+
+// CAFile is a TLS configuration trusting the CA certificates (PEM) in
+// path, and only them, for a registry whose certificate they signed.
+func CAFile(path string) (*tls.Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("registry CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("registry CA %s: no PEM certificate in it", path)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
 
 // WithMaxConns bounds the connections of the client's own transport
 // (default DefaultMaxConns); it has no effect with WithHTTPClient.
@@ -100,7 +122,9 @@ func New(baseURL, keyFile string, opts ...Option) (*Client, error) {
 	}
 	hc := o.hc
 	if hc == nil {
-		hc = &http.Client{Transport: newTransport(o.maxConns)}
+		tr := newTransport(o.maxConns)
+		tr.TLSClientConfig = o.tls
+		hc = &http.Client{Transport: tr}
 	}
 	cp := *hc
 	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

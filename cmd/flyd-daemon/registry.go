@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 
@@ -13,7 +15,7 @@ import (
 	"github.com/flyd-dev/flyd/registryclient"
 )
 
-const registryServeUsage = "serve [--listen ADDR] [--key-file F] [--default-ttl 90s] [--reap-interval 30s] [--snapshot FILE] [--log-level L]\n" +
+const registryServeUsage = "serve [--listen ADDR] [--key-file F] [--tls-cert F --tls-key F] [--default-ttl 90s] [--reap-interval 30s] [--snapshot FILE] [--log-level L]\n" +
 	"             [--store memory|etcd --etcd-endpoints URL,... [--etcd-prefix P] [--etcd-timeout 2s] [--etcd-cacert F --etcd-cert F --etcd-key F]]"
 
 func init() {
@@ -44,6 +46,8 @@ func registryServe(ctx context.Context, c *cli.Env, args []string) error {
 	reap := fs.Duration("reap-interval", registry.DefaultReapInterval, "how often expired instances are removed")
 	snapshot := fs.String("snapshot", "", "file keeping the state across restarts (default: memory only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM, the chain after it)")
+	tlsKey := fs.String("tls-key", "", "the --tls-cert's private key (PEM)")
 	var ef etcdFlags
 	ef.add(fs)
 	pos, err := c.Parse(fs, args)
@@ -57,6 +61,16 @@ func registryServe(ctx context.Context, c *cli.Env, args []string) error {
 		return cli.Usagef("--default-ttl must not be negative")
 	case *reap <= 0:
 		return cli.Usagef("--reap-interval must be positive")
+	case (*tlsCert == "") != (*tlsKey == ""):
+		return cli.Usagef("--tls-cert and --tls-key go together")
+	}
+	var serverTLS *tls.Config
+	if *tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	}
 	if err := ef.check(fs); err != nil {
 		return err
@@ -94,7 +108,11 @@ func registryServe(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("registry listening", zap.String("addr", l.Addr().String()), zap.String("key_file", *keyFile),
+	scheme := "http"
+	if serverTLS != nil {
+		l, scheme = tls.NewListener(l, serverTLS), "https"
+	}
+	log.Info("registry listening", zap.String("addr", l.Addr().String()), zap.String("url", scheme+"://"+l.Addr().String()), zap.String("key_file", *keyFile),
 		zap.Stringer("default_ttl", *defTTL), zap.String("store", ef.store), zap.Stringer("reap_interval", *reap), zap.String("snapshot", *snapshot))
 	err = srv.Serve(ctx, l)
 	if err != nil {

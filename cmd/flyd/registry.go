@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -18,8 +19,8 @@ import (
 
 const (
 	registryServeUsage = "serve [flags] (flyd registry serve -h lists them)"
-	registryLsUsage    = "ls [--registry URL] [--registry-key-file F] [--healthy-only] [--json] [--socket S]"
-	registryDriftUsage = "drift --reference FILE [--registry URL] [--registry-key-file F] [--json] [--socket S]"
+	registryLsUsage    = "ls [-w] [--registry URL] [--registry-key-file F] [--registry-ca F] [--healthy-only] [--json] [--socket S]"
+	registryDriftUsage = "drift --reference FILE [--registry URL] [--registry-key-file F] [--registry-ca F] [--json] [--socket S]"
 )
 
 func init() {
@@ -46,6 +47,10 @@ func cmdRegistry(ctx context.Context, c *cli.Env, args []string) error {
 	return cli.Usagef("unknown subcommand %q: serve, ls or drift", args[0])
 }
 
+// registryCAEnv names a file of CA certificates the registry commands
+// trust, when --registry-ca does not.
+const registryCAEnv = "FLYD_REGISTRY_CA"
+
 // errDrift makes `flyd registry drift` exit 1 once it has said the drift.
 var errDrift = errors.New("the registry drifts from the reference")
 
@@ -55,6 +60,7 @@ func registryDrift(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	url := fs.String("registry", "", "registry URL (default: the one the daemon uses)")
 	keyFile := fs.String("registry-key-file", "", "file holding the registry's API key (default: the daemon's)")
+	ca := fs.String("registry-ca", os.Getenv(registryCAEnv), "CA certificates (PEM) to trust for an https:// registry (default: $"+registryCAEnv+", else the system's)")
 	refFile := fs.String("reference", "", "the reference, in the export's format (koder-service-ports.toml)")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
@@ -75,7 +81,7 @@ func registryDrift(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *refFile, err)
 	}
-	ins, err := registryInstances(c, ctx, *url, *keyFile, false)
+	ins, err := registryInstances(c, ctx, *url, *keyFile, *ca, false)
 	if err != nil {
 		return err
 	}
@@ -106,7 +112,11 @@ func registryLs(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	url := fs.String("registry", "", "registry URL (default: the one the daemon uses)")
 	keyFile := fs.String("registry-key-file", "", "file holding the registry's API key (default: the daemon's)")
+	ca := fs.String("registry-ca", os.Getenv(registryCAEnv), "CA certificates (PEM) to trust for an https:// registry (default: $"+registryCAEnv+", else the system's)")
 	healthy := fs.Bool("healthy-only", false, "only the healthy instances")
+	var watch bool
+	fs.BoolVar(&watch, "w", false, "then print each change as it happens, until interrupted")
+	fs.BoolVar(&watch, "watch", false, "the same as -w")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -114,7 +124,13 @@ func registryLs(ctx context.Context, c *cli.Env, args []string) error {
 	if len(pos) > 0 {
 		return cli.Usagef("unexpected argument %q", pos[0])
 	}
-	ins, err := registryInstances(c, ctx, *url, *keyFile, *healthy)
+	if watch {
+		if *healthy {
+			return cli.Usagef("-w tells every instance: --healthy-only is for a listing")
+		}
+		return registryWatch(ctx, c, *url, *keyFile, *ca)
+	}
+	ins, err := registryInstances(c, ctx, *url, *keyFile, *ca, *healthy)
 	if err != nil {
 		return err
 	}
@@ -164,15 +180,28 @@ func daemonRegistry(c *cli.Env, ctx context.Context, url, keyFile *string) error
 	return nil
 }
 
-// registryInstances lists a registry's instances: the one at url with the
-// key in keyFile, or, for what is not given, the daemon's.
-func registryInstances(c *cli.Env, ctx context.Context, url, keyFile string, healthy bool) ([]registryclient.Instance, error) {
+// registryClient is a client of the registry at url with the key in
+// keyFile, or, for what is not given, the daemon's.
+func registryClient(c *cli.Env, ctx context.Context, url, keyFile, ca string) (*registryclient.Client, error) {
 	if url == "" || keyFile == "" {
 		if err := daemonRegistry(c, ctx, &url, &keyFile); err != nil {
 			return nil, err
 		}
 	}
-	rc, err := registryclient.New(url, keyFile)
+	var opts []registryclient.Option
+	if ca != "" {
+		tc, err := registryclient.CAFile(ca)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, registryclient.WithTLS(tc))
+	}
+	return registryclient.New(url, keyFile, opts...)
+}
+
+// registryInstances lists a registry's instances.
+func registryInstances(c *cli.Env, ctx context.Context, url, keyFile, ca string, healthy bool) ([]registryclient.Instance, error) {
+	rc, err := registryClient(c, ctx, url, keyFile, ca)
 	if err != nil {
 		return nil, err
 	}
@@ -182,4 +211,63 @@ func registryInstances(c *cli.Env, ctx context.Context, url, keyFile string, hea
 		return nil, fmt.Errorf("%w (is --registry-key-file the registry's key?)", err)
 	}
 	return ins, err
+}
+
+// registryWatch prints the registry's instances, then each change as it
+// happens until ctx is done (an interrupt); with --json, every change
+// (the snapshot's puts, then synced, then the changes) as a JSON line.
+func registryWatch(ctx context.Context, c *cli.Env, url, keyFile, ca string) error {
+	rc, err := registryClient(c, ctx, url, keyFile, ca)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	ch, err := rc.Watch(ctx, 0)
+	if errors.Is(err, registryclient.ErrUnauthorized) {
+		return fmt.Errorf("%w (is --registry-key-file the registry's key?)", err)
+	}
+	if err != nil {
+		return err
+	}
+	var snapshot []registryclient.Instance
+	listing := true
+	for ch := range ch {
+		if ch.Type == registryclient.ChangeError {
+			return ch.Err
+		}
+		if c.JSON {
+			if err := printJSONLine(c.Stdout, ch); err != nil {
+				return err
+			}
+			continue
+		}
+		switch {
+		case listing && ch.Type == registryclient.ChangePut:
+			snapshot = append(snapshot, ch.Instance)
+		case listing && ch.Type == registryclient.ChangeSynced:
+			slices.SortFunc(snapshot, func(a, b registryclient.Instance) int {
+				return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+			})
+			printInstances(c.Stdout, snapshot, time.Now())
+			listing, snapshot = false, nil
+		case ch.Type == registryclient.ChangeSynced:
+			fmt.Fprintf(c.Stdout, "%s  listed again at revision %d\n", time.Now().Format(time.TimeOnly), ch.Rev)
+		default:
+			printChange(c.Stdout, ch, time.Now())
+		}
+	}
+	return nil // interrupted
+}
+
+func printChange(w io.Writer, ch registryclient.Change, now time.Time) {
+	in := ch.Instance
+	if ch.Type == registryclient.ChangeDelete && in.Name == "" {
+		fmt.Fprintf(w, "%s  %-6s %s\n", now.Format(time.TimeOnly), ch.Type, in.ID)
+		return
+	}
+	health := "healthy"
+	if !in.Healthy {
+		health = "unhealthy"
+	}
+	fmt.Fprintf(w, "%s  %-6s %s %s:%d %s %s\n", now.Format(time.TimeOnly), ch.Type, in.Name, in.Address, in.Port, health, in.ID)
 }

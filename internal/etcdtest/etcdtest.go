@@ -31,6 +31,7 @@ type Cluster struct {
 	token   string
 	initial string // --initial-cluster
 	members []*member
+	certs   *Certs // clients on TLS with certificates, nil = plain http
 }
 
 type member struct {
@@ -67,6 +68,31 @@ func New(t testing.TB, n int) *Cluster {
 	return c
 }
 
+// NewTLS is New with the members' client URLs on https, and client
+// certificates required (--client-cert-auth): certs made by NewCerts.
+func NewTLS(t testing.TB, n int, certs *Certs) *Cluster {
+	t.Helper()
+	bin := Binary(t)
+	dir := t.TempDir()
+	var c *Cluster
+	var err error
+	for range 3 {
+		c = &Cluster{certs: certs}
+		if err = c.start(bin, dir, n, func() int { return testenv.FreePort(t) }); err == nil || !errors.Is(err, errPortTaken) {
+			break
+		}
+		for i := range n {
+			os.RemoveAll(filepath.Join(dir, "m"+strconv.Itoa(i)))
+			os.Remove(filepath.Join(dir, "m"+strconv.Itoa(i)+".log"))
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
 // Start starts an n-member cluster of bin with its data under dir, the
 // ports from port, and waits until it answers. For a cluster shared by a
 // package's tests, started outside any one test; Stop stops it. A member
@@ -75,9 +101,12 @@ func New(t testing.TB, n int) *Cluster {
 func Start(bin, dir string, n int, port func() int) (*Cluster, error) {
 	var err error
 	for range 3 {
-		var c *Cluster
-		if c, err = start(bin, dir, n, port); err == nil || !errors.Is(err, errPortTaken) {
-			return c, err
+		c := &Cluster{}
+		if err = c.start(bin, dir, n, port); err == nil || !errors.Is(err, errPortTaken) {
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
 		}
 		for i := range n {
 			os.RemoveAll(filepath.Join(dir, "m"+strconv.Itoa(i)))
@@ -90,13 +119,18 @@ func Start(bin, dir string, n int, port func() int) (*Cluster, error) {
 // errPortTaken marks a start that failed on a port in use.
 var errPortTaken = errors.New("a port was taken")
 
-func start(bin, dir string, n int, port func() int) (*Cluster, error) {
-	c := &Cluster{bin: bin, dir: dir, token: fmt.Sprintf("flyd-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+func (c *Cluster) start(bin, dir string, n int, port func() int) error {
+	c.bin, c.dir, c.token = bin, dir, fmt.Sprintf("flyd-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	c.members = nil
+	scheme := "http://"
+	if c.certs != nil {
+		scheme = "https://"
+	}
 	var initial []string
 	for i := range n {
 		m := &member{
 			name:      "m" + strconv.Itoa(i),
-			clientURL: "http://127.0.0.1:" + strconv.Itoa(port()),
+			clientURL: scheme + "127.0.0.1:" + strconv.Itoa(port()),
 			peerURL:   "http://127.0.0.1:" + strconv.Itoa(port()),
 			dataDir:   filepath.Join(dir, "m"+strconv.Itoa(i)),
 			logPath:   filepath.Join(dir, "m"+strconv.Itoa(i)+".log"),
@@ -108,14 +142,14 @@ func start(bin, dir string, n int, port func() int) (*Cluster, error) {
 	for _, m := range c.members {
 		if err := c.run(m, "new"); err != nil {
 			c.Stop()
-			return nil, err
+			return err
 		}
 	}
 	if err := c.WaitHealthy(startTimeout); err != nil {
 		c.Stop()
-		return nil, err
+		return err
 	}
-	return c, nil
+	return nil
 }
 
 // run starts m's process.
@@ -125,7 +159,12 @@ func (c *Cluster) run(m *member, state string) error {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(c.bin,
+	var tlsArgs []string
+	if c.certs != nil {
+		tlsArgs = []string{"--cert-file", c.certs.ServerCert, "--key-file", c.certs.ServerKey,
+			"--client-cert-auth", "--trusted-ca-file", c.certs.CA}
+	}
+	cmd := exec.Command(c.bin, append([]string{
 		"--name", m.name,
 		"--data-dir", m.dataDir,
 		"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
@@ -136,7 +175,7 @@ func (c *Cluster) run(m *member, state string) error {
 		// minimum lease TTL etcd grants follows (1.5 election timeouts).
 		"--heartbeat-interval", "50", "--election-timeout", "500",
 		"--logger", "zap", "--log-level", "warn",
-	)
+	}, tlsArgs...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	if arch, ok := os.LookupEnv("ETCD_UNSUPPORTED_ARCH"); ok {
 		cmd.Env = append(cmd.Env, "ETCD_UNSUPPORTED_ARCH="+arch)
@@ -197,7 +236,15 @@ func (c *Cluster) Restart(i int) error {
 // WaitHealthy waits until every running member reports a healthy cluster
 // (a leader, and its own raft caught up).
 func (c *Cluster) WaitHealthy(within time.Duration) error {
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	tr := &http.Transport{DisableKeepAlives: true}
+	if c.certs != nil {
+		tc, err := c.certs.ClientTLS()
+		if err != nil {
+			return err
+		}
+		tr.TLSClientConfig = tc
+	}
+	hc := &http.Client{Timeout: time.Second, Transport: tr}
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(within)
 	for {
