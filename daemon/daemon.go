@@ -53,6 +53,7 @@ type Config struct {
 	ContainerdSocket string
 	Registry         string
 	RegistryKeyFile  string
+	RegistryCA       string // the CA (PEM) that signed an HTTPS registry's certificate; empty: the system's
 	RegistryListen   string // empty: named after the run dir
 	Version          string
 }

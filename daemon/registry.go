@@ -70,7 +70,17 @@ func startRegistry(ctx context.Context, cfg Config, log *zap.Logger, onError fun
 		d.stop = append(d.stop, func() { cancel(); <-done })
 		d.url = "http://" + l.Addr().String()
 	}
-	client, err := registryclient.New(d.url, keyFile)
+	var opts []registryclient.Option
+	if cfg.RegistryCA != "" {
+		// A registry on HTTPS whose certificate a CA of one's own signed.
+		tc, err := registryclient.CAFile(cfg.RegistryCA)
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		opts = append(opts, registryclient.WithTLS(tc))
+	}
+	client, err := registryclient.New(d.url, keyFile, opts...)
 	if err != nil {
 		d.close()
 		return nil, err

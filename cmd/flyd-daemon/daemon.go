@@ -39,6 +39,7 @@ type daemonConfig struct {
 	workloadsDir    string
 	registry        string
 	registryKeyFile string
+	registryCA      string
 	registryListen  string
 }
 
@@ -59,6 +60,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.cgroupParent, "cgroup-parent", "", "the cgroup, under each hierarchy's root, that holds one cgroup per workload (default flyd for the default run dir, flyd-HASH of the run dir otherwise)")
 	fs.StringVar(&cfg.registry, "registry", "embedded", "embedded, off, or the base URL of a registry (http://host:port), or of its replicas, comma-separated")
 	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
+	fs.StringVar(&cfg.registryCA, "registry-ca", "", "the CA certificates (PEM) that signed an HTTPS registry's certificate (default: the system's)")
 	fs.StringVar(&cfg.registryListen, "registry-listen", "", "where the embedded registry listens (default 127.0.0.1:9471 for the default run dir, a port hashed from the run dir above it otherwise)")
 	fs.StringVar(&cfg.advertise, "advertise-address", "127.0.0.1", "address published as the public instance of host-network endpoints")
 	fs.StringVar(&cfg.networkPool, "network-pool", daemon.DefaultNetworkPool, "IPv4 prefix the isolated networks' links take a /30 each from; off leaves them islands with only loopback")
@@ -99,7 +101,7 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 		StateDir: cfg.stateDir, RunDir: cfg.runDir, WorkloadsDir: cfg.workloadsDir, StopOnExit: cfg.stopOnExit,
 		LogMaxSize: int64(maxSize), LogGenerations: cfg.logGens, AdvertiseAddress: cfg.advertise,
 		NetworkPool: cfg.networkPool, CgroupParent: cfg.cgroupParent, ContainerdSocket: cfg.containerdSock,
-		Registry: cfg.registry, RegistryKeyFile: cfg.registryKeyFile, RegistryListen: cfg.registryListen,
+		Registry: cfg.registry, RegistryKeyFile: cfg.registryKeyFile, RegistryCA: cfg.registryCA, RegistryListen: cfg.registryListen,
 		Version: cli.Version,
 	}, log)
 }
