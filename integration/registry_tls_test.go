@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,17 @@ func TestRegistryTLS(t *testing.T) {
 	if _, err := os.Stat(certs.CA); err != nil {
 		t.Fatal(err)
 	}
+
+	// A daemon's registrar heart-beats into it, trusting --registry-ca.
+	d := startDaemon(t, withArgs("--registry", url, "--registry-key-file", keyFile, "--registry-ca", certs.CA))
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "tls.yaml", "name: tlsw\ncommand: [\"@PROG@\", signals]\nendpoints: [{name: tcp, port: ephemeral}]\n"))
+	eventually(t, "the daemon's workload registered over HTTPS", func() error {
+		out, err := rc(nil, append([]string{"ls", "--json", "--registry", url, "--registry-key-file", keyFile}, ca...)...)
+		if err != nil || !strings.Contains(out, "flyd-") || !strings.Contains(out, "tlsw") {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 }
 
 func mustRegisterTLS(t *testing.T, url, keyFile, ca string) {
