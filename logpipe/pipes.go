@@ -67,6 +67,7 @@ type Pipes struct {
 	mu      sync.Mutex
 	next    uint64
 	pipes   map[uint64]*pipe
+	groups  map[string]map[uint64]*pipe // the pipes by their key's group (Drain)
 	held    map[string]int // read ends fetched from the holder, not adopted yet
 	closing bool
 
@@ -97,7 +98,7 @@ func Open(cfg Config) (*Pipes, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	p := &Pipes{cfg: cfg, log: cfg.Logger, hangup: -1, next: idHolder, pipes: map[uint64]*pipe{},
+	p := &Pipes{cfg: cfg, log: cfg.Logger, hangup: -1, next: idHolder, pipes: map[uint64]*pipe{}, groups: map[string]map[uint64]*pipe{},
 		held: map[string]int{}, done: make(chan struct{}), stop: make(chan struct{})}
 	var err error
 	if p.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
@@ -242,7 +243,14 @@ func (p *Pipes) add(key string, fd int, sink Sink) error {
 	if err := p.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN, id); err != nil {
 		return err
 	}
-	p.pipes[id] = &pipe{key: key, fd: fd, sink: sink, ended: make(chan struct{})}
+	pp := &pipe{key: key, fd: fd, sink: sink, ended: make(chan struct{})}
+	p.pipes[id] = pp
+	g := p.groups[group(key)]
+	if g == nil {
+		g = map[uint64]*pipe{}
+		p.groups[group(key)] = g
+	}
+	g[id] = pp
 	return nil
 }
 
@@ -314,6 +322,11 @@ func (p *Pipes) read(id uint64) {
 func (p *Pipes) end(id uint64, pp *pipe) {
 	p.mu.Lock()
 	delete(p.pipes, id)
+	if g := p.groups[group(pp.key)]; g != nil {
+		if delete(g, id); len(g) == 0 {
+			delete(p.groups, group(pp.key))
+		}
+	}
 	p.mu.Unlock()
 	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, pp.fd, nil)
 	unix.Close(pp.fd)
@@ -323,17 +336,25 @@ func (p *Pipes) end(id uint64, pp *pipe) {
 	p.hmu.Unlock()
 }
 
-// Drain waits, at most until timeout, until every pipe whose key begins
-// with prefix has ended: its writers gone and all they wrote in the log.
-// A run that has ended has no writer left, so its last lines are then in
-// the log before anyone is told it ended. It says whether they all did.
-func (p *Pipes) Drain(prefix string, timeout time.Duration) bool {
+// group is a key's group: what comes before its last '.' (a workload's
+// runs share one), or the whole key.
+func group(key string) string {
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// Drain waits, at most until timeout, until every pipe of group has ended:
+// its writers gone and all they wrote in the log. A run that has ended has
+// no writer left, so its last lines are then in the log before anyone is
+// told it ended. It says whether they all did. It costs what the group's
+// pipes are, however many others there are.
+func (p *Pipes) Drain(group string, timeout time.Duration) bool {
 	p.mu.Lock()
-	var waits []chan struct{}
-	for _, pp := range p.pipes {
-		if strings.HasPrefix(pp.key, prefix) {
-			waits = append(waits, pp.ended)
-		}
+	waits := make([]chan struct{}, 0, len(p.groups[group]))
+	for _, pp := range p.groups[group] {
+		waits = append(waits, pp.ended)
 	}
 	p.mu.Unlock()
 	deadline := time.NewTimer(timeout)
@@ -416,6 +437,7 @@ func (p *Pipes) Close() {
 		unix.Close(pp.fd)
 		delete(p.pipes, id)
 	}
+	clear(p.groups)
 	for k, fd := range p.held {
 		unix.Close(fd)
 		delete(p.held, k)

@@ -228,3 +228,43 @@ func TestFullDiskWaits(t *testing.T) {
 	waitFor(t, "the pipe's end", func() bool { return p.Count() == 0 })
 	checkLines(t, log.Path(), n)
 }
+
+// TestDrainWaitsForItsGroup: Drain returns once every pipe of a group has
+// ended with all it carried in the log, and waits for no other group's.
+func TestDrainWaitsForItsGroup(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	p, err := Open(Config{Socket: sock, StartHolder: h.start(sock)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	logA := logfile.NewLog(filepath.Join(dir, "a.log"), 8<<20, 1)
+	defer logA.Close()
+	logB := logfile.NewLog(filepath.Join(dir, "b.log"), 8<<20, 1)
+	defer logB.Close()
+	wa, err := p.New("a.1", logA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := p.New("b.1", logB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close() // b's writer stays: its group never ends here
+	const n = 5000
+	cmd := lines(n)
+	cmd.Stdout, cmd.Stderr = wa, wa
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	wa.Close()
+	if !p.Drain("a", 5*time.Second) {
+		t.Fatal("a's pipe did not end")
+	}
+	checkLines(t, logA.Path(), n) // all of it, at once: nothing to wait for
+	if p.Drain("b", 50*time.Millisecond) {
+		t.Error("b's pipe, its writer open, was said to have ended")
+	}
+}

@@ -135,7 +135,7 @@ func (w *workload) finish() driver.Exit {
 	exit := w.proc.Exit()
 	// Its last lines are in its log before anyone hears that it ended: a
 	// reader told of a failure finds why.
-	if p := w.s.cfg.LogPipes; p != nil && !p.Drain(w.name+".", drainFor) {
+	if p := w.s.cfg.LogPipes; p != nil && !p.Drain(w.name, drainFor) {
 		w.log.Warn("the ended run's last output is not all in its log yet", zap.Duration("waited", drainFor))
 	}
 	if r, ok := w.proc.(driver.Reaped); ok {
