@@ -68,7 +68,7 @@ type Pipes struct {
 	next    uint64
 	pipes   map[uint64]*pipe
 	groups  map[string]map[uint64]*pipe // the pipes by their key's group (Drain)
-	held    map[string]int // read ends fetched from the holder, not adopted yet
+	held    map[string]int              // read ends fetched from the holder, not adopted yet
 	closing bool
 
 	busy atomic.Int64 // when the read in progress began (unix nanoseconds); 0: none
