@@ -70,6 +70,25 @@ type Identity struct {
 	Version string `json:"version,omitempty"`
 }
 
+// Identified is w's identity, defaulted so that every workload has stable
+// hashed ports: workspace "default", module and service its name.
+func (w *Workload) Identified() Identity {
+	id := Identity{Workspace: "default", Module: w.Name, Service: w.Name}
+	if w.Identity != nil {
+		if w.Identity.Workspace != "" {
+			id.Workspace = w.Identity.Workspace
+		}
+		if w.Identity.Module != "" {
+			id.Module = w.Identity.Module
+		}
+		if w.Identity.Service != "" {
+			id.Service = w.Identity.Service
+		}
+		id.Version = w.Identity.Version
+	}
+	return id
+}
+
 // Configurations are configurations by name, each its keys' values.
 type Configurations map[string]map[string]string
 

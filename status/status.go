@@ -108,6 +108,17 @@ type PortMapping struct {
 	Instances []Instance
 }
 
+// Address is the endpoint's address for an access ("native",
+// "container", "public"), empty when it has none.
+func (p PortMapping) Address(access string) string {
+	for _, in := range p.Instances {
+		if in.Access == access {
+			return in.Address
+		}
+	}
+	return ""
+}
+
 // Instance is one way to reach an endpoint.
 type Instance struct {
 	Access  string

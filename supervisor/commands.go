@@ -154,12 +154,14 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 	}
 	defer release()
 	if q != nil {
-		s.releaseElsewhere(sp.Name, sp.Network)
+		// Its ports outside the network its new spec names go;
+		// Attach settles those inside it.
+		s.net.ReleaseElsewhere(sp.Name, sp.Network)
 	}
 	for {
 		// Assigned on each pass: a workload removed meanwhile, or whose
 		// create failed, released what the last pass took.
-		ports, err := s.assign(ctx, sp)
+		ports, err := s.net.Attach(ctx, sp)
 		if err != nil {
 			return nil, err
 		}
@@ -342,57 +344,13 @@ func (s *Supervisor) Events(ctx context.Context, after uint64) <-chan status.Eve
 }
 
 // Ports is every endpoint's allocation.
-func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping { return s.portList() }
-
-// Networks is the isolated networks, and the documents of networks that
-// have no namespace.
-func (s *Supervisor) Networks(ctx context.Context) ([]status.Network, error) { return s.networkList() }
+func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping {
+	var out []status.PortMapping
+	for _, w := range s.all() {
+		out = append(out, w.snapshot(false).Ports...)
+	}
+	return out
+}
 
 // Stats samples the running workloads' usage, at most once an interval.
 func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.stats() }
-
-// Policies is the policy documents and what each is in force for.
-func (s *Supervisor) Policies(ctx context.Context) []status.Policy { return s.policyList() }
-
-// PutPolicy records a policy and puts it in force: it is answered once
-// its rules are in the kernel.
-func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Policy, error) {
-	if err := s.docOwnedBy(spec.KindPolicy, p.Name, "", false); err != nil {
-		return nil, err
-	}
-	if err := s.setPolicy(p.Name, p); err != nil {
-		return nil, err
-	}
-	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + p.Name + " applied"})
-	for _, v := range s.policyList() {
-		if v.Name == p.Name {
-			return &v, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: policy %s removed meanwhile", errdefs.ErrNotFound, p.Name)
-}
-
-func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
-	if err := s.docOwnedBy(spec.KindPolicy, name, "", false); err != nil {
-		return err
-	}
-	if err := s.setPolicy(name, nil); err != nil {
-		return err
-	}
-	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + name + " removed"})
-	return nil
-}
-
-// PutNetwork records a network's document and applies it to the network
-// when it exists.
-func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*status.Network, error) {
-	if err := s.docOwnedBy(spec.KindNetwork, n.Name, "", false); err != nil {
-		return nil, err
-	}
-	nw, err := s.putNetwork(ctx, n)
-	if nw == nil {
-		return nil, err
-	}
-	s.publish(status.Event{Type: status.EventNetwork, Message: fmt.Sprintf("network %s applied (egress %v, peers %v)", n.Name, n.AllowsEgress(), n.Peers)})
-	return nw, err
-}

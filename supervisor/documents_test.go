@@ -34,7 +34,7 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 	conflict("the API's put", err)
 	conflict("the API's delete", s.DeleteNetwork(ctx, "ci-doc"))
 	conflict("another file's put", s.PutNetworkOwned(ctx, n, "other.yaml"))
-	if s.netDoc("ci-doc").AllowsEgress() {
+	if s.net.Doc("ci-doc").AllowsEgress() {
 		t.Error("the file's document is not in force")
 	}
 	s.Close()
@@ -47,8 +47,8 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 	if err := s.DropNetworkOwned(ctx, "ci-doc", "stack.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	if owned, _ := s.OwnedDocuments(ctx); len(owned) != 0 || s.netDoc("ci-doc") != nil {
-		t.Errorf("after the drop: owners %v, document %+v; want neither", owned, s.netDoc("ci-doc"))
+	if owned, _ := s.OwnedDocuments(ctx); len(owned) != 0 || s.net.Doc("ci-doc") != nil {
+		t.Errorf("after the drop: owners %v, document %+v; want neither", owned, s.net.Doc("ci-doc"))
 	}
 
 	p := &spec.Policy{Kind: spec.KindPolicy, Name: "quiet", Select: spec.Selector{Networks: []string{"ci-doc"}}}
@@ -263,7 +263,7 @@ func TestNetworkDocumentWithoutNamespace(t *testing.T) {
 	if err := s.DeleteNetwork(ctx, "ci-later"); err != nil {
 		t.Fatal(err)
 	}
-	if ns, _ := s.Networks(ctx); len(ns) != 0 || s.netDoc("ci-later") != nil {
+	if ns, _ := s.Networks(ctx); len(ns) != 0 || s.net.Doc("ci-later") != nil {
 		t.Errorf("after networks rm: %+v", ns)
 	}
 	if err := s.DeleteNetwork(ctx, "ci-later"); !errors.Is(err, errdefs.ErrNotFound) {

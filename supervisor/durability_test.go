@@ -150,7 +150,7 @@ func TestQuarantinedRecordKeepsItsRun(t *testing.T) {
 			t.Fatalf("the run record of quarantined %s is gone: %v", name, err)
 		}
 		var held bool
-		for _, r := range s.ports.List() {
+		for _, r := range s.net.Reservations() {
 			held = held || r.Workload == name
 		}
 		if !held {

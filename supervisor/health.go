@@ -91,7 +91,7 @@ func (w *workload) stopHealth() {
 // network, an exec check in its cgroup too, with its environment.
 func (w *workload) probe() (health.Probe, error) {
 	h := w.spec.Health
-	nw, err := w.s.network(w.spec.Network)
+	nw, err := w.s.net.Namespace(w.spec.Network)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func (w *workload) reload() error {
 	} else {
 		how = "command " + r.Exec[0]
 		var nw *sandbox.Network
-		if nw, err = w.s.network(w.spec.Network); err == nil {
+		if nw, err = w.s.net.Namespace(w.spec.Network); err == nil {
 			var p health.Probe
 			if p, err = w.execIn(nw, r.Exec); err == nil {
 				ctx, cancel := context.WithTimeout(w.s.ctx, reloadTimeout)

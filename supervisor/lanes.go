@@ -34,7 +34,7 @@ func confinedTo(name string, appliedBy, by uint32, confined bool) error {
 func (s *Supervisor) laneOf(sp *spec.Workload, by uint32) error {
 	var doc *spec.Network
 	if sp.Network != spec.NetworkHost {
-		doc = s.netDoc(sp.Network)
+		doc = s.net.Doc(sp.Network)
 		if doc != nil && !doc.Peers {
 			return fmt.Errorf("%w: network %s is root's, and its document does not open it to callers other than root (peers: true)", errdefs.ErrForbidden, sp.Network)
 		}

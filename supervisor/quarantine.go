@@ -186,18 +186,6 @@ func (s *Supervisor) endQuarantinedRun(ctx context.Context, q *quarantined) erro
 	return nil
 }
 
-// releaseElsewhere frees the ports a quarantined name holds outside the
-// network its new spec names; assign settles those inside it.
-func (s *Supervisor) releaseElsewhere(name, network string) {
-	seen := map[string]bool{}
-	for _, r := range s.ports.List() {
-		if r.Workload == name && r.Network != network && !seen[r.Network] {
-			seen[r.Network] = true
-			s.release(name, r.Network)
-		}
-	}
-}
-
 // removeQuarantined removes a quarantined name: its run, its record and
 // all it owned. notFound is the answer when the name is not quarantined.
 func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o removal, notFound error) error {
@@ -218,9 +206,9 @@ func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o remov
 	}
 	s.unquarantine(name)
 	s.deleteCgroup(name)
-	s.release(name, "")
+	s.net.Release(name, "")
 	if n := q.bad.network; n != "" {
-		s.dropNetwork(n)
+		s.net.Drop(n)
 	}
 	s.logs.remove(name)
 	s.log.Info("removed a quarantined workload", zap.String("workload", name))
@@ -244,4 +232,15 @@ func (s *Supervisor) releaseQuarantined() {
 		}
 		<-q.claim
 	}
+}
+
+// networkUsers names the workloads in a network, quarantined ones too.
+func (s *Supervisor) networkUsers(name string) []string {
+	var users []string
+	for _, w := range s.all() {
+		if w.networkName() == name {
+			users = append(users, w.name)
+		}
+	}
+	return append(users, s.quarantinedIn(name)...)
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -90,13 +91,13 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 	// The consumer's own workspace first; then the others, but for the
 	// workspaces of callers other than root ("uid-N"), which can never
 	// take, nor make ambiguous, a reference of someone else's.
-	own := identity(consumer).Workspace
+	own := consumer.Identified().Workspace
 	var producer *spec.Workload
 	var ports []status.PortMapping
 	for _, sameWorkspace := range []bool{true, false} {
 		for _, w := range s.all() {
 			v := w.snapshot(true)
-			id := identity(v.Spec)
+			id := v.Spec.Identified()
 			if id.Module != module || id.Service != service || (id.Workspace == own) != sameWorkspace ||
 				!sameWorkspace && spec.IsPeerWorkspace(id.Workspace) {
 				continue
@@ -124,7 +125,7 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 		// Among the endpoints the consumer may reach (seed 000): a
 		// private one of another module is no candidate.
 		for i, p := range ports {
-			if p.API == token && permitted(consumer, producer, p.Endpoint) == nil {
+			if p.API == token && netplane.Permitted(consumer, producer, p.Endpoint) == nil {
 				chosen = i
 				serving = append(serving, p.Endpoint)
 			}
@@ -140,13 +141,13 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 	if qualified && p.API != wantAPI {
 		return "", fmt.Errorf("endpoint %s of %s/%s serves %s, not %s", p.Endpoint, module, service, p.API, wantAPI)
 	}
-	if err := permitted(consumer, producer, p.Endpoint); err != nil {
+	if err := netplane.Permitted(consumer, producer, p.Endpoint); err != nil {
 		return "", err
 	}
 	addr := "255.255.255.255:65535"
 	if !placeholder {
 		var err error
-		if addr, err = s.reach(consumer, producer, p); err != nil {
+		if addr, err = s.net.Address(consumer, producer, p); err != nil {
 			return "", err
 		}
 	}

@@ -39,7 +39,7 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 	for _, p := range ports {
 		address, port := "127.0.0.1", p.Port
 		switch {
-		case instanceOf(p, "public") != "":
+		case p.Address("public") != "":
 			// Exposed: its address beyond the host, whoever looks.
 			address, port = s.cfg.AdvertiseAddress, cmp.Or(p.Published, p.Port)
 		case p.Published != 0:
@@ -48,7 +48,7 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 		case p.Network != spec.NetworkHost:
 			// The address the host reaches it on: its network's own, or
 			// loopback for an island.
-			if l := s.linkOf(p.Network); l != nil {
+			if l := s.net.Link(p.Network); l != nil {
 				address = l.Inner.String()
 			}
 		}
@@ -56,7 +56,7 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 			// The contract's topology labels (R5): the unit that runs it
 			// and the service it is.
 			"container":     w.Name,
-			"service":       identity(w).Service,
+			"service":       w.Identified().Service,
 			"flyd.workload": w.Name,
 			"flyd.endpoint": p.Endpoint,
 			"flyd.api":      p.API,
@@ -111,14 +111,4 @@ func (s *Supervisor) healthOf(name string) bool {
 	}
 	v := w.snapshot(false)
 	return v.Healthy != nil && *v.Healthy
-}
-
-// instanceOf is a mapping's address for access, "" when it has none.
-func instanceOf(p status.PortMapping, access string) string {
-	for _, in := range p.Instances {
-		if in.Access == access {
-			return in.Address
-		}
-	}
-	return ""
 }

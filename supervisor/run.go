@@ -82,7 +82,7 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	nw, err := w.s.network(w.spec.Network)
+	nw, err := w.s.net.Namespace(w.spec.Network)
 	if err != nil {
 		return nil, err
 	}

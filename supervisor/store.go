@@ -240,3 +240,12 @@ func removeFile(path string) error {
 	}
 	return nil
 }
+
+// specsOf is the specs of records, by name.
+func specsOf(recs map[string]specRecord) map[string]*spec.Workload {
+	out := make(map[string]*spec.Workload, len(recs))
+	for n, r := range recs {
+		out[n] = r.Spec
+	}
+	return out
+}

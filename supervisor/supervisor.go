@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,7 +30,6 @@ import (
 	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
-	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -88,28 +86,10 @@ type Supervisor struct {
 	// that a workload's user reaches its own directory and lists nothing.
 	carrierRoot string
 
-	// nets holds the isolated networks, ports their reservations; netMu
-	// orders creating a network against deleting it when unused.
-	nets  *sandbox.Networks
-	ports *netalloc.Manager
-	netMu sync.Mutex
-	// links are the isolated networks' links, by network name, and
-	// netDocs their documents: replaced whole under docMu, read without
-	// it, so that a network's rules, written with linkMu held, never wait
-	// for docMu, which a projection holds while it takes linkMu.
-	linkMu  sync.Mutex
-	links   map[string]*sandbox.Link
-	docMu   sync.Mutex
-	owners  docOwners
-	netDocs atomic.Pointer[map[string]*spec.Network]
-	// policies are the policy documents in force (policies.go); guards
-	// shares their writes among the changes that ask at once.
-	policies map[string]*spec.Policy
-	guards   coalescer
-
-	// decls are the workloads' specs as the firewall needs them (reach.go).
-	declMu sync.Mutex
-	decls  map[string]netplane.Declaration
+	// net is the network plane: networks, ports, documents and rules.
+	net *netplane.Plane
+	// owners are the files that own documents (documents.go).
+	owners docOwners
 
 	logs     logBook
 	logWaker *logfile.Waker // nil without inotify
@@ -166,9 +146,6 @@ func New(cfg Config) (*Supervisor, error) {
 		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
 		workloads:    map[string]*workload{},
 		dependents:   map[*workload]struct{}{},
-		links:        map[string]*sandbox.Link{},
-		policies:     map[string]*spec.Policy{},
-		decls:        map[string]netplane.Declaration{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,
@@ -197,7 +174,7 @@ func New(cfg Config) (*Supervisor, error) {
 }
 
 // prepareDirs makes the log and carrier directories and opens the
-// network and port state.
+// network plane.
 func (s *Supervisor) prepareDirs() (err error) {
 	if err := os.MkdirAll(s.logDir, 0o750); err != nil {
 		return err
@@ -205,10 +182,20 @@ func (s *Supervisor) prepareDirs() (err error) {
 	if err := os.MkdirAll(s.carrierRoot, 0o711); err != nil {
 		return err
 	}
-	if s.nets, err = sandbox.NewNetworks(filepath.Join(s.cfg.RunDir, "netns")); err != nil {
-		return err
-	}
-	s.ports, err = netalloc.NewManager(filepath.Join(s.cfg.RunDir, "ports"))
+	s.net, err = netplane.Open(netplane.Config{
+		StateDir: s.cfg.StateDir, RunDir: s.cfg.RunDir,
+		Pool: s.cfg.NetworkPool, Firewall: s.cfg.Firewall, AdvertiseAddress: s.cfg.AdvertiseAddress,
+		Logger:         s.log,
+		ContainerPorts: func(k spec.Kind) bool { return s.caps(k).ContainerPorts },
+		Users:          s.networkUsers,
+		AppliedBy: func(name string) (uint32, bool) {
+			w, err := s.lookup(name)
+			if err != nil {
+				return 0, false
+			}
+			return w.snapshot(false).AppliedBy, true
+		},
+	})
 	return err
 }
 
@@ -277,18 +264,9 @@ func (s *Supervisor) restore() {
 	s.logQuarantine()
 	s.adoptPipes(specs)
 	s.sweepCarriers(keep)
-	s.loadNetDocs()
 	s.loadDocOwners()
-	s.loadPolicies()
-	for _, r := range recs {
-		s.declare(r.Spec)
-	}
-	s.sweepNetworks(specs)
-	s.syncLinks()
 	// In force before any workload's loop can start a run.
-	if err := s.writeGuards(); err != nil {
-		s.log.Error("cannot put the policies in force", zap.Error(err))
-	}
+	s.net.Restore(specsOf(specs), s.kept(specs))
 	s.sweepCgroups(s.kept(specs))
 	s.sweepDrivers(s.kept(specs))
 	for _, r := range recs {
@@ -299,7 +277,7 @@ func (s *Supervisor) restore() {
 		if !r.Running {
 			initial = cmp.Or(r.Rest, status.Stopped)
 		}
-		s.register(r.Spec, s.reservedMappings(r.Spec), initial, func(w *workload) { w.restore(r, run) })
+		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restore(r, run) })
 	}
 }
 

@@ -21,25 +21,6 @@ type plan struct {
 	ports []status.PortMapping
 }
 
-// identity is the spec's identity, defaulted so that every workload has
-// stable hashed ports: workspace "default", module and service its name.
-func identity(w *spec.Workload) spec.Identity {
-	id := spec.Identity{Workspace: "default", Module: w.Name, Service: w.Name}
-	if w.Identity != nil {
-		if w.Identity.Workspace != "" {
-			id.Workspace = w.Identity.Workspace
-		}
-		if w.Identity.Module != "" {
-			id.Module = w.Identity.Module
-		}
-		if w.Identity.Service != "" {
-			id.Service = w.Identity.Service
-		}
-		id.Version = w.Identity.Version
-	}
-	return id
-}
-
 // caps are the capabilities of kind's runtime; a kind this daemon has no
 // runtime of is refused before any plan is made.
 func (s *Supervisor) caps(k spec.Kind) driver.Capabilities {
@@ -66,7 +47,7 @@ var placeholder = regexp.MustCompile(`\$\{(PORT|ADDR)_([A-Z0-9_]+)\}`)
 // whose ports are assigned; used are its used endpoints' variables
 // (usedEndpoints).
 func makePlan(w *spec.Workload, caps driver.Capabilities, ports []status.PortMapping, used map[string]string) (*plan, error) {
-	id := identity(w)
+	id := w.Identified()
 	own := map[string]string{
 		"PATH":                     execenv.DefaultPath,
 		"FLYD_WORKLOAD":            w.Name,

@@ -3,12 +3,10 @@ package supervisor
 import (
 	"fmt"
 	"maps"
-	"net"
-	"strconv"
 	"strings"
 
+	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/spec"
-	"github.com/flyd-dev/flyd/status"
 )
 
 // EndpointVar is the variable codefly's SDKs read a used endpoint's
@@ -36,7 +34,7 @@ func ConfigurationVar(module, service, name, key string, secret bool) string {
 // configurationVars are w's configurations under codefly's names: its own,
 // and, for a consumer, what it is given of each workload it uses.
 func configurationVars(w *spec.Workload) (public, secret map[string]string) {
-	id := identity(w)
+	id := w.Identified()
 	public, secret = map[string]string{}, map[string]string{}
 	for name, kv := range w.Configuration {
 		for k, v := range kv {
@@ -66,7 +64,7 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 			return nil, &spec.FieldError{Field: field, Msg: fmt.Sprintf("%q names no workload (apply it first)", name)}
 		}
 		v := w.snapshot(true)
-		id := identity(v.Spec)
+		id := v.Spec.Identified()
 		// A producer's configurations reach its consumers (seed 000's
 		// configuration flow: a database's connection, say), from its
 		// own spec: the snapshot's has its secrets redacted.
@@ -82,7 +80,7 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 			// Seed 000: a use that names no endpoint consumes those it is
 			// permitted and drops the rest; one that names an endpoint it
 			// may not reach is refused, at apply.
-			if err := permitted(c, v.Spec, p.Endpoint); err != nil {
+			if err := netplane.Permitted(c, v.Spec, p.Endpoint); err != nil {
 				if only == "" {
 					continue
 				}
@@ -90,7 +88,7 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 			}
 			addr := "255.255.255.255:65535"
 			if !placeholder {
-				if addr, err = s.reach(c, v.Spec, p); err != nil {
+				if addr, err = s.net.Address(c, v.Spec, p); err != nil {
 					return nil, &spec.FieldError{Field: field, Msg: err.Error()}
 				}
 			}
@@ -104,64 +102,4 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 		}
 	}
 	return out, nil
-}
-
-// reach is the address of producer's endpoint p from where the consumer
-// runs: its own network's (container) address when they share one, the
-// host's when the consumer is on the host (native), and across networks
-// the consumer's gateway to the host at the endpoint's host port
-// (published, or a host network's endpoint listening on the host's
-// addresses). Two isolated networks are walled apart: an endpoint of one
-// that is not published cannot be reached from another.
-func (s *Supervisor) reach(consumer, producer *spec.Workload, p status.PortMapping) (string, error) {
-	if err := permitted(consumer, producer, p.Endpoint); err != nil {
-		return "", err
-	}
-	switch {
-	case consumer.Network == producer.Network:
-		return instanceOf(p, "container"), nil
-	case consumer.Network == spec.NetworkHost:
-		return instanceOf(p, "native"), nil
-	}
-	hostPort := p.Published
-	if producer.Network == spec.NetworkHost {
-		hostPort = p.Port
-	}
-	l := s.linkOf(consumer.Network)
-	switch {
-	case hostPort == 0:
-		return "", fmt.Errorf("endpoint %s of %s, in network %s, is not published, and network %s cannot reach it", p.Endpoint, producer.Name, producer.Network, consumer.Network)
-	case l == nil:
-		return "", fmt.Errorf("network %s has no link to the host (--network-pool off), so %s's endpoint %s is out of its reach", consumer.Network, producer.Name, p.Endpoint)
-	}
-	return net.JoinHostPort(l.Host.String(), strconv.Itoa(hostPort)), nil
-}
-
-// permitted refuses a consumer an endpoint of producer that its visibility
-// keeps from it: a private one of another module.
-func permitted(consumer, producer *spec.Workload, endpoint string) error {
-	for _, e := range producer.Endpoints {
-		if e.Name == endpoint && e.Reach() == spec.VisibilityPrivate && moduleKey(consumer) != moduleKey(producer) {
-			return fmt.Errorf("endpoint %s of %s is private to module %q, and %s is of module %q", endpoint, producer.Name, moduleOf(producer), consumer.Name, moduleOf(consumer))
-		}
-	}
-	return nil
-}
-
-func moduleOf(w *spec.Workload) string {
-	if w.Identity == nil {
-		return ""
-	}
-	return w.Identity.Module
-}
-
-// moduleKey is what private visibility compares: the module within its
-// workspace, so that a module of the same name in another workspace (a
-// caller other than root works in its own) is another module. Empty
-// without a module.
-func moduleKey(w *spec.Workload) string {
-	if m := moduleOf(w); m != "" {
-		return identity(w).Workspace + "/" + m
-	}
-	return ""
 }

@@ -303,10 +303,10 @@ func (w *workload) create(start bool, owner string, by uint32) error {
 	w.desired, w.owner, w.by = start, owner, by
 	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = owner, by })
 	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner, By: by}); err != nil {
-		w.s.release(w.name, w.spec.Network)
-		w.s.undeclare(w.name)
+		w.s.net.Detach(w.spec)
 		w.gone = true
 		w.s.forget(w)
+		w.s.net.Drop(w.spec.Network) // no longer in use
 		return fmt.Errorf("cannot record workload %s, so it is not created: %w", w.name, err)
 	}
 	w.s.unquarantine(w.name) // its record is this one now
@@ -391,7 +391,7 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	// The host's table now holds what the new spec publishes, if it left
 	// the host; the old network's reservations go.
 	if old != sp.Network && old != spec.NetworkHost {
-		w.s.release(w.name, old)
+		w.s.net.Release(w.name, old)
 	}
 	w.failures.reset()
 	// What the old spec's runs did says nothing of the new one's.
@@ -425,11 +425,7 @@ func (w *workload) remove() error {
 		}
 	}
 	w.s.deleteCgroup(w.name)
-	w.s.release(w.name, "")
-	w.s.dropNetwork(w.spec.Network)
-	if declaredOf(w.spec).ShapesGuards() {
-		w.s.rewriteGuards()
-	}
+	w.s.net.Detach(w.spec)
 	w.s.logs.remove(w.name)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil

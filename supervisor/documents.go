@@ -108,14 +108,14 @@ func (s *Supervisor) docOwnedBy(kind, name, by string, exists bool) error {
 
 // PutNetworkOwned records and puts in force a network document of a file.
 func (s *Supervisor) PutNetworkOwned(ctx context.Context, n *spec.Network, owner string) error {
-	if err := s.docOwnedBy(spec.KindNetwork, n.Name, owner, s.netDoc(n.Name) != nil); err != nil {
+	if err := s.docOwnedBy(spec.KindNetwork, n.Name, owner, s.net.Doc(n.Name) != nil); err != nil {
 		return err
 	}
 	had := s.docOwner(spec.KindNetwork, n.Name)
 	if err := s.setDocOwner(spec.KindNetwork, n.Name, owner); err != nil {
 		return err
 	}
-	if _, err := s.putNetwork(ctx, n); err != nil {
+	if _, err := s.net.PutNetwork(n); err != nil {
 		s.undoDocOwner(spec.KindNetwork, n.Name, had)
 		return err
 	}
@@ -129,8 +129,7 @@ func (s *Supervisor) DropNetworkOwned(ctx context.Context, name, owner string) e
 	if err := s.docOwnedBy(spec.KindNetwork, name, owner, false); err != nil {
 		return err
 	}
-	s.forgetNetDoc(name)
-	if err := s.writeRules(name); err != nil {
+	if err := s.net.ForgetNetwork(name); err != nil {
 		return err
 	}
 	if err := s.setDocOwner(spec.KindNetwork, name, ""); err != nil {
@@ -142,17 +141,14 @@ func (s *Supervisor) DropNetworkOwned(ctx context.Context, name, owner string) e
 
 // PutPolicyOwned records and puts in force a policy document of a file.
 func (s *Supervisor) PutPolicyOwned(ctx context.Context, p *spec.Policy, owner string) error {
-	s.docMu.Lock()
-	_, exists := s.policies[p.Name]
-	s.docMu.Unlock()
-	if err := s.docOwnedBy(spec.KindPolicy, p.Name, owner, exists); err != nil {
+	if err := s.docOwnedBy(spec.KindPolicy, p.Name, owner, s.net.HasPolicy(p.Name)); err != nil {
 		return err
 	}
 	had := s.docOwner(spec.KindPolicy, p.Name)
 	if err := s.setDocOwner(spec.KindPolicy, p.Name, owner); err != nil {
 		return err
 	}
-	if err := s.setPolicy(p.Name, p); err != nil {
+	if err := s.net.SetPolicy(p.Name, p); err != nil {
 		s.undoDocOwner(spec.KindPolicy, p.Name, had)
 		return err
 	}
@@ -165,12 +161,76 @@ func (s *Supervisor) DropPolicyOwned(ctx context.Context, name, owner string) er
 	if err := s.docOwnedBy(spec.KindPolicy, name, owner, false); err != nil {
 		return err
 	}
-	if err := s.setPolicy(name, nil); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+	if err := s.net.SetPolicy(name, nil); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return err
 	}
 	if err := s.setDocOwner(spec.KindPolicy, name, ""); err != nil {
 		return err
 	}
 	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + name + " removed with " + owner})
+	return nil
+}
+
+// Networks is the isolated networks, and the documents of networks that
+// have no namespace.
+func (s *Supervisor) Networks(ctx context.Context) ([]status.Network, error) { return s.net.Networks() }
+
+// Policies is the policy documents and what each is in force for.
+func (s *Supervisor) Policies(ctx context.Context) []status.Policy { return s.net.Policies() }
+
+// PutPolicy records a policy and puts it in force: it is answered once
+// its rules are in the kernel.
+func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Policy, error) {
+	if err := s.docOwnedBy(spec.KindPolicy, p.Name, "", false); err != nil {
+		return nil, err
+	}
+	if err := s.net.SetPolicy(p.Name, p); err != nil {
+		return nil, err
+	}
+	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + p.Name + " applied"})
+	for _, v := range s.net.Policies() {
+		if v.Name == p.Name {
+			return &v, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: policy %s removed meanwhile", errdefs.ErrNotFound, p.Name)
+}
+
+// DeletePolicy removes a policy made through the API.
+func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
+	if err := s.docOwnedBy(spec.KindPolicy, name, "", false); err != nil {
+		return err
+	}
+	if err := s.net.SetPolicy(name, nil); err != nil {
+		return err
+	}
+	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + name + " removed"})
+	return nil
+}
+
+// PutNetwork records a network's document and applies it to the network
+// when it exists.
+func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*status.Network, error) {
+	if err := s.docOwnedBy(spec.KindNetwork, n.Name, "", false); err != nil {
+		return nil, err
+	}
+	nw, err := s.net.PutNetwork(n)
+	if nw == nil {
+		return nil, err
+	}
+	s.publish(status.Event{Type: status.EventNetwork, Message: fmt.Sprintf("network %s applied (egress %v, peers %v)", n.Name, n.AllowsEgress(), n.Peers)})
+	return nw, err
+}
+
+// DeleteNetwork deletes an isolated network that no workload uses, and
+// its document.
+func (s *Supervisor) DeleteNetwork(ctx context.Context, name string) error {
+	if err := s.docOwnedBy(spec.KindNetwork, name, "", false); err != nil {
+		return err
+	}
+	if err := s.net.DeleteNetwork(name); err != nil {
+		return err
+	}
+	s.publish(status.Event{Type: status.EventNetwork, Message: "network " + name + " removed"})
 	return nil
 }

@@ -1,0 +1,123 @@
+package netplane
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
+)
+
+// allowNetwork writes a linked network's rules: its way out through the
+// host, and nothing to other networks.
+func (p *Plane) allowNetwork(name string, l *sandbox.Link) error {
+	if p.fw == nil {
+		return nil
+	}
+	if changed, err := firewall.Forwarding(); err != nil {
+		return err
+	} else if changed {
+		p.log.Info("turned on IPv4 forwarding (net.ipv4.ip_forward=1): a network's traffic goes out through the host")
+	}
+	if err := p.fw.Set(name, p.rulesOf(name, l)); err != nil {
+		return fmt.Errorf("network %s: %w", name, err)
+	}
+	return nil
+}
+
+// forgetLink drops a deleted network's link and rules.
+func (p *Plane) forgetLink(name string) {
+	p.linkMu.Lock()
+	delete(p.links, name)
+	p.linkMu.Unlock()
+	if p.fw != nil {
+		if err := p.fw.Remove(name); err != nil {
+			p.log.Warn("cannot remove a network's rules", zap.String("network", name), zap.Error(err))
+		}
+		p.rewriteGuards()
+	}
+}
+
+// rewriteGuards puts the policies in force again after a change that
+// cannot fail for it (a network or workload gone), saying so if it does.
+func (p *Plane) rewriteGuards() {
+	if err := p.writeGuards(); err != nil {
+		p.log.Warn("cannot put the policies in force", zap.Error(err))
+	}
+}
+
+// syncLinks, at start, learns the links of the networks that are left and
+// rewrites the firewall for exactly those, replacing what a crash left.
+func (p *Plane) syncLinks() {
+	if err := p.nets.SweepLinks(); err != nil {
+		p.log.Warn("cannot sweep network links", zap.Error(err))
+	}
+	links, err := p.nets.Links()
+	if err != nil {
+		p.log.Warn("cannot list network links", zap.Error(err))
+		return
+	}
+	nets := map[string]firewall.Net{}
+	p.linkMu.Lock()
+	for name, l := range links {
+		if !l.Subnet.IsValid() {
+			continue // half made: the next Ensure of the network remakes it
+		}
+		p.links[name] = l
+		nets[name] = p.rulesOf(name, l)
+	}
+	p.linkMu.Unlock()
+	if p.fw == nil {
+		return
+	}
+	if err := p.fw.Sync(nets); err != nil {
+		p.log.Warn("cannot write the networks' rules", zap.Error(err))
+	}
+}
+
+// WriteRules rewrites a linked network's rules from its document and what
+// its workloads hold: their published ports, and the ports they serve.
+func (p *Plane) WriteRules(network string) error {
+	l := p.Link(network)
+	if l == nil || p.fw == nil {
+		return nil
+	}
+	if err := p.fw.Set(network, p.rulesOf(network, l)); err != nil {
+		return fmt.Errorf("network %s: %w", network, err)
+	}
+	return nil
+}
+
+// publishedIn lists a network's published ports, by host port.
+func (p *Plane) publishedIn(network string) []status.Published {
+	inner := map[[2]string]int{}
+	for _, r := range p.ports.In(network) {
+		inner[[2]string{r.Workload, r.Endpoint}] = r.Port
+	}
+	var out []status.Published
+	for _, r := range p.ports.In(spec.NetworkHost) {
+		if port, ok := inner[[2]string{r.Workload, r.Endpoint}]; ok {
+			out = append(out, status.Published{HostPort: r.Port, Port: port, Workload: r.Workload, Endpoint: r.Endpoint})
+		}
+	}
+	slices.SortFunc(out, func(a, b status.Published) int { return a.HostPort - b.HostPort })
+	return out
+}
+
+// rulesOf is a network as the firewall sees it.
+func (p *Plane) rulesOf(network string, l *sandbox.Link) firewall.Net {
+	n := firewall.Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: p.Doc(network).AllowsEgress(),
+		NS: filepath.Join(p.nets.Dir(), network)}
+	for _, r := range p.ports.In(network) {
+		n.Served = append(n.Served, r.Port)
+	}
+	for _, pub := range p.publishedIn(network) {
+		n.Published = append(n.Published, firewall.Forward{HostPort: pub.HostPort, Port: pub.Port, Exposed: p.exposed(pub.Workload, pub.Endpoint)})
+	}
+	return n
+}

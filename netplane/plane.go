@@ -1,0 +1,188 @@
+package netplane
+
+import (
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/netalloc"
+	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// Config is what a plane is built from.
+type Config struct {
+	// StateDir keeps the network and policy documents (desired state);
+	// RunDir the namespaces and port reservations (gone after a reboot).
+	StateDir, RunDir string
+	// Pool is where isolated networks' links take their /30s; the zero
+	// prefix leaves networks islands with only loopback. Firewall writes
+	// their way out, the policies and the visibilities; nil writes none.
+	Pool     netip.Prefix
+	Firewall *firewall.Firewall
+	// AdvertiseAddress is the address other hosts reach host-network
+	// endpoints on; empty publishes no public instance.
+	AdvertiseAddress string
+	Logger           *zap.Logger
+	// ContainerPorts says whether a runtime's endpoints hash in codefly's
+	// container mode (driver.Capabilities).
+	ContainerPorts func(spec.Kind) bool
+	// Users names the workloads in a network, quarantined ones too: a
+	// network none uses is deleted when its last reservation goes.
+	Users func(network string) []string
+	// AppliedBy says who applied a workload, for the policies' `users`.
+	AppliedBy func(workload string) (uint32, bool)
+}
+
+// Plane owns flyd's networks: their namespaces and links, the ports
+// reserved in them, the network and policy documents, the workloads'
+// declarations, and the rules all of these come to. The supervisor calls
+// it once on a workload's way in (Attach) and once on its way out
+// (Release), and for the documents.
+type Plane struct {
+	cfg   Config
+	log   *zap.Logger
+	fw    *firewall.Firewall
+	nets  *sandbox.Networks
+	ports *netalloc.Manager
+
+	// mu orders creating a network against deleting it when unused.
+	mu sync.Mutex
+	// links are the isolated networks' links, by network name, and
+	// netDocs their documents: replaced whole under docMu, read without
+	// it, so that a network's rules, written with linkMu held, never wait
+	// for docMu, which a projection holds while it takes linkMu.
+	linkMu  sync.Mutex
+	links   map[string]*sandbox.Link
+	docMu   sync.Mutex
+	netDocs atomic.Pointer[map[string]*spec.Network]
+	// policies are the policy documents in force; guards shares their
+	// writes among the changes that ask at once.
+	policies map[string]*spec.Policy
+	guards   coalescer
+
+	// decls are the workloads' specs as the projection needs them.
+	declMu sync.Mutex
+	decls  map[string]Declaration
+}
+
+// Open opens the namespaces and reservations an earlier daemon left; the
+// plane writes nothing until Restore.
+func Open(cfg Config) (*Plane, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.ContainerPorts == nil {
+		cfg.ContainerPorts = func(spec.Kind) bool { return false }
+	}
+	if cfg.Users == nil {
+		cfg.Users = func(string) []string { return nil }
+	}
+	if cfg.AppliedBy == nil {
+		cfg.AppliedBy = func(string) (uint32, bool) { return 0, false }
+	}
+	nets, err := sandbox.NewNetworks(filepath.Join(cfg.RunDir, "netns"))
+	if err != nil {
+		return nil, err
+	}
+	ports, err := netalloc.NewManager(filepath.Join(cfg.RunDir, "ports"))
+	if err != nil {
+		return nil, err
+	}
+	return &Plane{cfg: cfg, log: cfg.Logger, fw: cfg.Firewall, nets: nets, ports: ports,
+		links: map[string]*sandbox.Link{}, policies: map[string]*spec.Policy{}, decls: map[string]Declaration{}}, nil
+}
+
+// Restore takes up what an earlier daemon left: its documents, the
+// declarations of the workloads there are (specs), and the networks and
+// reservations, of which those no kept workload owns are swept; then it
+// writes the rules for exactly what is left, replacing what a crash left.
+// kept names the workloads whose reservations stay: those with a spec
+// and those quarantined.
+func (p *Plane) Restore(specs map[string]*spec.Workload, kept map[string]bool) {
+	p.loadNetDocs()
+	p.loadPolicies()
+	for _, w := range specs {
+		p.declare(w)
+	}
+	p.sweep(specs, kept)
+	p.syncLinks()
+	if err := p.writeGuards(); err != nil {
+		p.log.Error("cannot put the policies in force", zap.Error(err))
+	}
+}
+
+// sweep deletes the isolated networks no spec names and the reservations
+// of workloads not kept. A quarantined name keeps its reservations and
+// its network, or every network while its record does not say which one
+// its run is in (Users).
+func (p *Plane) sweep(specs map[string]*spec.Workload, kept map[string]bool) {
+	used := map[string]bool{}
+	for _, w := range specs {
+		used[w.Network] = true
+	}
+	names, err := p.nets.List()
+	if err != nil {
+		p.log.Warn("cannot list networks", zap.Error(err))
+	}
+	for _, n := range names {
+		if !used[n] && len(p.cfg.Users(n)) == 0 {
+			p.log.Info("deleting a network no spec uses", zap.String("network", n))
+			if err := p.nets.Delete(n); err != nil {
+				p.log.Warn("cannot delete network", zap.String("network", n), zap.Error(err))
+			}
+		}
+	}
+	for _, r := range p.ports.List() {
+		w, ok := specs[r.Workload]
+		publishes := ok && r.Network == spec.NetworkHost && len(p.publishRequests(w)) > 0
+		if !kept[r.Workload] || ok && w.Network != r.Network && !publishes {
+			_ = p.ports.Release(r.Workload, r.Network)
+		}
+	}
+}
+
+// Namespace opens the namespace of a network, creating it on first use,
+// linked to the host when the plane has a pool; nil for the host.
+func (p *Plane) Namespace(name string) (*sandbox.Network, error) {
+	if name == spec.NetworkHost {
+		return nil, nil
+	}
+	nw, err := p.nets.Ensure(name)
+	if err != nil || !p.cfg.Pool.IsValid() {
+		return nw, err
+	}
+	p.linkMu.Lock()
+	defer p.linkMu.Unlock()
+	if l := p.links[name]; l != nil {
+		nw.Link = l
+		return nw, nil
+	}
+	l, err := p.nets.Connect(nw, p.cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.allowNetwork(name, l); err != nil {
+		return nil, err
+	}
+	p.links[name] = l
+	nw.Link = l
+	return nw, nil
+}
+
+// Link is an isolated network's link, nil for the host or an island.
+func (p *Plane) Link(network string) *sandbox.Link {
+	if network == spec.NetworkHost {
+		return nil
+	}
+	p.linkMu.Lock()
+	defer p.linkMu.Unlock()
+	return p.links[network]
+}
+
+// Reservations lists every port reserved, in every network.
+func (p *Plane) Reservations() []netalloc.Reservation { return p.ports.List() }

@@ -1,0 +1,70 @@
+package netplane
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
+)
+
+// Address is the address of producer's endpoint p from where the consumer
+// runs: its own network's (container) address when they share one, the
+// host's when the consumer is on the host (native), and across networks
+// the consumer's gateway to the host at the endpoint's host port
+// (published, or a host network's endpoint listening on the host's
+// addresses). Two isolated networks are walled apart: an endpoint of one
+// that is not published cannot be reached from another.
+func (p *Plane) Address(consumer, producer *spec.Workload, m status.PortMapping) (string, error) {
+	if err := Permitted(consumer, producer, m.Endpoint); err != nil {
+		return "", err
+	}
+	switch {
+	case consumer.Network == producer.Network:
+		return m.Address("container"), nil
+	case consumer.Network == spec.NetworkHost:
+		return m.Address("native"), nil
+	}
+	hostPort := m.Published
+	if producer.Network == spec.NetworkHost {
+		hostPort = m.Port
+	}
+	l := p.Link(consumer.Network)
+	switch {
+	case hostPort == 0:
+		return "", fmt.Errorf("endpoint %s of %s, in network %s, is not published, and network %s cannot reach it", m.Endpoint, producer.Name, producer.Network, consumer.Network)
+	case l == nil:
+		return "", fmt.Errorf("network %s has no link to the host (--network-pool off), so %s's endpoint %s is out of its reach", consumer.Network, producer.Name, m.Endpoint)
+	}
+	return net.JoinHostPort(l.Host.String(), strconv.Itoa(hostPort)), nil
+}
+
+// Permitted refuses a consumer an endpoint of producer that its
+// visibility keeps from it: a private one of another module.
+func Permitted(consumer, producer *spec.Workload, endpoint string) error {
+	for _, e := range producer.Endpoints {
+		if e.Name == endpoint && e.Reach() == spec.VisibilityPrivate && ModuleKey(consumer) != ModuleKey(producer) {
+			return fmt.Errorf("endpoint %s of %s is private to module %q, and %s is of module %q", endpoint, producer.Name, moduleOf(producer), consumer.Name, moduleOf(consumer))
+		}
+	}
+	return nil
+}
+
+func moduleOf(w *spec.Workload) string {
+	if w.Identity == nil {
+		return ""
+	}
+	return w.Identity.Module
+}
+
+// ModuleKey is what private visibility compares: the module within its
+// workspace, so that a module of the same name in another workspace (a
+// caller other than root works in its own) is another module. Empty
+// without a module.
+func ModuleKey(w *spec.Workload) string {
+	if m := moduleOf(w); m != "" {
+		return w.Identified().Workspace + "/" + m
+	}
+	return ""
+}
