@@ -20,6 +20,10 @@ type Backend interface {
 	// ApplyBatch applies specs as one batch: a name twice or an `after`
 	// cycle refuses all of it; else dependencies first, one Result each.
 	ApplyBatch(ctx context.Context, specs []*spec.Workload, o ApplyOptions) ([]Result, error)
+	// Up makes a project what docs say, removing what it has beyond them;
+	// Down removes all of it. Both say what they did, and what failed.
+	Up(ctx context.Context, project string, docs Documents, o ApplyOptions) (*ProjectChange, error)
+	Down(ctx context.Context, project string, o RemoveOptions) (*ProjectChange, error)
 	// Batch runs one action on many workloads in parallel, one Result each.
 	Batch(ctx context.Context, action Action, bt Batch) ([]Result, error)
 	Start(ctx context.Context, name string) (*Workload, error)

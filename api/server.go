@@ -137,6 +137,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/workloads/{name}/logs", s.logs)
 	m.HandleFunc("GET /v1/events", s.events)
 	m.HandleFunc("POST /v1/batch/apply", s.applyBatch)
+	m.HandleFunc("PUT /v1/projects/{name}", s.up)
+	m.HandleFunc("DELETE /v1/projects/{name}", s.down)
 	m.HandleFunc("POST /v1/batch/{action}", s.runBatch)
 	m.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.backend.Stats(r.Context())

@@ -51,6 +51,25 @@ func (b *Backend) ApplyBatch(ctx context.Context, specs []*spec.Workload, o api.
 	return results(b.s.ApplyAll(ctx, changes))
 }
 
+func (b *Backend) Up(ctx context.Context, project string, docs api.Documents, o api.ApplyOptions) (*api.ProjectChange, error) {
+	return change(b.s.Up(withCaller(ctx), project, supervisor.Documents(docs), applyOptions(ctx, o)))
+}
+
+func (b *Backend) Down(ctx context.Context, project string, o api.RemoveOptions) (*api.ProjectChange, error) {
+	c := callerOf(ctx)
+	return change(b.s.Down(withCaller(ctx), project, supervisor.RemoveOptions{Force: o.Force, By: c.By, Confined: c.Confined}))
+}
+
+// change is a project's change as the wire carries it.
+func change(c *supervisor.ProjectChange, err error) (*api.ProjectChange, error) {
+	if c == nil {
+		return nil, err
+	}
+	applied, _ := results(c.Applied, nil)
+	removed, _ := results(c.Removed, nil)
+	return &api.ProjectChange{Applied: applied, Removed: removed, Networks: c.Networks, Policies: c.Policies}, err
+}
+
 func (b *Backend) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {
 	return results(b.s.Batch(withCaller(ctx), supervisor.Action(action),
 		supervisor.BatchRequest{Names: bt.Names, All: bt.All, Force: bt.Force, Signal: bt.Signal}))

@@ -108,9 +108,16 @@ func (p *Plane) hashedPort(w *spec.Workload, ep spec.Endpoint) int {
 	if p.cfg.ContainerPorts(w.Kind) {
 		mode = netalloc.ModeContainer
 	}
+	// A project is codefly's naming scope, which it hashes in place of
+	// the endpoint's name as ENDPOINT-SCOPE (core's RuntimeManager): each
+	// copy of a stack has its own hashed ports, the same on every host.
+	name := ep.Name
+	if w.Project != "" {
+		name += "-" + w.Project
+	}
 	return netalloc.HashedPort(netalloc.HashInput{
 		Workspace: id.Workspace, Module: id.Module, Service: id.Service,
-		Endpoint: ep.Name, API: ep.API, Mode: mode,
+		Endpoint: name, API: ep.API, Mode: mode,
 	})
 }
 

@@ -88,3 +88,42 @@ func Equal(a, b *Workload) bool {
 	b.SetDefaults()
 	return reflect.DeepEqual(a, b)
 }
+
+// Clone is a deep copy of a policy.
+func (pl *Policy) Clone() *Policy {
+	if pl == nil {
+		return nil
+	}
+	c := *pl
+	c.Select = Selector{Workloads: slices.Clone(pl.Select.Workloads), Networks: slices.Clone(pl.Select.Networks)}
+	peers := func(p Peers) Peers {
+		p.Workloads, p.Networks = slices.Clone(p.Workloads), slices.Clone(p.Networks)
+		p.CIDRs, p.DNS = slices.Clone(p.CIDRs), slices.Clone(p.DNS)
+		return p
+	}
+	if pl.Ingress != nil {
+		in := make([]IngressRule, len(*pl.Ingress))
+		for i, r := range *pl.Ingress {
+			in[i] = IngressRule{From: peers(r.From), Ports: slices.Clone(r.Ports)}
+		}
+		c.Ingress = &in
+	}
+	if pl.Egress != nil {
+		out := make([]EgressRule, len(*pl.Egress))
+		for i, r := range *pl.Egress {
+			out[i] = EgressRule{To: peers(r.To), Ports: slices.Clone(r.Ports)}
+		}
+		c.Egress = &out
+	}
+	return &c
+}
+
+// Clone is a copy of a network document.
+func (n *Network) Clone() *Network {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.Egress = clonePtr(n.Egress)
+	return &c
+}

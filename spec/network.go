@@ -14,6 +14,8 @@ const KindNetwork = "network"
 type Network struct {
 	Kind string `json:"kind"` // "network"
 	Name string `json:"name"`
+	// Project is the project the network belongs to (see Workload).
+	Project string `json:"project,omitempty"`
 	// Egress lets the network's traffic out through the host (source NAT);
 	// false keeps everything beyond the network out of its reach, the host
 	// included. Default true.
@@ -34,9 +36,10 @@ func (n *Network) Validate() error {
 	if n.Kind != KindNetwork {
 		p.add("kind", "must be %q for a network document", KindNetwork)
 	}
-	if n.Name == NetworkHost || !validName(n.Name) {
+	if n.Name == NetworkHost || !validFull(n.Name) {
 		p.add("name", "must be a network name of %s, not %q", nameRule, NetworkHost)
 	}
+	validateDocProject(&p, n.Project, n.Name)
 	return p.err()
 }
 

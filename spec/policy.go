@@ -19,9 +19,11 @@ const KindPolicy = "policy"
 // On one host the unit a policy governs is an isolated network: the
 // workloads of one network share its namespace and address.
 type Policy struct {
-	Kind   string   `json:"kind"` // "policy"
-	Name   string   `json:"name"`
-	Select Selector `json:"select"`
+	Kind string `json:"kind"` // "policy"
+	Name string `json:"name"`
+	// Project is the project the policy belongs to (see Workload).
+	Project string   `json:"project,omitempty"`
+	Select  Selector `json:"select"`
 	// Ingress is what may reach the selected workloads; nil leaves
 	// ingress alone.
 	Ingress *[]IngressRule `json:"ingress,omitempty"`
@@ -95,9 +97,10 @@ func (pl *Policy) Validate() error {
 	if pl.Kind != KindPolicy {
 		p.add("kind", "must be %q for a policy document", KindPolicy)
 	}
-	if !validName(pl.Name) {
+	if !validFull(pl.Name) {
 		p.add("name", "must be %s", nameRule)
 	}
+	validateDocProject(&p, pl.Project, pl.Name)
 	if len(pl.Select.Workloads)+len(pl.Select.Networks) == 0 {
 		p.add("select", "must name workloads or networks: a policy that selects nothing governs nothing")
 	}
@@ -125,7 +128,7 @@ func (pl *Policy) Validate() error {
 
 func validNames(p *problems, field string, names []string) {
 	for i, n := range names {
-		if !validName(n) || n == NetworkHost {
+		if !validFull(n) || n == NetworkHost {
 			p.add(indexPath(field, i), "must be a name of %s, not %q", nameRule, n)
 		}
 	}

@@ -16,9 +16,10 @@ import (
 // single problem is returned as the *FieldError itself).
 func (w *Workload) Validate() error {
 	var p problems
-	if !validName(w.Name) {
-		p.add("name", "must be %s", nameRule)
+	if !validFull(w.Name) {
+		p.add("name", "must be %s (or PROJECT.NAME, each so)", nameRule)
 	}
+	w.validateProject(&p)
 	w.validateKind(&p)
 	w.validateCommand(&p)
 	if w.Workdir != "" && (!filepath.IsAbs(w.Workdir) || strings.ContainsRune(w.Workdir, 0)) {
@@ -44,7 +45,7 @@ func (w *Workload) Validate() error {
 		}
 	}
 	w.validateEndpoints(&p)
-	if w.Network != NetworkHost && !validName(w.Network) {
+	if w.Network != NetworkHost && !validFull(w.Network) {
 		p.add("network", "must be %q or a network name of %s", NetworkHost, nameRule)
 	}
 	w.Restart.validate(&p)
@@ -189,7 +190,7 @@ func (w *Workload) validateAfter(p *problems) {
 		field := indexPath("after", i)
 		name, cond := ParseAfter(entry)
 		switch {
-		case !validName(name):
+		case !validFull(name):
 			p.add(field, "must be %s, with :%s, :%s or :%s after it", nameRule, AfterStarted, AfterHealthy, AfterCompleted)
 		case cond != AfterHealthy && cond != AfterStarted && cond != AfterCompleted:
 			p.add(field, "the condition %q is none of %s, %s or %s", cond, AfterStarted, AfterHealthy, AfterCompleted)
@@ -208,7 +209,7 @@ func (w *Workload) validateUses(p *problems) {
 		field := indexPath("uses", i)
 		name, ep := ParseUse(entry)
 		switch {
-		case !validName(name) || (strings.Contains(entry, "/") && !validName(ep)):
+		case !validFull(name) || (strings.Contains(entry, "/") && !validName(ep)):
 			p.add(field, "must be a workload name, or NAME/ENDPOINT, each %s", nameRule)
 		case name == w.Name:
 			p.add(field, "a workload cannot use itself")

@@ -25,7 +25,10 @@ const NetworkHost = "host"
 // defaults applied and validated; code that builds one by hand should call
 // SetDefaults and Validate before using it.
 type Workload struct {
-	Name      string            `json:"name"`
+	Name string `json:"name"`
+	// Project is the project the workload belongs to (project.go); empty
+	// for the default project, or the one its full name says.
+	Project   string            `json:"project,omitempty"`
 	Kind      Kind              `json:"kind,omitempty"`
 	Identity  *Identity         `json:"identity,omitempty"`
 	Command   []string          `json:"command,omitempty"`
@@ -73,7 +76,8 @@ type Identity struct {
 // Identified is w's identity, defaulted so that every workload has stable
 // hashed ports: workspace "default", module and service its name.
 func (w *Workload) Identified() Identity {
-	id := Identity{Workspace: "default", Module: w.Name, Service: w.Name}
+	name := BareName(w.Name)
+	id := Identity{Workspace: "default", Module: name, Service: name}
 	if w.Identity != nil {
 		if w.Identity.Workspace != "" {
 			id.Workspace = w.Identity.Workspace

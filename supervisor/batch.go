@@ -63,8 +63,10 @@ func (s *Supervisor) ApplyAll(ctx context.Context, changes []Change) ([]Outcome,
 	specs := make([]*spec.Workload, len(changes))
 	opts := make(map[string]ApplyOptions, len(changes))
 	for i, c := range changes {
-		specs[i] = c.Spec
-		opts[c.Spec.Name] = c.Options
+		// Ordered by full names: a batch may hold several projects.
+		specs[i] = c.Spec.Clone()
+		specs[i].Qualify()
+		opts[specs[i].Name] = c.Options
 	}
 	levels, err := spec.OrderBatch(specs)
 	if err != nil {

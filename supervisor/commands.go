@@ -109,6 +109,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 	if err := sp.Validate(); err != nil {
 		return nil, err
 	}
+	sp.Qualify()
 	if err := s.runtime(ctx, sp.Kind); err != nil {
 		return nil, err
 	}

@@ -108,6 +108,10 @@ func (s *Supervisor) docOwnedBy(kind, name, by string, exists bool) error {
 
 // PutNetworkOwned records and puts in force a network document of a file.
 func (s *Supervisor) PutNetworkOwned(ctx context.Context, n *spec.Network, owner string) error {
+	n, err := qualifiedNetwork(n)
+	if err != nil {
+		return err
+	}
 	if err := s.docOwnedBy(spec.KindNetwork, n.Name, owner, s.net.Doc(n.Name) != nil); err != nil {
 		return err
 	}
@@ -141,6 +145,10 @@ func (s *Supervisor) DropNetworkOwned(ctx context.Context, name, owner string) e
 
 // PutPolicyOwned records and puts in force a policy document of a file.
 func (s *Supervisor) PutPolicyOwned(ctx context.Context, p *spec.Policy, owner string) error {
+	p, err := qualifiedPolicy(p)
+	if err != nil {
+		return err
+	}
 	if err := s.docOwnedBy(spec.KindPolicy, p.Name, owner, s.net.HasPolicy(p.Name)); err != nil {
 		return err
 	}
@@ -181,6 +189,10 @@ func (s *Supervisor) Policies(ctx context.Context) []status.Policy { return s.ne
 // PutPolicy records a policy and puts it in force: it is answered once
 // its rules are in the kernel.
 func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Policy, error) {
+	p, err := qualifiedPolicy(p)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.docOwnedBy(spec.KindPolicy, p.Name, "", false); err != nil {
 		return nil, err
 	}
@@ -211,6 +223,10 @@ func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
 // PutNetwork records a network's document and applies it to the network
 // when it exists.
 func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*status.Network, error) {
+	n, err := qualifiedNetwork(n)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.docOwnedBy(spec.KindNetwork, n.Name, "", false); err != nil {
 		return nil, err
 	}
@@ -233,4 +249,24 @@ func (s *Supervisor) DeleteNetwork(ctx context.Context, name string) error {
 	}
 	s.publish(status.Event{Type: status.EventNetwork, Message: "network " + name + " removed"})
 	return nil
+}
+
+// qualifiedNetwork is a valid network document with its full name.
+func qualifiedNetwork(n *spec.Network) (*spec.Network, error) {
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	n = n.Clone()
+	n.Qualify()
+	return n, nil
+}
+
+// qualifiedPolicy is a valid policy with its full names.
+func qualifiedPolicy(p *spec.Policy) (*spec.Policy, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p = p.Clone()
+	p.Qualify()
+	return p, nil
 }

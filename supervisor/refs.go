@@ -98,7 +98,10 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 		for _, w := range s.all() {
 			v := w.snapshot(true)
 			id := v.Spec.Identified()
-			if id.Module != module || id.Service != service || (id.Workspace == own) != sameWorkspace ||
+			// Within the consumer's project only: its copies elsewhere
+			// are other stacks.
+			if spec.ProjectOf(v.Name) != spec.ProjectOf(consumer.Name) ||
+				id.Module != module || id.Service != service || (id.Workspace == own) != sameWorkspace ||
 				!sameWorkspace && spec.IsPeerWorkspace(id.Workspace) {
 				continue
 			}

@@ -99,6 +99,8 @@ type Supervisor struct {
 	mu           sync.Mutex
 	workloads    map[string]*workload
 	fileProblems map[string]string
+	// projects serialize each project's ups and downs (projects.go).
+	projects map[string]chan struct{}
 	// dependents are the workloads whose spec names prerequisites: the
 	// only ones a start can unblock (kickDependents).
 	dependents map[*workload]struct{}
@@ -146,6 +148,7 @@ func New(cfg Config) (*Supervisor, error) {
 		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
 		workloads:    map[string]*workload{},
 		dependents:   map[*workload]struct{}{},
+		projects:     map[string]chan struct{}{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,

@@ -63,6 +63,12 @@ func makePlan(w *spec.Workload, caps driver.Capabilities, ports []status.PortMap
 	if id.Version != "" {
 		own["CODEFLY__SERVICE_VERSION"] = id.Version
 	}
+	if w.Project != "" {
+		// The project is codefly's naming scope: its hashed ports are
+		// the project's own (netplane), and the service is told.
+		own["FLYD_PROJECT"] = w.Project
+		own["CODEFLY__NAMING_SCOPE"] = w.Project
+	}
 	for k, v := range used {
 		own[k] = v
 	}

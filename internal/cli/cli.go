@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 // Version is set at build time with
@@ -44,6 +45,12 @@ var commands = map[string]Command{}
 func Register(name, summary, usage string, run func(ctx context.Context, env *Env, args []string) error) {
 	commands[name] = Command{Summary: summary, Usage: usage, Run: run}
 }
+
+// ExitError makes the process exit with Code, saying nothing more: the
+// status of a command flyd ran (flyd run), already reported.
+type ExitError struct{ Code int }
+
+func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
 // UsageError makes the process exit 2 with the command's usage.
 type UsageError struct{ msg string }
@@ -89,9 +96,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		env.Client.Close()
 	}
 	var ue UsageError
+	var ee ExitError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &ee):
+		return ee.Code
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
@@ -104,7 +114,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 }
 
 // leadingFlags takes the flags every client command shares (--socket,
-// --json) from before the command's name, as `flyd --socket S ps` writes
+// --json, -p) from before the command's name, as `flyd --socket S ps` writes
 // them, and returns them apart from the rest.
 func leadingFlags(args []string) (shared, rest []string, err error) {
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" {
@@ -114,6 +124,13 @@ func leadingFlags(args []string) (shared, rest []string, err error) {
 			return shared, args, nil
 		case name == "json":
 			shared, args = append(shared, args[0]), args[1:]
+		case (name == "p" || name == "project") && hasValue:
+			shared, args = append(shared, args[0]), args[1:]
+		case name == "p" || name == "project":
+			if len(args) < 2 {
+				return nil, nil, fmt.Errorf("%s needs a project's name", args[0])
+			}
+			shared, args = append(shared, args[0], args[1]), args[2:]
 		case name == "socket" && hasValue:
 			if value == "" {
 				return nil, nil, errors.New("--socket needs a path")
@@ -141,7 +158,7 @@ func printUsage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Summary)
 	}
-	fmt.Fprintln(w, "\nThe client commands take --socket (or FLYD_SOCKET) and --json, before the command's name or after it.")
+	fmt.Fprintln(w, "\nThe client commands take --socket (or FLYD_SOCKET), -p PROJECT (or FLYD_PROJECT) and --json, before the command's name or after it.")
 }
 
 // Env is what a command gets: its output streams and, once a client
@@ -151,7 +168,10 @@ type Env struct {
 	Name, Usage    string
 	Socket         string
 	JSON           bool
-	Client         *api.Client
+	// Project is -p's (or FLYD_PROJECT's): the project whose names the
+	// command's names are; empty for the default project.
+	Project string
+	Client  *api.Client
 }
 
 // Flags returns a flag set with the flags every client command shares.
@@ -164,8 +184,23 @@ func (c *Env) Flags() *flag.FlagSet {
 	}
 	fs.StringVar(&c.Socket, "socket", def, "daemon socket (env FLYD_SOCKET, or FLYD_HOME's)")
 	fs.BoolVar(&c.JSON, "json", false, "print JSON")
+	fs.StringVar(&c.Project, "p", os.Getenv("FLYD_PROJECT"), "the project (env FLYD_PROJECT); names are its own")
+	fs.StringVar(&c.Project, "project", os.Getenv("FLYD_PROJECT"), "same as -p")
 	return fs
 }
+
+// FullName is a name given on the command line as the daemon knows it:
+// in -p's project, unless it names its project itself (PROJECT.NAME).
+func (c *Env) FullName(name string) string {
+	if c.Project == "" || strings.Contains(name, spec.ProjectSep) {
+		return name
+	}
+	return spec.FullName(c.Project, name)
+}
+
+// InProject says whether a full name is of -p's project (the default
+// project without -p).
+func (c *Env) InProject(full string) bool { return spec.ProjectOf(full) == c.Project }
 
 // Parse parses flags wherever they stand among the arguments, up to the
 // first "--", and returns the positional ones. Everything after "--" is
