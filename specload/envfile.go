@@ -95,11 +95,11 @@ func ReadEnvFile(path string) (map[string]string, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return readEnv(path, f)
+	return ReadEnv(path, f)
 }
 
-// readEnv reads an open env file, bounded.
-func readEnv(name string, r io.Reader) (map[string]string, error) {
+// ReadEnv reads and parses an open env file, bounded; name names it.
+func ReadEnv(name string, r io.Reader) (map[string]string, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxEnvFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -58,7 +58,6 @@ func Select(d *spec.Documents, profiles []string) (Selection, error) {
 		asked[p] = true
 	}
 	used := map[string]bool{}
-	out := map[string]*spec.Workload{}
 	kept := d.Workloads[:0:0]
 	for _, w := range d.Workloads {
 		in := len(w.Profiles) == 0 || asked[AllProfiles]
@@ -70,7 +69,6 @@ func Select(d *spec.Documents, profiles []string) (Selection, error) {
 			kept = append(kept, w)
 			continue
 		}
-		out[w.Name] = w
 		sel.LeftOut = append(sel.LeftOut, LeftOut{Name: w.Name, Profiles: slices.Clone(w.Profiles)})
 	}
 	for _, p := range profiles {
@@ -78,15 +76,31 @@ func Select(d *spec.Documents, profiles []string) (Selection, error) {
 			sel.Unused = append(sel.Unused, p)
 		}
 	}
-	for _, w := range kept {
-		for _, dep := range w.Prerequisites() {
-			name, _ := spec.ParseAfter(dep)
-			if o, ok := out[name]; ok {
-				return sel, fmt.Errorf("workload %s needs %s (after or uses), which is left out: none of its profiles (%s) is asked for",
-					w.Name, name, strings.Join(o.Profiles, ", "))
-			}
-		}
+	if err := NeedsLeftOut(kept, sel.LeftOut); err != nil {
+		return sel, err
 	}
 	d.Workloads = kept
 	return sel, nil
+}
+
+// NeedsLeftOut refuses a workload of ws that names, in its after or uses,
+// one of out, naming both.
+func NeedsLeftOut(ws []*spec.Workload, out []LeftOut) error {
+	if len(out) == 0 {
+		return nil
+	}
+	left := make(map[string]LeftOut, len(out))
+	for _, l := range out {
+		left[l.Name] = l
+	}
+	for _, w := range ws {
+		for _, dep := range w.Prerequisites() {
+			name, _ := spec.ParseAfter(dep)
+			if l, ok := left[name]; ok {
+				return fmt.Errorf("workload %s needs %s (after or uses), which is left out: none of its profiles (%s) is asked for",
+					w.Name, name, strings.Join(l.Profiles, ", "))
+			}
+		}
+	}
+	return nil
 }
