@@ -96,7 +96,8 @@ func (d *dirWatch) handle(ev fsnotify.Event) bool {
 		}
 		return true
 	}
-	return d.watched == d.dir && filepath.Dir(ev.Name) == d.dir && isSpecFile(filepath.Base(ev.Name))
+	return d.watched == d.dir && filepath.Dir(ev.Name) == d.dir &&
+		(isSpecFile(filepath.Base(ev.Name)) || isEnvFile(filepath.Base(ev.Name)))
 }
 
 func isParentOf(parent, path string) bool {

@@ -12,22 +12,17 @@ import (
 
 	"github.com/flyd-dev/flyd/internal/trust"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/specload"
 )
 
-// isSpecFile says whether a directory entry is a spec file. It is the same
-// rule as `flyd apply DIR`, which also keeps editors' debris out: vim's swap
-// files and 4913 probe, "x.yaml~" backups, emacs' ".#x.yaml" locks and
-// "#x.yaml#" autosaves, and the dot-named temp files of atomic writes.
-func isSpecFile(name string) bool {
-	if strings.HasPrefix(name, ".") {
-		return false
-	}
-	switch filepath.Ext(name) {
-	case ".yaml", ".yml", ".json":
-		return true
-	}
-	return false
-}
+// isSpecFile says whether a directory entry is a spec file: the same rule
+// as `flyd apply DIR` (specload.IsSpecFile), which keeps editors' debris
+// out.
+func isSpecFile(name string) bool { return specload.IsSpecFile(name) }
+
+// isEnvFile says whether a directory entry may give the files variables:
+// the directory's .env, or a NAME.env that an env_file names.
+func isEnvFile(name string) bool { return strings.HasSuffix(name, ".env") }
 
 // fileState is one spec file as read now: its documents (workloads,
 // networks, policies, as `flyd apply` takes them), or why it is bad.
@@ -60,12 +55,17 @@ func scan(dir string) ([]fileState, error) {
 		return nil, err
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	vars, varsErr := dotEnv(d)
 	var files []fileState
 	for _, e := range entries {
 		if e.IsDir() || !isSpecFile(e.Name()) {
 			continue
 		}
-		docs, err := parseTrusted(d, e.Name())
+		docs, err := parseTrusted(d, e.Name(), vars)
+		if err == nil && varsErr != nil {
+			// Every file: which of them would use it is not known.
+			err = varsErr
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			// Renamed or removed since the listing: its own event brings
 			// another reconcile, which sees the final state.
@@ -77,7 +77,81 @@ func scan(dir string) ([]fileState, error) {
 		}
 		files = append(files, f)
 	}
+	withoutProfiles(dir, files)
 	return files, nil
+}
+
+// dotEnv reads the directory's .env, the only source of its files'
+// variables: never the daemon's own environment. The daemon trusts it as
+// it trusts a spec file (root's, and no one else's to change), since its
+// values become what the daemon runs.
+func dotEnv(dir *os.File) (specload.Lookup, error) {
+	f, err := trust.OpenIn(dir, ".env")
+	if errors.Is(err, fs.ErrNotExist) {
+		return specload.NoVars, nil
+	}
+	if err != nil {
+		return specload.NoVars, fmt.Errorf("%w: refused, as the daemon would run what it says as root", err)
+	}
+	defer f.Close()
+	vars, err := specload.ReadEnv(f.Name(), f)
+	if err != nil {
+		return specload.NoVars, err
+	}
+	return specload.Layered(vars), nil
+}
+
+// envFileIn reads an env_file entry of a spec file of the directory: the
+// name of a NAME.env file beside it, trusted as the spec file is. A path
+// elsewhere is refused: the daemon reads no file it does not watch, nor
+// one a user could change.
+func envFileIn(dir *os.File, entry string) (map[string]string, error) {
+	if strings.Contains(entry, "/") || !isEnvFile(entry) || entry == ".env" {
+		return nil, fmt.Errorf("%s: in the workloads directory, env_file names a NAME.env file of the directory itself", entry)
+	}
+	f, err := trust.OpenIn(dir, entry)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Not wrapped: a spec file that is gone is skipped, one whose
+		// env file is missing is a problem.
+		return nil, fmt.Errorf("%s: no such file in the workloads directory", entry)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: refused, as the daemon would run what it says as root", err)
+	}
+	defer f.Close()
+	return specload.ReadEnv(f.Name(), f)
+}
+
+// withoutProfiles leaves out of the files the workloads that have
+// profiles: the directory asks for none. A workload left in that names
+// one left out, in its file or another, makes its file a problem.
+func withoutProfiles(dir string, files []fileState) {
+	var out []specload.LeftOut
+	for i := range files {
+		f := &files[i]
+		if f.err != nil {
+			continue
+		}
+		kept := f.ws[:0:0]
+		for _, w := range f.ws {
+			if len(w.Profiles) == 0 {
+				kept = append(kept, w)
+			} else {
+				out = append(out, specload.LeftOut{Name: w.Name, Profiles: w.Profiles})
+			}
+		}
+		f.ws = kept
+	}
+	for i := range files {
+		f := &files[i]
+		if f.err != nil {
+			continue
+		}
+		if err := specload.NeedsLeftOut(f.ws, out); err != nil {
+			f.err = fmt.Errorf("%s: %w (the workloads directory asks for no profile)", filepath.Join(dir, f.name), err)
+			f.ws, f.nets, f.pols = nil, nil, nil
+		}
+	}
 }
 
 // parseTrusted parses the spec file name of the trusted directory dir: the
@@ -85,7 +159,7 @@ func scan(dir string) ([]fileState, error) {
 // may have written it (trust.OpenIn). It is judged as opened, so the file
 // judged is the file read, whatever its name is made to point at
 // meanwhile.
-func parseTrusted(dir *os.File, name string) (*spec.Documents, error) {
+func parseTrusted(dir *os.File, name string, vars specload.Lookup) (*spec.Documents, error) {
 	f, err := trust.OpenIn(dir, name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: refused, as the daemon would run what it says as root", err)
@@ -99,9 +173,12 @@ func parseTrusted(dir *os.File, name string) (*spec.Documents, error) {
 	if len(data) > maxSpecFile {
 		return nil, fmt.Errorf("%s: over %d bytes", path, maxSpecFile)
 	}
-	docs, err := spec.ParseAll(data)
+	// No Warn: no one would read a warning, so a variable without a
+	// value or default is a problem.
+	docs, err := specload.Parse(path, data, specload.Options{Vars: vars,
+		ReadEnvFile: func(entry string) (map[string]string, error) { return envFileIn(dir, entry) }})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	if len(docs.Workloads)+len(docs.Networks)+len(docs.Policies) == 0 {
 		return nil, fmt.Errorf("%s: no document found", path)

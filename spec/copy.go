@@ -19,6 +19,8 @@ func (w *Workload) Clone() *Workload {
 	c.Command = slices.Clone(w.Command)
 	c.Env = maps.Clone(w.Env)
 	c.SecretEnv = maps.Clone(w.SecretEnv)
+	c.EnvFile = slices.Clone(w.EnvFile)
+	c.Profiles = slices.Clone(w.Profiles)
 	c.Configuration = w.Configuration.clone()
 	c.SecretConfiguration = w.SecretConfiguration.clone()
 	c.Endpoints = slices.Clone(w.Endpoints)

@@ -32,6 +32,10 @@ func decodeValue(n *node, v reflect.Value, path string) error {
 		}
 		return nil
 	}
+	if v.Type() == stringListType && n.kind == stringNode {
+		v.Set(reflect.ValueOf(StringList{n.text}))
+		return nil
+	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		if v.IsNil() {
@@ -70,6 +74,8 @@ func decodeValue(n *node, v reflect.Value, path string) error {
 	}
 	return typeError(n, v.Type(), path)
 }
+
+var stringListType = reflect.TypeFor[StringList]()
 
 func decodeStruct(n *node, v reflect.Value, path string) error {
 	if n.kind != mapNode {

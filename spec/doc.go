@@ -7,6 +7,8 @@
 // the CLI and the HTTP API can point at it.
 //
 // The package only describes workloads. It does not start processes, resolve
-// users, allocate ports, expand ${VARS} or talk to nix or containerd; those
-// belong to the packages that consume a validated *Workload.
+// users, allocate ports, read env files or talk to nix or containerd; those
+// belong to the packages that consume a validated *Workload. It does not
+// interpolate ${VARS} either: ParseAllExpanded hands each value to an
+// Expander (package specload's) before decoding it.
 package spec

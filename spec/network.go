@@ -87,6 +87,13 @@ type Documents struct {
 // ParseAll reads workloads, network documents and policies alike, with
 // the same strictness as Parse.
 func ParseAll(data []byte) (*Documents, error) {
+	return ParseAllExpanded(data, nil)
+}
+
+// ParseAllExpanded is ParseAll with every string value of every document
+// (never a mapping key) given to expand before it is decoded, and decoded
+// as what expand returns; see Expander. A nil expand changes nothing.
+func ParseAllExpanded(data []byte, expand Expander) (*Documents, error) {
 	roots, err := readDocuments(data)
 	if err != nil {
 		return nil, err
@@ -109,6 +116,11 @@ func ParseAll(data []byte) (*Documents, error) {
 			docs = root.items
 		}
 		for _, doc := range docs {
+			if expand != nil {
+				if err := expandValues(doc, "", expand); err != nil {
+					return nil, err
+				}
+			}
 			switch docKind(doc) {
 			case KindNetwork:
 				n, err := buildDoc[Network](doc)

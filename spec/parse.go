@@ -66,13 +66,20 @@ func ParseFile(path string) ([]*Workload, error) {
 
 // DecodeJSON reads exactly one workload as a JSON object, with the same
 // strictness, defaults and validation as Parse. It reads r to the end;
-// callers facing the network should bound r (http.MaxBytesReader).
+// callers facing the network should bound r (http.MaxBytesReader). It is
+// the API's reader, so it refuses env_file: the files it names are read
+// where the spec file is, never by the daemon on a client's word.
 func DecodeJSON(r io.Reader) (*Workload, error) {
 	root, err := readOneJSON(r)
 	if err != nil {
 		return nil, err
 	}
-	return build(root)
+	w, err := build(root)
+	if err == nil && len(w.EnvFile) > 0 {
+		return nil, atLine(root.lineOf("env_file"), &FieldError{Field: "env_file",
+			Msg: "is read by the reader of the spec file (flyd apply), which puts its variables in env: the API takes env"})
+	}
+	return w, err
 }
 
 // readOneJSON reads r to the end as one JSON value.

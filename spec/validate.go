@@ -35,6 +35,12 @@ func (w *Workload) Validate() error {
 			p.add(joinPath("secret_env", k), "is also set in env")
 		}
 	}
+	for i, f := range w.EnvFile {
+		if f == "" || strings.ContainsRune(f, 0) {
+			p.add(indexPath("env_file", i), "must be a path")
+		}
+	}
+	w.validateProfiles(&p)
 	validateConfigurations(&p, "configuration", w.Configuration)
 	validateConfigurations(&p, "secret_configuration", w.SecretConfiguration)
 	for _, n := range sortedKeys(w.SecretConfiguration) {
@@ -183,6 +189,19 @@ func validateConfigurations(p *problems, field string, c Configurations) {
 }
 
 var configName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+func (w *Workload) validateProfiles(p *problems) {
+	seen := make(map[string]bool, len(w.Profiles))
+	for i, name := range w.Profiles {
+		switch {
+		case !validName(name):
+			p.add(indexPath("profiles", i), "a profile's name must be %s", nameRule)
+		case seen[name]:
+			p.add(indexPath("profiles", i), "%q is listed twice", name)
+		}
+		seen[name] = true
+	}
+}
 
 func (w *Workload) validateAfter(p *problems) {
 	seen := make(map[string]bool, len(w.After))

@@ -36,6 +36,15 @@ type Workload struct {
 	User      string            `json:"user,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	SecretEnv map[string]string `json:"secret_env,omitempty"`
+	// EnvFile names env files (KEY=VALUE lines, a string or a list),
+	// relative to the spec file's directory, whose variables the reader
+	// of the file (flyd apply, the workloads directory) puts in env,
+	// env and secret_env winning, before the workload is applied. The
+	// API refuses it: a file is read where the spec file is.
+	EnvFile StringList `json:"env_file,omitempty"`
+	// Profiles leave the workload out unless one of them is asked for
+	// (flyd apply --profile); a workload without profiles is always in.
+	Profiles []string `json:"profiles,omitempty"`
 	// Configuration is the service's configuration, by name, each a map
 	// of keys to values, given to it and to every workload that uses it
 	// under codefly's names (CODEFLY__SERVICE_CONFIGURATION__MODULE__

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,5 +72,50 @@ func TestPortHashOffline(t *testing.T) {
 		if code := cli.Main(args, &out, &errb); code != 0 || out.String() != tt.want {
 			t.Errorf("flyd %q: exit %d, %q %q; want %q", tt.args, code, out.String(), errb.String(), tt.want)
 		}
+	}
+}
+
+// TestApplyReadsFilesFirst: apply reads and selects every file before it
+// asks the daemon anything, so bad input is refused without one.
+func TestApplyReadsFilesFirst(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	only := write("only.yaml", "name: tools\ncommand: [/bin/true]\nprofiles: [debug, ops]\n")
+	needs := write("needs.yaml", "- {name: app, command: [/bin/true], after: [seed]}\n- {name: seed, command: [/bin/true], profiles: [ci]}\n")
+	required := write("required.yaml", "name: app\ncommand: [/bin/true, \"${FLYD_TEST_UNSET_VAR:?say which}\"]\n")
+	tests := []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"apply", "-f", only}, 0, "tools left out: profiles debug, ops not asked for\n", ""},
+		{[]string{"apply", "--json", "-f", only}, 0, "", "tools left out: profiles debug, ops not asked for\n"},
+		{[]string{"apply", "-f", only, "--profile", "nope"}, 0, "tools left out", "warning: profile nope: no workload has it"},
+		{[]string{"apply", "-f", only, "--profile", "No_pe"}, 2, "", `profile "No_pe": a profile's name must be`},
+		{[]string{"apply", "-f", needs}, 1, "", "workload app needs seed (after or uses), which is left out: none of its profiles (ci) is asked for"},
+		{[]string{"apply", "-f", required}, 1, "", required + ": line 2: command[1]: required variable FLYD_TEST_UNSET_VAR is not set: say which"},
+		{[]string{"apply", "-f", only, "--env-file", filepath.Join(dir, "nope.env")}, 1, "", "--env-file: open " + filepath.Join(dir, "nope.env")},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		code := cli.Main(append(tt.args, "--socket", sock), &out, &errb)
+		if code != tt.code || !strings.Contains(out.String(), tt.stdout) || !strings.Contains(errb.String(), tt.stderr) {
+			t.Errorf("flyd %q: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out.String(), errb.String(), tt.code, tt.stdout, tt.stderr)
+		}
+	}
+	// FLYD_PROFILES asks as --profile does: tools is in, so the daemon
+	// is asked, and is not there.
+	t.Setenv("FLYD_PROFILES", "ops")
+	var out, errb bytes.Buffer
+	if code := cli.Main([]string{"apply", "-f", only, "--socket", sock}, &out, &errb); code != 1 || strings.Contains(out.String(), "left out") ||
+		!strings.Contains(errb.String(), "no flyd daemon answers") {
+		t.Errorf("FLYD_PROFILES=ops: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }

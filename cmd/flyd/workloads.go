@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,7 +15,7 @@ import (
 )
 
 func init() {
-	cli.Register("apply", "create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--start=false] [--force] [--wait [--timeout 1m]]", cmdApply)
+	cli.Register("apply", "create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--env-file FILE ...] [--profile NAME ...] [--start=false] [--force] [--wait [--timeout 1m]]", cmdApply)
 	cli.Register("ps", "list workloads", "", cmdPs)
 	cli.Register("inspect", "show a workload as JSON", "NAME", cmdInspect)
 	cli.Register("start", "start workloads", "NAME...|--all", lifecycleCmd(api.ActionStart))
@@ -39,6 +37,9 @@ func cmdApply(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	var files stringList
 	fs.Var(&files, "f", "spec file, directory of spec files, or - for stdin (repeatable)")
+	var envFiles, profiles stringList
+	fs.Var(&envFiles, "env-file", "variables for the files' ${VAR}s, in place of the .env beside them (repeatable, a later file over an earlier)")
+	fs.Var(&profiles, "profile", "apply the workloads of this profile too (repeatable; env FLYD_PROFILES, comma-separated)")
 	start := fs.Bool("start", true, "start the workloads")
 	force := fs.Bool("force", false, "change workloads that belong to a file of the workloads directory")
 	wait, timeout := waitFlags(fs)
@@ -52,16 +53,11 @@ func cmdApply(ctx context.Context, c *cli.Env, args []string) error {
 	if len(files) == 0 {
 		return cli.Usagef("-f is required")
 	}
-	var specs []*spec.Workload
-	var nets []*spec.Network
-	var policies []*spec.Policy
-	for _, f := range files {
-		d, err := readSpecs(f)
-		if err != nil {
-			return err
-		}
-		specs, nets, policies = append(specs, d.Workloads...), append(nets, d.Networks...), append(policies, d.Policies...)
+	d, err := loadSpecs(c, files, envFiles, profiles)
+	if err != nil {
+		return err
 	}
+	specs, nets, policies := d.Workloads, d.Networks, d.Policies
 	// Networks first: their settings hold from their workloads' first run.
 	for _, n := range nets {
 		nw, err := c.Client.PutNetwork(ctx, n)
@@ -97,63 +93,6 @@ func cmdApply(ctx context.Context, c *cli.Env, args []string) error {
 		return err
 	}
 	return waitUp(c, ctx, names, *timeout)
-}
-
-// readSpecs reads the workloads and network documents of a spec file, of
-// every *.yaml, *.yml and *.json file of a directory, or of stdin.
-func readSpecs(path string) (*spec.Documents, error) {
-	if path == "-" {
-		b, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			return nil, err
-		}
-		d, err := spec.ParseAll(b)
-		if err != nil {
-			return nil, fmt.Errorf("stdin: %w", err)
-		}
-		return d, nil
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return parseFile(path)
-	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	out := &spec.Documents{}
-	for _, e := range entries {
-		switch filepath.Ext(e.Name()) {
-		case ".yaml", ".yml", ".json":
-		default:
-			continue
-		}
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		d, err := parseFile(filepath.Join(path, e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		out.Workloads, out.Networks = append(out.Workloads, d.Workloads...), append(out.Networks, d.Networks...)
-		out.Policies = append(out.Policies, d.Policies...)
-	}
-	return out, nil
-}
-
-func parseFile(path string) (*spec.Documents, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	d, err := spec.ParseAll(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return d, nil
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/specload"
+)
+
+// loadSpecs reads the documents of every -f path as apply takes them: the
+// values given their variables (the environment, then --env-file or the
+// .env beside each path), each workload's env_file read into its env, and
+// the workloads selected by --profile (or FLYD_PROFILES). Warnings (a
+// variable not set, a profile no workload has) go to stderr; the
+// workloads left out by profile are said on stdout, or on stderr with
+// --json, where stdout is the results alone.
+func loadSpecs(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Documents, error) {
+	profiles, err := specload.Profiles(profileFlags, os.Getenv("FLYD_PROFILES"))
+	if err != nil {
+		return nil, cli.Usagef("%v", err)
+	}
+	r := specload.Client{
+		Environ:  os.Environ(),
+		EnvFiles: envFiles,
+		Stdin:    os.Stdin,
+		Warn:     func(msg string) { fmt.Fprintf(c.Stderr, "warning: %s\n", msg) },
+	}
+	all := &spec.Documents{}
+	for _, f := range files {
+		d, err := r.ReadPath(f)
+		if err != nil {
+			return nil, err
+		}
+		all.Workloads = append(all.Workloads, d.Workloads...)
+		all.Networks = append(all.Networks, d.Networks...)
+		all.Policies = append(all.Policies, d.Policies...)
+	}
+	sel, err := specload.Select(all, profiles)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range sel.Unused {
+		fmt.Fprintf(c.Stderr, "warning: profile %s: no workload has it\n", p)
+	}
+	var out io.Writer = c.Stdout
+	if c.JSON {
+		out = c.Stderr
+	}
+	for _, l := range sel.LeftOut {
+		fmt.Fprintf(out, "%s left out: profiles %s not asked for\n", l.Name, strings.Join(l.Profiles, ", "))
+	}
+	return all, nil
+}

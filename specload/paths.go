@@ -1,0 +1,93 @@
+package specload
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// IsSpecFile says whether a directory entry is a spec file: *.yaml, *.yml
+// or *.json, not dot-named. That keeps editors' debris out: vim's swap
+// files and 4913 probe, "x.yaml~" backups, emacs' ".#x.yaml" locks and
+// "#x.yaml#" autosaves, and the dot-named temp files of atomic writes.
+func IsSpecFile(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	switch filepath.Ext(name) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// Client says how a client (flyd apply) reads spec files.
+type Client struct {
+	Environ  []string // the process environment, as os.Environ gives it
+	EnvFiles []string // --env-file, in their order
+	Stdin    io.Reader
+	Warn     func(msg string)
+}
+
+// ReadPath reads what `flyd apply -f PATH` names: a spec file, every spec
+// file of a directory (IsSpecFile), or "-" for stdin. Its variables are
+// ClientVars' for its directory (the file's, the directory itself, or the
+// current one for stdin), and env_file entries are relative to it.
+func (c Client) ReadPath(path string) (*spec.Documents, error) {
+	dir, files := ".", []string{path}
+	if path != "-" {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			dir = filepath.Dir(path)
+		} else {
+			dir, files = path, nil
+			entries, err := os.ReadDir(path)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				if !e.IsDir() && IsSpecFile(e.Name()) {
+					files = append(files, filepath.Join(path, e.Name()))
+				}
+			}
+		}
+	}
+	vars, err := ClientVars(c.Environ, c.EnvFiles, dir)
+	if err != nil {
+		return nil, err
+	}
+	o := Options{Vars: vars, Warn: c.Warn, ReadEnvFile: func(entry string) (map[string]string, error) {
+		if !filepath.IsAbs(entry) {
+			entry = filepath.Join(dir, entry)
+		}
+		return ReadEnvFile(entry)
+	}}
+	out := &spec.Documents{}
+	for _, f := range files {
+		var data []byte
+		name := f
+		if f == "-" {
+			name = "stdin"
+			data, err = io.ReadAll(c.Stdin)
+		} else {
+			data, err = os.ReadFile(f)
+		}
+		if err != nil {
+			return nil, err
+		}
+		d, err := Parse(name, data, o)
+		if err != nil {
+			return nil, err
+		}
+		out.Workloads = append(out.Workloads, d.Workloads...)
+		out.Networks = append(out.Networks, d.Networks...)
+		out.Policies = append(out.Policies, d.Policies...)
+	}
+	return out, nil
+}
