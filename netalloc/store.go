@@ -173,7 +173,7 @@ func (t *loading) read(p string, version int, workload string) error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w: port table %s: %s", errdefs.ErrInternal, p, fmt.Sprintf(format, args...))
 	}
-	if workload != "" && !dnslabel.Valid(workload) {
+	if workload != "" && !dnslabel.ValidFull(workload) {
 		return fail("file name is not a workload name")
 	}
 	data, err := os.ReadFile(p)

@@ -42,7 +42,7 @@ type Reservation struct {
 func checkNetwork(network string) error {
 	// Network names become file names: nothing else may reach the table
 	// directory.
-	if !dnslabel.Valid(network) {
+	if !dnslabel.ValidFull(network) {
 		return fmt.Errorf("%w: network name %q", errdefs.ErrInvalid, network)
 	}
 	return nil
@@ -53,7 +53,7 @@ func checkHolder(workload, endpoint string) error {
 		return fmt.Errorf("%w: empty workload name", errdefs.ErrInvalid)
 	}
 	// Workload names become file names too.
-	if !dnslabel.Valid(workload) {
+	if !dnslabel.ValidFull(workload) {
 		return fmt.Errorf("%w: workload name %q", errdefs.ErrInvalid, workload)
 	}
 	if endpoint == "" {

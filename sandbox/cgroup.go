@@ -211,8 +211,8 @@ func (c *Cgroups) List() ([]string, error) {
 	}
 	names := []string{}
 	for _, e := range entries {
-		if e.IsDir() && dnslabel.Valid(e.Name()) {
-			names = append(names, e.Name())
+		if name := strings.Replace(e.Name(), "_", ".", 1); e.IsDir() && dnslabel.ValidFull(name) {
+			names = append(names, name)
 		}
 	}
 	return names, nil
@@ -305,16 +305,22 @@ func (g *Cgroup) Delete() error {
 // what an OCI runtime expects in linux.cgroupsPath.
 func (g *Cgroup) CgroupsPath() string {
 	h := g.cg.l.hier[0]
-	return path.Join(h.root, g.cg.parent, g.Name)
+	return path.Join(h.root, g.cg.parent, dirOf(g.Name))
 }
 
+// dirOf is the directory of a workload's cgroup: its full name with '_'
+// for the dot between project and name, which no name holds, because
+// every file of the kernel's in a cgroup is named X.Y ("cgroup.procs" is
+// a file, project "cgroup"'s workload "procs" a directory, cgroup_procs).
+func dirOf(name string) string { return strings.Replace(name, ".", "_", 1) }
+
 func (c *Cgroups) cgroup(name string) (*Cgroup, error) {
-	if !dnslabel.Valid(name) {
-		return nil, fmt.Errorf("cgroup name %q must be 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit: %w", shorten(name), errdefs.ErrInvalid)
+	if !dnslabel.ValidFull(name) {
+		return nil, fmt.Errorf("cgroup name %q must be %s: %w", shorten(name), dnslabel.FullRule, errdefs.ErrInvalid)
 	}
 	g := &Cgroup{Name: name, cg: c, in: make([]bool, len(c.l.hier))}
 	for _, h := range c.l.hier {
-		g.dirs = append(g.dirs, filepath.Join(h.mount, c.parent, name))
+		g.dirs = append(g.dirs, filepath.Join(h.mount, c.parent, dirOf(name)))
 	}
 	g.Path, g.in[0] = g.dirs[0], true
 	return g, nil

@@ -26,7 +26,7 @@ func TestInvalidLimitsAndNames(t *testing.T) {
 	for _, tl := range testLayouts(t) {
 		t.Run(tl.name, func(t *testing.T) {
 			c := newTestCgroups(t, tl.l)
-			for _, name := range []string{"", "Web", "a/b", "..", "cgroup.procs", "-a", "a_b"} {
+			for _, name := range []string{"", "Web", "a/b", "..", ".procs", "cgroup.", "a.b.c", "-a", "a_b"} {
 				if _, err := c.Create(name, Limits{}); !errors.Is(err, errdefs.ErrInvalid) {
 					t.Errorf("Create(%q): err = %v, want ErrInvalid", name, err)
 				}
@@ -39,6 +39,21 @@ func TestInvalidLimitsAndNames(t *testing.T) {
 			}
 			if names, _ := c.List(); len(names) != 0 {
 				t.Errorf("refused Creates left %v", names)
+			}
+			// A project's workload named like a file of the kernel's gets
+			// a directory of its own, never that file.
+			g, err := c.Create("cgroup.procs", Limits{})
+			if err != nil {
+				t.Fatalf("Create(cgroup.procs): %v", err)
+			}
+			if filepath.Base(g.Path) != "cgroup_procs" {
+				t.Errorf("cgroup.procs is at %s, want a directory cgroup_procs", g.Path)
+			}
+			if names, _ := c.List(); !slices.Equal(names, []string{"cgroup.procs"}) {
+				t.Errorf("List = %v, want [cgroup.procs]", names)
+			}
+			if err := g.Delete(); err != nil {
+				t.Errorf("Delete: %v", err)
 			}
 		})
 	}

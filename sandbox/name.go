@@ -18,12 +18,12 @@ func ValidateName(name string) error {
 	if name == HostNetwork {
 		return fmt.Errorf("network %q is the host's own network and cannot be created or deleted: %w", name, errdefs.ErrInvalid)
 	}
-	if !dnslabel.Valid(name) {
+	if !dnslabel.ValidFull(name) {
 		shown := name
 		if len(shown) > 70 { // the name is the user's; the message need not echo a megabyte of it
 			shown = shown[:64] + "..."
 		}
-		return fmt.Errorf("network name %q must be 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit: %w", shown, errdefs.ErrInvalid)
+		return fmt.Errorf("network name %q must be %s: %w", shown, dnslabel.FullRule, errdefs.ErrInvalid)
 	}
 	return nil
 }

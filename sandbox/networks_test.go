@@ -34,7 +34,9 @@ func TestValidateName(t *testing.T) {
 		{"a-", false},
 		{"Web", false},
 		{"a_b", false},
-		{"a.b", false},
+		{"a.b", true}, // a project's network
+		{"a.b.c", false},
+		{".b", false},
 		{"a/b", false},
 		{"..", false},
 		{".lock", false},

@@ -3,6 +3,8 @@ package spec
 import (
 	"fmt"
 	"strings"
+
+	"github.com/flyd-dev/flyd/internal/dnslabel"
 )
 
 // A project holds copies of the same names apart: every document (a
@@ -53,10 +55,7 @@ func ProjectOf(full string) string {
 func ValidProject(s string) bool { return validName(s) }
 
 // validFull reports whether s is a name or PROJECT.NAME, each a DNS label.
-func validFull(s string) bool {
-	p, n := SplitName(s)
-	return validName(n) && (p == "" && !strings.Contains(s, ProjectSep) || validName(p))
-}
+func validFull(s string) bool { return dnslabel.ValidFull(s) }
 
 // inProject qualifies a bare name with project; a full name stays.
 func inProject(project, name string) string {

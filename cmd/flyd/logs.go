@@ -27,7 +27,7 @@ func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {
 	stamps := fs.Bool("timestamps", false, "begin every line with when it was written (UTC)")
 	fs.BoolVar(stamps, "t", false, "same as --timestamps")
 	patience := fs.Duration("reconnect", 30*time.Second, "with -f, how long to wait for a daemon that went away (a restart); 0 gives up at once")
-	all := fs.Bool("all", false, "every workload")
+	all := fs.Bool("all", false, "every workload of the project (-p; the default project without it)")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -38,18 +38,16 @@ func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {
 			return cli.Usagef("--since: %v", err)
 		}
 	}
-	names := pos
+	names := make([]string, len(pos))
+	for i, n := range pos {
+		names[i] = c.FullName(n)
+	}
 	if *all {
 		if len(pos) > 0 {
 			return cli.Usagef("names or --all, not both")
 		}
-		ws, err := c.Client.List(ctx)
-		if err != nil {
+		if names, err = projectNames(ctx, c); err != nil {
 			return err
-		}
-		names = make([]string, len(ws))
-		for i, w := range ws {
-			names[i] = w.Name
 		}
 	}
 	switch {

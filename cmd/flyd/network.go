@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/netalloc"
@@ -21,7 +23,7 @@ func init() {
 	cli.Register("ports", "list every endpoint's port and addresses", "", cmdPorts)
 	cli.Register("networks", "list isolated networks, or delete one", "[rm NAME]", cmdNetworks)
 	cli.Register("exec", "run a command inside an isolated network", "--network NET -- CMD [ARGS...]", cmdExec)
-	cli.Register("port", "compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A] [--mode host|container]", cmdPort)
+	cli.Register("port", "compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A] [--mode host|container] [--scope PROJECT]", cmdPort)
 }
 
 func cmdPorts(ctx context.Context, c *cli.Env, args []string) error {
@@ -35,6 +37,9 @@ func cmdPorts(ctx context.Context, c *cli.Env, args []string) error {
 	ps, err := c.Client.Ports(ctx)
 	if err != nil {
 		return err
+	}
+	if c.Project != "" {
+		ps = slices.DeleteFunc(ps, func(p api.PortMapping) bool { return !c.InProject(p.Workload) })
 	}
 	if c.JSON {
 		return printJSON(c.Stdout, ps)
@@ -58,16 +63,20 @@ func cmdNetworks(ctx context.Context, c *cli.Env, args []string) error {
 	}
 	switch {
 	case len(pos) == 2 && pos[0] == "rm":
-		if err := c.Client.DeleteNetwork(ctx, pos[1]); err != nil {
+		name := c.FullName(pos[1])
+		if err := c.Client.DeleteNetwork(ctx, name); err != nil {
 			return err
 		}
-		return removed(c, "network", pos[1])
+		return removed(c, "network", name)
 	case len(pos) > 0:
 		return cli.Usagef("unexpected argument %q", pos[0])
 	}
 	ns, err := c.Client.Networks(ctx)
 	if err != nil {
 		return err
+	}
+	if c.Project != "" {
+		ns = slices.DeleteFunc(ns, func(n api.Network) bool { return !c.InProject(n.Name) })
 	}
 	if c.JSON {
 		return printJSON(c.Stdout, ns)
@@ -102,6 +111,7 @@ func cmdExec(ctx context.Context, c *cli.Env, args []string) error {
 	if *network == "" || len(pos) == 0 {
 		return cli.Usagef("--network and a command are needed")
 	}
+	*network = c.FullName(*network)
 	ns, err := c.Client.Networks(ctx)
 	if err != nil {
 		return err
@@ -136,6 +146,7 @@ func cmdPort(ctx context.Context, c *cli.Env, args []string) error {
 	fs.StringVar(&in.Endpoint, "endpoint", "", "endpoint name")
 	fs.StringVar(&in.API, "api", "tcp", "tcp, http, rest, grpc or other")
 	mode := fs.String("mode", "host", "host (native and nix workloads) or container (containerd workloads)")
+	scope := fs.String("scope", "", "codefly's naming scope: a project's name (-p), hashed with the endpoint as ENDPOINT-SCOPE")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -145,6 +156,12 @@ func cmdPort(ctx context.Context, c *cli.Env, args []string) error {
 	}
 	if in.Workspace == "" || in.Module == "" || in.Service == "" || in.Endpoint == "" {
 		return cli.Usagef("--workspace, --module, --service and --endpoint are needed")
+	}
+	if *scope == "" {
+		*scope = c.Project
+	}
+	if *scope != "" {
+		in.Endpoint += "-" + *scope
 	}
 	switch *mode {
 	case "host":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -22,16 +23,20 @@ func cmdPolicies(ctx context.Context, c *cli.Env, args []string) error {
 	}
 	switch {
 	case len(pos) == 2 && pos[0] == "rm":
-		if err := c.Client.DeletePolicy(ctx, pos[1]); err != nil {
+		name := c.FullName(pos[1])
+		if err := c.Client.DeletePolicy(ctx, name); err != nil {
 			return err
 		}
-		return removed(c, "policy", pos[1])
+		return removed(c, "policy", name)
 	case len(pos) > 0:
 		return cli.Usagef("unexpected argument %q", pos[0])
 	}
 	ps, err := c.Client.Policies(ctx)
 	if err != nil {
 		return err
+	}
+	if c.Project != "" {
+		ps = slices.DeleteFunc(ps, func(p api.Policy) bool { return !c.InProject(p.Name) })
 	}
 	if c.JSON {
 		return printJSON(c.Stdout, ps)

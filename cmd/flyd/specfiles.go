@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +36,9 @@ func loadSpecs(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Docume
 		if err != nil {
 			return nil, err
 		}
+		if err := inProject(d, c.Project); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
 		all.Workloads = append(all.Workloads, d.Workloads...)
 		all.Networks = append(all.Networks, d.Networks...)
 		all.Policies = append(all.Policies, d.Policies...)
@@ -54,4 +58,33 @@ func loadSpecs(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Docume
 		fmt.Fprintf(out, "%s left out: profiles %s not asked for\n", l.Name, strings.Join(l.Profiles, ", "))
 	}
 	return all, nil
+}
+
+// inProject puts the documents read for -p in its project; one that states
+// another is refused. Without -p each keeps the project it states.
+func inProject(d *spec.Documents, project string) error {
+	if project == "" {
+		return nil
+	}
+	for _, w := range d.Workloads {
+		if err := w.SetProject(project); err != nil {
+			return err
+		}
+	}
+	for _, n := range d.Networks {
+		if err := n.SetProject(project); err != nil {
+			return err
+		}
+	}
+	for _, p := range d.Policies {
+		if err := p.SetProject(project); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fullName is a document's name as the daemon keys it.
+func fullName(project, name string) string {
+	return spec.FullName(cmp.Or(project, spec.ProjectOf(name)), spec.BareName(name))
 }

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,7 +85,7 @@ func cmdApply(ctx context.Context, c *cli.Env, args []string) error {
 	}
 	names := make([]string, len(specs))
 	for i, w := range specs {
-		names[i] = w.Name
+		names[i] = fullName(w.Project, w.Name)
 	}
 	// One batch: the daemon applies in `after` order, in parallel.
 	stop := showProgress(c, ctx, names)
@@ -114,6 +116,9 @@ func cmdPs(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.Project != "" {
+		ws = slices.DeleteFunc(ws, func(w api.Workload) bool { return !c.InProject(w.Name) })
+	}
 	return output(c, ws, func(w io.Writer) { printWorkloads(w, ws) })
 }
 
@@ -125,7 +130,7 @@ func cmdInspect(ctx context.Context, c *cli.Env, args []string) error {
 	if len(pos) != 1 {
 		return cli.Usagef("one workload name is needed")
 	}
-	w, err := c.Client.Get(ctx, pos[0])
+	w, err := c.Client.Get(ctx, c.FullName(pos[0]))
 	if err != nil {
 		return err
 	}
@@ -155,15 +160,61 @@ func output(c *cli.Env, v any, human func(io.Writer)) error {
 	return b.Flush()
 }
 
-// batch resolves NAME... or --all into a batch.
-func batch(pos []string, all, force bool) (api.Batch, error) {
+// scopeFlags adds --all and --all-projects to a command that acts on
+// workloads by name.
+func scopeFlags(fs *flag.FlagSet) (all, allProjects *bool) {
+	return fs.Bool("all", false, "every workload of the project (-p; the default project without it)"),
+		fs.Bool("all-projects", false, "every workload of every project")
+}
+
+// selection resolves NAME... (in -p's project), --all (every workload of
+// -p's project, the default project's without -p) or --all-projects
+// (every workload of the host) into the names of a batch. An --all of a
+// project with nothing is an empty batch.
+func selection(ctx context.Context, c *cli.Env, pos []string, all, allProjects bool) (api.Batch, error) {
 	switch {
-	case all && len(pos) > 0:
+	case (all || allProjects) && len(pos) > 0:
 		return api.Batch{}, cli.Usagef("names and --all cannot be used together")
-	case !all && len(pos) == 0:
+	case all && allProjects:
+		return api.Batch{}, cli.Usagef("--all or --all-projects, not both")
+	case allProjects:
+		return api.Batch{All: true}, nil
+	case all:
+		names, err := projectNames(ctx, c)
+		return api.Batch{Names: names}, err
+	case len(pos) == 0:
 		return api.Batch{}, cli.Usagef("name a workload, or use --all")
 	}
-	return api.Batch{Names: pos, All: all, Force: force}, nil
+	names := make([]string, len(pos))
+	for i, n := range pos {
+		names[i] = c.FullName(n)
+	}
+	return api.Batch{Names: names}, nil
+}
+
+// projectNames names every workload of -p's project.
+func projectNames(ctx context.Context, c *cli.Env) ([]string, error) {
+	ws, err := c.Client.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{}
+	for _, w := range ws {
+		if c.InProject(w.Name) {
+			names = append(names, w.Name)
+		}
+	}
+	return names, nil
+}
+
+// runBatch runs action on the batch, and reports it; an empty batch
+// (an --all of an empty project) does nothing.
+func runBatch(ctx context.Context, c *cli.Env, action api.Action, verb string, bt api.Batch) ([]api.Result, error) {
+	if !bt.All && len(bt.Names) == 0 {
+		return nil, nil
+	}
+	rs, err := c.Client.Batch(ctx, action, bt)
+	return rs, report(c, verb, rs, err)
 }
 
 // report prints a batch's results, each failure on stderr; the command
@@ -213,7 +264,7 @@ func report(c *cli.Env, verb string, rs []api.Result, err error) error {
 func lifecycleCmd(action api.Action) func(context.Context, *cli.Env, []string) error {
 	return func(ctx context.Context, c *cli.Env, args []string) error {
 		fs := c.Flags()
-		all := fs.Bool("all", false, "every workload")
+		all, allProjects := scopeFlags(fs)
 		force, wait, timeout := new(bool), new(bool), new(time.Duration)
 		switch action {
 		case api.ActionStop:
@@ -225,12 +276,13 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli.Env, []string) e
 		if err != nil {
 			return err
 		}
-		bt, err := batch(pos, *all, *force)
+		bt, err := selection(ctx, c, pos, *all, *allProjects)
 		if err != nil {
 			return err
 		}
-		rs, err := c.Client.Batch(ctx, action, bt)
-		if err := report(c, string(action), rs, err); err != nil || !*wait {
+		bt.Force = *force
+		rs, err := runBatch(ctx, c, action, string(action), bt)
+		if err != nil || !*wait {
 			return err
 		}
 		names := make([]string, len(rs))
@@ -243,25 +295,26 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli.Env, []string) e
 
 func cmdRm(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
-	all := fs.Bool("all", false, "every workload")
+	all, allProjects := scopeFlags(fs)
 	force := fs.Bool("force", false, "remove workloads that belong to a file of the workloads directory")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
 	}
-	bt, err := batch(pos, *all, *force)
+	bt, err := selection(ctx, c, pos, *all, *allProjects)
 	if err != nil {
 		return err
 	}
-	rs, err := c.Client.Batch(ctx, api.ActionRemove, bt)
-	return report(c, "remove", rs, err)
+	bt.Force = *force
+	_, err = runBatch(ctx, c, api.ActionRemove, "remove", bt)
+	return err
 }
 
 // cmdSignal sends a signal to every process of each workload named, as the
 // stop signal goes: nginx's reload is `flyd signal web HUP`.
 func cmdSignal(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
-	all := fs.Bool("all", false, "every workload")
+	all, allProjects := scopeFlags(fs)
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -273,11 +326,11 @@ func cmdSignal(ctx context.Context, c *cli.Env, args []string) error {
 	if _, err := spec.ParseSignal(sig); err != nil {
 		return cli.Usagef("%v (the signal comes last: flyd signal NAME... SIGNAL)", err)
 	}
-	bt, err := batch(pos[:len(pos)-1], *all, false)
+	bt, err := selection(ctx, c, pos[:len(pos)-1], *all, *allProjects)
 	if err != nil {
 		return err
 	}
 	bt.Signal = sig
-	rs, err := c.Client.Batch(ctx, api.ActionSignal, bt)
-	return report(c, "signal", rs, err)
+	_, err = runBatch(ctx, c, api.ActionSignal, "signal", bt)
+	return err
 }

@@ -4,6 +4,8 @@
 // they admit neither dots nor slashes nor capitals.
 package dnslabel
 
+import "strings"
+
 // Rule says the rule in words, for error messages.
 const Rule = "1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
 
@@ -19,4 +21,18 @@ func Valid(s string) bool {
 		}
 	}
 	return true
+}
+
+// FullRule is what ValidFull accepts.
+const FullRule = "a name of " + Rule + ", or PROJECT.NAME, each so"
+
+// ValidFull reports whether s is a label or two joined by a dot: a name
+// or a project's name and a name (spec.FullName). No path, file or
+// identifier made of it can hold a '/', a '..' or a leading '.'.
+func ValidFull(s string) bool {
+	project, name, ok := strings.Cut(s, ".")
+	if !ok {
+		return Valid(s)
+	}
+	return Valid(project) && Valid(name)
 }

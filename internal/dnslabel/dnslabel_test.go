@@ -27,3 +27,12 @@ func FuzzValid(f *testing.F) {
 		}
 	})
 }
+
+func TestValidFull(t *testing.T) {
+	for s, want := range map[string]bool{"web": true, "ci-7.web": true, "ci-7.": false, ".web": false, "a.b.c": false,
+		"a..b": false, "Ci.web": false, "a/b.c": false, "..": false, strings.Repeat("a", 63) + "." + strings.Repeat("b", 63): true} {
+		if got := ValidFull(s); got != want {
+			t.Errorf("ValidFull(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
