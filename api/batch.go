@@ -32,7 +32,11 @@ const (
 // Batch names the workloads an action applies to: Names, or All of them.
 type Batch struct {
 	Names []string `json:"names,omitempty"`
-	All   bool     `json:"all,omitempty"`
+	// All is every workload (of the caller's, for one other than root);
+	// with InProject, every workload of Project ("" the default project).
+	All       bool   `json:"all,omitempty"`
+	InProject bool   `json:"in_project,omitempty"`
+	Project   string `json:"project,omitempty"`
 	// Force lets remove take workloads that belong to a file of the
 	// workloads directory, as RemoveOptions.Force; it makes stop a kill,
 	// without a grace period and overtaking a stop in progress.

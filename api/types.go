@@ -109,6 +109,17 @@ type PortMapping struct {
 	Instances []Instance `json:"instances"`
 }
 
+// Address is the endpoint's address for an access ("native" from the
+// host, "container" from its own network, "public"), empty without one.
+func (p PortMapping) Address(access string) string {
+	for _, in := range p.Instances {
+		if in.Access == access {
+			return in.Address
+		}
+	}
+	return ""
+}
+
 // Instance is one way to reach an endpoint.
 type Instance struct {
 	Access  string `json:"access"`

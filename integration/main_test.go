@@ -245,7 +245,8 @@ func startDaemon(t *testing.T, opts ...option) *daemon {
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NOTIFY_SOCKET=") && !strings.HasPrefix(kv, "FLYD_SOCKET=") && !strings.HasPrefix(kv, "FLYD_HOME=") {
+		if !strings.HasPrefix(kv, "NOTIFY_SOCKET=") && !strings.HasPrefix(kv, "FLYD_SOCKET=") && !strings.HasPrefix(kv, "FLYD_HOME=") &&
+			!strings.HasPrefix(kv, "FLYD_PROJECT=") && !strings.HasPrefix(kv, "FLYD_PROFILES=") {
 			env = append(env, kv)
 		}
 	}

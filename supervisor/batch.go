@@ -46,10 +46,14 @@ const (
 // action takes: Force for stop (kill at once) and remove (past an owner),
 // Signal for signal.
 type BatchRequest struct {
-	Names  []string
-	All    bool
-	Force  bool
-	Signal string
+	Names []string
+	All   bool
+	// InProject narrows All to the workloads of Project ("" for the
+	// default project's).
+	InProject bool
+	Project   string
+	Force     bool
+	Signal    string
 }
 
 // ApplyAll is the one way many workloads are applied together, for the
@@ -128,7 +132,7 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 		// All of a confined caller's is all of its own.
 		c := callerOf(ctx)
 		for _, w := range s.all() {
-			if !c.Confined || w.snapshot(false).AppliedBy == c.By {
+			if (!c.Confined || w.snapshot(false).AppliedBy == c.By) && (!bt.InProject || spec.ProjectOf(w.name) == bt.Project) {
 				names = append(names, w.name)
 			}
 		}

@@ -83,7 +83,7 @@ func makePlan(w *spec.Workload, caps driver.Capabilities, ports []status.PortMap
 		if spec.HTTPBased(p.API) {
 			self = "http://" + self
 		}
-		own[EndpointVar(id.Module, id.Service, p.Endpoint, p.API)] = self
+		own[spec.EndpointVar(id.Module, id.Service, p.Endpoint, p.API)] = self
 		subst["PORT_"+key] = strconv.Itoa(p.Port)
 		// Where the workload itself serves the endpoint, inside its
 		// own network, whatever address others reach it on.

@@ -3,33 +3,10 @@ package supervisor
 import (
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/spec"
 )
-
-// EndpointVar is the variable codefly's SDKs read a used endpoint's
-// address from: CODEFLY__ENDPOINT__<MODULE>__<SERVICE>__<ENDPOINT>__<API>,
-// "-" turned to "_" and upper-cased, as codefly-dev/core builds it
-// (resources/environment_variables_manager.go, EndpointAsEnvironmentVariableKey).
-func EndpointVar(module, service, endpoint, api string) string {
-	key := module + "__" + service + "__" + endpoint + "__" + api
-	return "CODEFLY__ENDPOINT__" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
-}
-
-// ConfigurationVar is the variable codefly's SDKs read a service's
-// configuration value from: CODEFLY__SERVICE_CONFIGURATION__<MODULE>__
-// <SERVICE>__<NAME>__<KEY> (…_SECRET_CONFIGURATION__… for a secret),
-// upper-cased, "-" turned to "_", as codefly-dev/core builds it
-// (resources/environment_variables_manager.go).
-func ConfigurationVar(module, service, name, key string, secret bool) string {
-	prefix := "CODEFLY__SERVICE_CONFIGURATION__"
-	if secret {
-		prefix = "CODEFLY__SERVICE_SECRET_CONFIGURATION__"
-	}
-	return prefix + strings.ToUpper(strings.ReplaceAll(module+"__"+service+"__"+name+"__"+key, "-", "_"))
-}
 
 // configurationVars are w's configurations under codefly's names: its own,
 // and, for a consumer, what it is given of each workload it uses.
@@ -38,12 +15,12 @@ func configurationVars(w *spec.Workload) (public, secret map[string]string) {
 	public, secret = map[string]string{}, map[string]string{}
 	for name, kv := range w.Configuration {
 		for k, v := range kv {
-			public[ConfigurationVar(id.Module, id.Service, name, k, false)] = v
+			public[spec.ConfigurationVar(id.Module, id.Service, name, k, false)] = v
 		}
 	}
 	for name, kv := range w.SecretConfiguration {
 		for k, v := range kv {
-			secret[ConfigurationVar(id.Module, id.Service, name, k, true)] = v
+			secret[spec.ConfigurationVar(id.Module, id.Service, name, k, true)] = v
 		}
 	}
 	return public, secret
@@ -95,7 +72,7 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 			if spec.HTTPBased(p.API) {
 				addr = "http://" + addr // a URL, as codefly gives it
 			}
-			out[EndpointVar(id.Module, id.Service, p.Endpoint, p.API)] = addr
+			out[spec.EndpointVar(id.Module, id.Service, p.Endpoint, p.API)] = addr
 		}
 		if only != "" && !found {
 			return nil, &spec.FieldError{Field: field, Msg: fmt.Sprintf("workload %s has no endpoint %q", name, only)}

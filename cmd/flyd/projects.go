@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -219,11 +217,12 @@ func cmdRun(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("project %s did not come up: %w", project, err)
 	}
-	w, err := runSpec(ctx, c, project, *network, cmdArgs)
+	dir, _ := os.Getwd()
+	w, err := c.Client.Consumer(ctx, project, *network, dir, cmdArgs)
 	if err != nil {
 		return err
 	}
-	code, err := runOnce(ctx, c, w)
+	code, err := c.Client.RunOnce(ctx, w, c.Stdout)
 	if err != nil {
 		return err
 	}
@@ -232,97 +231,6 @@ func cmdRun(ctx context.Context, c *cli.Env, args []string) error {
 		return cli.ExitError{Code: code}
 	}
 	return nil
-}
-
-// runSpec is CMD as a one-shot of the project: in its network, using every
-// workload of it that has endpoints, in the caller's directory.
-func runSpec(ctx context.Context, c *cli.Env, project, network string, argv []string) (*spec.Workload, error) {
-	ws, err := c.Client.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var uses, nets []string
-	for _, w := range ws {
-		if spec.ProjectOf(w.Name) == project && len(w.Ports) > 0 {
-			uses = append(uses, spec.BareName(w.Name))
-		}
-	}
-	ns, err := c.Client.Networks(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range ns {
-		if spec.ProjectOf(n.Name) == project {
-			nets = append(nets, n.Name)
-		}
-	}
-	switch {
-	case network != "":
-	case len(nets) == 1:
-		network = spec.BareName(nets[0])
-	case len(nets) == 0:
-		network = spec.NetworkHost
-	default:
-		return nil, cli.Usagef("project %s has %d networks (%s): name one with --network", project, len(nets), strings.Join(nets, ", "))
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	dir, _ := os.Getwd()
-	w := &spec.Workload{Name: "run-" + hex.EncodeToString(b[:]), Project: project, Command: argv, Workdir: dir,
-		Network: network, Uses: uses, Restart: spec.Restart{Policy: spec.RestartNever}}
-	w.SetDefaults()
-	return w, w.Validate()
-}
-
-// runOnce runs w to its end, its output streamed to stdout, and removes
-// it; its exit code is the answer.
-func runOnce(ctx context.Context, c *cli.Env, w *spec.Workload) (int, error) {
-	name := fullName(w.Project, w.Name)
-	defer func() {
-		rm, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_ = c.Client.Remove(rm, name, api.RemoveOptions{})
-	}()
-	if _, err := c.Client.Apply(ctx, w, api.ApplyOptions{Start: true}); err != nil {
-		return 0, err
-	}
-	var next int64
-	drain := func() error {
-		from := next
-		return c.Client.Logs(ctx, name, api.LogQuery{From: &from}, api.LogFunc(func(r api.LogRecord) error {
-			next = r.End()
-			_, err := c.Stdout.Write(r.Data)
-			return err
-		}))
-	}
-	for {
-		if err := drain(); err != nil {
-			return 0, err
-		}
-		v, err := c.Client.Get(ctx, name)
-		if err != nil {
-			return 0, err
-		}
-		switch v.State {
-		case api.StateExited, api.StateFailed, api.StateStopped:
-			// What it wrote before its exit was published is in the log.
-			if err := drain(); err != nil {
-				return 0, err
-			}
-			switch {
-			case v.LastExit != nil && v.LastExit.Signal != "":
-				return 128 + 1, fmt.Errorf("%s ended by %s", strings.Join(w.Command, " "), v.LastExit.Signal)
-			case v.LastExit != nil:
-				return v.LastExit.Code, nil
-			}
-			return 0, fmt.Errorf("%s did not run: %s", strings.Join(w.Command, " "), v.LastError)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // notUp shows the end of the log of each workload of names that is not up

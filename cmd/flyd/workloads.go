@@ -169,8 +169,7 @@ func scopeFlags(fs *flag.FlagSet) (all, allProjects *bool) {
 
 // selection resolves NAME... (in -p's project), --all (every workload of
 // -p's project, the default project's without -p) or --all-projects
-// (every workload of the host) into the names of a batch. An --all of a
-// project with nothing is an empty batch.
+// (every workload of the host) into a batch.
 func selection(ctx context.Context, c *cli.Env, pos []string, all, allProjects bool) (api.Batch, error) {
 	switch {
 	case (all || allProjects) && len(pos) > 0:
@@ -180,8 +179,7 @@ func selection(ctx context.Context, c *cli.Env, pos []string, all, allProjects b
 	case allProjects:
 		return api.Batch{All: true}, nil
 	case all:
-		names, err := projectNames(ctx, c)
-		return api.Batch{Names: names}, err
+		return api.Batch{All: true, InProject: true, Project: c.Project}, nil
 	case len(pos) == 0:
 		return api.Batch{}, cli.Usagef("name a workload, or use --all")
 	}
@@ -207,12 +205,8 @@ func projectNames(ctx context.Context, c *cli.Env) ([]string, error) {
 	return names, nil
 }
 
-// runBatch runs action on the batch, and reports it; an empty batch
-// (an --all of an empty project) does nothing.
+// runBatch runs action on the batch, and reports it.
 func runBatch(ctx context.Context, c *cli.Env, action api.Action, verb string, bt api.Batch) ([]api.Result, error) {
-	if !bt.All && len(bt.Names) == 0 {
-		return nil, nil
-	}
 	rs, err := c.Client.Batch(ctx, action, bt)
 	return rs, report(c, verb, rs, err)
 }

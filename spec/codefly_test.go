@@ -1,8 +1,6 @@
-package supervisor
+package spec
 
-import (
-	"testing"
-)
+import "testing"
 
 // TestEndpointVar: the names of used endpoints' variables are codefly's,
 // built as codefly-dev/core v0.3.8 builds them
