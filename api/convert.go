@@ -61,7 +61,7 @@ func FromNetwork(n status.Network) Network {
 
 // FromEvent is ev as /v1/events sends it.
 func FromEvent(ev status.Event) Event {
-	return Event{Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Workload: ev.Workload,
+	return Event{Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Workload: ev.Workload, Project: ev.Project,
 		State: ev.State, Message: ev.Message, Exit: fromExit(ev.Exit)}
 }
 

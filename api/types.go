@@ -242,6 +242,7 @@ type Event struct {
 	Time     time.Time `json:"time"`
 	Type     string    `json:"type"`
 	Workload string    `json:"workload,omitempty"`
+	Project  string    `json:"project,omitempty"`
 	State    State     `json:"state,omitempty"`
 	Message  string    `json:"message,omitempty"`
 	Exit     *Exit     `json:"exit,omitempty"`

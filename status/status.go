@@ -183,9 +183,12 @@ type Event struct {
 	Time     time.Time
 	Type     string
 	Workload string
-	State    State
-	Message  string
-	Exit     *Exit
+	// Project is the project of the workload or document the event is
+	// of ("" for the default project's, or the daemon's own).
+	Project string `json:",omitempty"`
+	State   State
+	Message string
+	Exit    *Exit
 }
 
 // Event types.

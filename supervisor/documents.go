@@ -123,7 +123,7 @@ func (s *Supervisor) PutNetworkOwned(ctx context.Context, n *spec.Network, owner
 		s.undoDocOwner(spec.KindNetwork, n.Name, had)
 		return err
 	}
-	s.publish(status.Event{Type: status.EventNetwork, Message: fmt.Sprintf("network %s applied from %s (egress %v, peers %v)", n.Name, owner, n.AllowsEgress(), n.Peers)})
+	s.publish(status.Event{Type: status.EventNetwork, Project: spec.ProjectOf(n.Name), Message: fmt.Sprintf("network %s applied from %s (egress %v, peers %v)", n.Name, owner, n.AllowsEgress(), n.Peers)})
 	return nil
 }
 
@@ -139,7 +139,7 @@ func (s *Supervisor) DropNetworkOwned(ctx context.Context, name, owner string) e
 	if err := s.setDocOwner(spec.KindNetwork, name, ""); err != nil {
 		return err
 	}
-	s.publish(status.Event{Type: status.EventNetwork, Message: "network " + name + " document removed with " + owner})
+	s.publish(status.Event{Type: status.EventNetwork, Project: spec.ProjectOf(name), Message: "network " + name + " document removed with " + owner})
 	return nil
 }
 
@@ -160,7 +160,7 @@ func (s *Supervisor) PutPolicyOwned(ctx context.Context, p *spec.Policy, owner s
 		s.undoDocOwner(spec.KindPolicy, p.Name, had)
 		return err
 	}
-	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + p.Name + " applied from " + owner})
+	s.publish(status.Event{Type: status.EventPolicy, Project: spec.ProjectOf(p.Name), Message: "policy " + p.Name + " applied from " + owner})
 	return nil
 }
 
@@ -175,7 +175,7 @@ func (s *Supervisor) DropPolicyOwned(ctx context.Context, name, owner string) er
 	if err := s.setDocOwner(spec.KindPolicy, name, ""); err != nil {
 		return err
 	}
-	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + name + " removed with " + owner})
+	s.publish(status.Event{Type: status.EventPolicy, Project: spec.ProjectOf(name), Message: "policy " + name + " removed with " + owner})
 	return nil
 }
 
@@ -199,7 +199,7 @@ func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Pol
 	if err := s.net.SetPolicy(p.Name, p); err != nil {
 		return nil, err
 	}
-	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + p.Name + " applied"})
+	s.publish(status.Event{Type: status.EventPolicy, Project: spec.ProjectOf(p.Name), Message: "policy " + p.Name + " applied"})
 	for _, v := range s.net.Policies() {
 		if v.Name == p.Name {
 			return &v, nil
@@ -216,7 +216,7 @@ func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
 	if err := s.net.SetPolicy(name, nil); err != nil {
 		return err
 	}
-	s.publish(status.Event{Type: status.EventPolicy, Message: "policy " + name + " removed"})
+	s.publish(status.Event{Type: status.EventPolicy, Project: spec.ProjectOf(name), Message: "policy " + name + " removed"})
 	return nil
 }
 
@@ -234,7 +234,7 @@ func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*status.N
 	if nw == nil {
 		return nil, err
 	}
-	s.publish(status.Event{Type: status.EventNetwork, Message: fmt.Sprintf("network %s applied (egress %v, peers %v)", n.Name, n.AllowsEgress(), n.Peers)})
+	s.publish(status.Event{Type: status.EventNetwork, Project: spec.ProjectOf(n.Name), Message: fmt.Sprintf("network %s applied (egress %v, peers %v)", n.Name, n.AllowsEgress(), n.Peers)})
 	return nw, err
 }
 
@@ -247,7 +247,7 @@ func (s *Supervisor) DeleteNetwork(ctx context.Context, name string) error {
 	if err := s.net.DeleteNetwork(name); err != nil {
 		return err
 	}
-	s.publish(status.Event{Type: status.EventNetwork, Message: "network " + name + " removed"})
+	s.publish(status.Event{Type: status.EventNetwork, Project: spec.ProjectOf(name), Message: "network " + name + " removed"})
 	return nil
 }
 

@@ -385,6 +385,9 @@ func (s *Supervisor) logPath(name string) string {
 
 func (s *Supervisor) publish(ev status.Event) {
 	ev.Time = time.Now()
+	if ev.Project == "" {
+		ev.Project = spec.ProjectOf(ev.Workload)
+	}
 	if err := s.events.publish(ev); err != nil {
 		s.log.Warn("cannot keep events for readers that resume; they still go to those reading now", zap.Error(err))
 	}

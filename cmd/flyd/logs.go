@@ -172,6 +172,9 @@ func cmdEvents(ctx context.Context, c *cli.Env, args []string) error {
 				fmt.Fprintf(c.Stderr, "flyd events: %d events were lost: the daemon keeps no more\n", ev.Seq-last-1)
 			}
 			last = max(last, ev.Seq)
+			if c.Project != "" && ev.Project != c.Project {
+				continue
+			}
 			if c.JSON {
 				if err := printJSONLine(c.Stdout, ev); err != nil {
 					return err
