@@ -41,7 +41,7 @@ func FromPorts(ports []status.PortMapping) []PortMapping {
 	out := make([]PortMapping, len(ports))
 	for i, p := range ports {
 		out[i] = PortMapping{Workload: p.Workload, Endpoint: p.Endpoint, API: p.API, Port: p.Port,
-			Published: p.Published, Network: p.Network, Instances: make([]Instance, len(p.Instances))}
+			Published: p.Published, Network: p.Network, Location: p.Location, Instances: make([]Instance, len(p.Instances))}
 		for k, in := range p.Instances {
 			out[i].Instances[k] = Instance(in)
 		}

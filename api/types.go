@@ -104,8 +104,10 @@ type PortMapping struct {
 	API      string `json:"api"`
 	Port     int    `json:"port"`
 	// Published is the host port the endpoint is published on, if it is.
-	Published int        `json:"published,omitempty"`
-	Network   string     `json:"network"`
+	Published int    `json:"published,omitempty"`
+	Network   string `json:"network"`
+	// Location is "external" for an endpoint outside the system.
+	Location  string     `json:"location,omitempty"`
 	Instances []Instance `json:"instances"`
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
+	"github.com/flyd-dev/flyd/driver/external"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/driver/nix"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -16,7 +17,7 @@ import (
 // runtimes makes the daemon's driver of every kind (spec.Kinds) this host
 // can run, and says in the log what it cannot; release lets them go.
 func runtimes(ctx context.Context, cfg *Config, cgroups *sandbox.Cgroups, log *zap.Logger) (drivers []driver.Driver, release func()) {
-	drivers = []driver.Driver{native.Driver{Cgroups: cgroups}}
+	drivers = []driver.Driver{native.Driver{Cgroups: cgroups}, external.Driver{}}
 	nixDriver := &nix.Driver{Native: native.Driver{Cgroups: cgroups}, CacheDir: filepath.Join(cfg.StateDir, "nix")}
 	if err := nixDriver.Available(); err != nil {
 		log.Info("no nix runtime: kind nix is refused", zap.Error(err))

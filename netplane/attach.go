@@ -3,9 +3,11 @@ package netplane
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -82,8 +84,11 @@ func namespace(nw *sandbox.Network) netalloc.Namespace {
 
 // requests turns a spec's endpoints into port requests.
 func (p *Plane) requests(w *spec.Workload) []netalloc.Request {
-	reqs := make([]netalloc.Request, len(w.Endpoints))
-	for i, ep := range w.Endpoints {
+	reqs := make([]netalloc.Request, 0, len(w.Endpoints))
+	for _, ep := range w.Endpoints {
+		if ep.External() {
+			continue // its address is given: nothing to allocate
+		}
 		r := netalloc.Request{Endpoint: ep.Name}
 		switch ep.Port.Mode {
 		case spec.PortFixed:
@@ -94,7 +99,7 @@ func (p *Plane) requests(w *spec.Workload) []netalloc.Request {
 			r.Mode = netalloc.ModeHashed
 			r.Port = p.hashedPort(w, ep)
 		}
-		reqs[i] = r
+		reqs = append(reqs, r)
 	}
 	return reqs
 }
@@ -210,7 +215,27 @@ func (p *Plane) mappings(w *spec.Workload, res, published []netalloc.Reservation
 			Published: hostPort[r.Endpoint], Network: r.Network, Instances: inst,
 		})
 	}
+	for _, ep := range w.Endpoints {
+		if ep.External() {
+			out = append(out, externalMapping(w, ep))
+		}
+	}
 	return out
+}
+
+// externalMapping is an external endpoint as its consumers reach it,
+// wherever they run: at the address its spec gives (a URL for an
+// HTTP-based API).
+func externalMapping(w *spec.Workload, ep spec.Endpoint) status.PortMapping {
+	addr, _ := spec.ExternalAddress(ep) // valid: the spec was validated
+	_, hostPort, _ := strings.Cut(addr, "://")
+	if hostPort == "" {
+		hostPort = addr
+	}
+	_, port, _ := net.SplitHostPort(hostPort)
+	n, _ := strconv.Atoi(port)
+	return status.PortMapping{Workload: w.Name, Endpoint: ep.Name, API: ep.API, Port: n, Network: w.Network,
+		Location: spec.LocationExternal, Instances: []status.Instance{{Access: "native", Address: addr}, {Access: "container", Address: addr}}}
 }
 
 // Mappings rebuilds a restored workload's mappings from the reservations
@@ -222,7 +247,7 @@ func (p *Plane) Mappings(w *spec.Workload) []status.PortMapping {
 	}
 	res := make([]netalloc.Reservation, 0, len(w.Endpoints))
 	for _, ep := range w.Endpoints {
-		if r, ok := byEndpoint[ep.Name]; ok {
+		if r, ok := byEndpoint[ep.Name]; ok && !ep.External() {
 			res = append(res, r)
 		}
 	}

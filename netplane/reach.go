@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
 
-// Address is the address of producer's endpoint p from where the consumer
-// runs: its own network's (container) address when they share one, the
+// Address is what a consumer is given of producer's endpoint m, as
+// codefly gives it: a URL for an HTTP-based API (http://host:port, or an
+// external endpoint's own), host:port otherwise. The address is the one
+// that reaches it from where the consumer runs: its own network's (container) address when they share one, the
 // host's when the consumer is on the host (native), and across networks
 // the consumer's gateway to the host at the endpoint's host port
 // (published, or a host network's endpoint listening on the host's
@@ -20,6 +23,44 @@ func (p *Plane) Address(consumer, producer *spec.Workload, m status.PortMapping)
 	if err := Permitted(consumer, producer, m.Endpoint); err != nil {
 		return "", err
 	}
+	if m.Location == spec.LocationExternal {
+		// Outside the system: reached the way out, which a network
+		// without egress has not.
+		if consumer.Network != spec.NetworkHost && !p.Doc(consumer.Network).AllowsEgress() {
+			return "", fmt.Errorf("endpoint %s of %s is external (%s), and network %s has no way out (egress: false)", m.Endpoint, producer.Name, m.Address("native"), consumer.Network)
+		}
+		return m.Address("native"), nil
+	}
+	addr, err := p.reach(consumer, producer, m)
+	if err != nil || !spec.HTTPBased(m.API) {
+		return addr, err
+	}
+	return "http://" + addr, nil
+}
+
+// Placeholder stands in for Address before ports are assigned, for the
+// measurements at apply: as long as any address it could be, or an
+// external endpoint's own.
+func Placeholder(m status.PortMapping) string {
+	switch {
+	case m.Location == spec.LocationExternal:
+		return m.Address("native")
+	case spec.HTTPBased(m.API):
+		return "http://255.255.255.255:65535"
+	}
+	return "255.255.255.255:65535"
+}
+
+// Authority is an address without its URL's scheme: host:port.
+func Authority(addr string) string {
+	if _, rest, ok := strings.Cut(addr, "://"); ok {
+		return rest
+	}
+	return addr
+}
+
+// reach is host:port of m from where consumer runs.
+func (p *Plane) reach(consumer, producer *spec.Workload, m status.PortMapping) (string, error) {
 	switch {
 	case consumer.Network == producer.Network:
 		return m.Address("container"), nil

@@ -110,3 +110,52 @@ func TestSplitName(t *testing.T) {
 		}
 	}
 }
+
+// TestExternalEndpoints: a workload of kind external runs nothing and
+// stands for endpoints at the addresses it gives; consumers get codefly's
+// values for them (a URL for an HTTP-based API, https kept).
+func TestExternalEndpoints(t *testing.T) {
+	ext := func(eps ...Endpoint) *Workload {
+		return &Workload{Name: "db", Kind: KindExternal, Endpoints: eps}
+	}
+	for _, tt := range []struct {
+		name  string
+		w     *Workload
+		value string // of the first endpoint; "" for a refusal
+		want  string // in the refusal
+	}{
+		{"tcp", ext(Endpoint{Name: "tcp", Location: LocationExternal, Address: "db.example.com:5432"}), "db.example.com:5432", ""},
+		{"http host:port", ext(Endpoint{Name: "http", Location: LocationExternal, Address: "api.example.com:80"}), "http://api.example.com:80", ""},
+		{"https URL", ext(Endpoint{Name: "rest", Location: LocationExternal, Address: "https://api.example.com:443"}), "https://api.example.com:443", ""},
+		{"ipv6", ext(Endpoint{Name: "tcp", Location: LocationExternal, Address: "[2001:db8::1]:5432"}), "[2001:db8::1]:5432", ""},
+		{"a URL for tcp", ext(Endpoint{Name: "tcp", Location: LocationExternal, Address: "https://db:5432"}), "", "a URL is for an HTTP-based API"},
+		{"no port", ext(Endpoint{Name: "tcp", Location: LocationExternal, Address: "db.example.com"}), "", "must be host:port"},
+		{"port 0", ext(Endpoint{Name: "tcp", Location: LocationExternal, Address: "db:0"}), "", "between 1 and 65535"},
+		{"ftp", ext(Endpoint{Name: "http", Location: LocationExternal, Address: "ftp://x:21"}), "", "http or https"},
+		{"a port too", ext(Endpoint{Name: "tcp", Location: LocationExternal, Address: "db:5432", Port: FixedPort(5432)}), "", "set neither port nor publish"},
+		{"exposed", ext(Endpoint{Name: "tcp", Location: LocationExternal, Address: "db:5432", Visibility: VisibilityPublic, Exposure: ExposurePublic}), "", "exposure-in-system"},
+		{"unknown location", ext(Endpoint{Name: "tcp", Location: "cloud", Address: "db:5432"}), "", "location-known"},
+		{"an allocated endpoint", ext(Endpoint{Name: "tcp"}), "", "each of its endpoints is location: external"},
+		{"a command", &Workload{Name: "db", Kind: KindExternal, Command: []string{"x"}, Endpoints: []Endpoint{{Name: "tcp", Location: LocationExternal, Address: "db:1"}}}, "", "runs nothing"},
+		{"external on a native", &Workload{Name: "db", Command: []string{"x"}, Endpoints: []Endpoint{{Name: "tcp", Location: LocationExternal, Address: "db:1"}}}, "", "is for a workload of kind external"},
+		{"an address in the system", &Workload{Name: "db", Command: []string{"x"}, Endpoints: []Endpoint{{Name: "tcp", Address: "db:1"}}}, "", "is for a location: external endpoint"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := tt.w.Clone()
+			w.SetDefaults()
+			err := w.Validate()
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("Validate = %v; want %q in it", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, err := ExternalAddress(w.Endpoints[0]); err != nil || v != tt.value {
+				t.Errorf("ExternalAddress = %q, %v; want %q", v, err, tt.value)
+			}
+		})
+	}
+}

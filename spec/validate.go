@@ -115,7 +115,10 @@ func (p *problems) err() error {
 
 func (w *Workload) validateKind(p *problems) {
 	if !slices.Contains(Kinds, w.Kind) {
-		p.add("kind", "must be %s, %s or %s", KindNative, KindNix, KindContainerd)
+		p.add("kind", "must be %s, %s, %s or %s", KindNative, KindNix, KindContainerd, KindExternal)
+	}
+	if w.Kind == KindExternal {
+		w.validateExternal(p)
 	}
 	switch {
 	case w.Kind == KindNix && w.Nix == nil:
@@ -138,8 +141,9 @@ func (w *Workload) validateKind(p *problems) {
 }
 
 func (w *Workload) validateCommand(p *problems) {
-	// A containerd image brings its own entrypoint.
-	if len(w.Command) == 0 && w.Kind != KindContainerd {
+	// A containerd image brings its own entrypoint; an external service
+	// runs nothing.
+	if len(w.Command) == 0 && w.Kind != KindContainerd && w.Kind != KindExternal {
 		p.add("command", "is required for kind %s", w.Kind)
 	}
 	validateArgv(p, "command", w.Command)

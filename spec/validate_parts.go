@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"fmt"
+	"net"
 	"strconv"
 	"strings"
 )
@@ -60,6 +62,16 @@ func (w *Workload) validateEndpoints(p *problems) {
 // a host can address.
 func (w *Workload) validateReach(p *problems, field string, e Endpoint) {
 	published := e.Publish.Mode != ""
+	switch e.Location {
+	case "", LocationNone:
+		if e.Address != "" {
+			p.add(joinPath(field, "address"), "is for a location: external endpoint; flyd allocates this one's port")
+		}
+	case LocationExternal:
+		validateExternalEndpoint(p, field, w, e)
+	default:
+		p.add(joinPath(field, "location"), "must be external or none, not %q (location-known)", e.Location)
+	}
 	switch e.Visibility {
 	case "", VisibilityNone, VisibilityPrivate, VisibilityInternal, VisibilityPublic:
 	default:
@@ -213,4 +225,81 @@ func (r *Registry) validate(p *problems) {
 	if _, ok := r.Metadata[""]; ok {
 		p.add("registry.metadata", "keys must not be empty")
 	}
+}
+
+// validateExternal checks a workload of kind external: it runs nothing,
+// so it has nothing to run, limit, reload or check, and every endpoint
+// of it is external.
+func (w *Workload) validateExternal(p *problems) {
+	if len(w.Command) > 0 {
+		p.add("command", "kind external runs nothing")
+	}
+	if w.Network != NetworkHost {
+		p.add("network", "kind external runs nothing in a network: its endpoints are where their addresses say")
+	}
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{{w.Health != nil, "health"}, {w.Resources != nil, "resources"}, {w.Reload != nil, "reload"}, {w.Workdir != "", "workdir"},
+		{w.User != "", "user"}, {len(w.After) > 0, "after"}, {len(w.Uses) > 0, "uses"}} {
+		if f.set {
+			p.add(f.name, "kind external runs nothing, so it takes no %s", f.name)
+		}
+	}
+	if len(w.Endpoints) == 0 {
+		p.add("endpoints", "kind external stands for endpoints: name at least one, with location: external and its address")
+	}
+	for i, e := range w.Endpoints {
+		if !e.External() {
+			p.add(joinPath(indexPath("endpoints", i), "location"), "kind external runs nothing, so each of its endpoints is location: external")
+		}
+	}
+}
+
+// validateExternalEndpoint checks an endpoint outside the system: it has
+// an address and nothing flyd would allocate.
+func validateExternalEndpoint(p *problems, field string, w *Workload, e Endpoint) {
+	if w.Kind != KindExternal {
+		p.add(joinPath(field, "location"), "external is for a workload of kind external, which runs nothing: a process flyd runs serves at a port flyd allocates")
+	}
+	if e.Port.Mode != PortHashed || e.Publish.Mode != "" {
+		p.add(joinPath(field, "port"), "an external endpoint's port is its address's: set neither port nor publish")
+	}
+	if e.Exposed() {
+		p.add(joinPath(field, "exposure"), "an external endpoint is not the system's to address (exposure-in-system)")
+	}
+	if _, err := ExternalAddress(e); err != nil {
+		p.add(joinPath(field, "address"), "%v", err)
+	}
+}
+
+// ExternalAddress is the address an external endpoint's consumers get, as
+// codefly gives a DNS-resolved instance: host:port, or for an HTTP-based
+// API a URL (http://, or https:// when its address says so).
+func ExternalAddress(e Endpoint) (string, error) {
+	addr := e.Address
+	scheme, rest, isURL := strings.Cut(addr, "://")
+	if isURL {
+		if scheme != "http" && scheme != "https" {
+			return "", fmt.Errorf("%q: a URL's scheme must be http or https", addr)
+		}
+		if !HTTPBased(e.API) {
+			return "", fmt.Errorf("%q: a URL is for an HTTP-based API (http, rest, connect), and this endpoint's is %s: give host:port", addr, e.API)
+		}
+		addr = rest
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || strings.ContainsAny(host, "/ \t\n") {
+		return "", fmt.Errorf("%q must be host:port (or a URL http[s]://host:port)", e.Address)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("%q: the port must be between 1 and 65535", e.Address)
+	}
+	switch {
+	case isURL:
+		return scheme + "://" + addr, nil
+	case HTTPBased(e.API):
+		return "http://" + addr, nil
+	}
+	return addr, nil
 }

@@ -13,10 +13,14 @@ const (
 	KindNative     Kind = "native"     // command runs directly on the host
 	KindNix        Kind = "nix"        // command runs inside a nix devShell or uses a nix package
 	KindContainerd Kind = "containerd" // image runs under containerd
+	// KindExternal runs nothing: it stands for a service outside the
+	// host (a managed database, a SaaS API) whose endpoints are all
+	// location: external, at the addresses the spec gives.
+	KindExternal Kind = "external"
 )
 
 // Kinds are every kind, in the order flyd shows them.
-var Kinds = []Kind{KindNative, KindNix, KindContainerd}
+var Kinds = []Kind{KindNative, KindNix, KindContainerd, KindExternal}
 
 // NetworkHost is the default network: the workload shares the host's.
 const NetworkHost = "host"
@@ -135,6 +139,13 @@ type Endpoint struct {
 	// (its `public` instance, at --advertise-address) or none. A public
 	// endpoint states it; the others cannot be exposed.
 	Exposure string `json:"exposure,omitempty"`
+	// Location says where it lives: in the system (unset, or none: a
+	// port flyd allocates) or external, at Address, which flyd gives its
+	// consumers and allocates nothing for.
+	Location string `json:"location,omitempty"`
+	// Address is an external endpoint's: host:port, or a URL
+	// (https://api.example.com:443) for an HTTP-based API.
+	Address string `json:"address,omitempty"`
 }
 
 // Endpoint visibilities and exposures.
@@ -158,6 +169,15 @@ func (e Endpoint) Reach() string {
 	}
 	return e.Visibility
 }
+
+// LocationExternal is where a managed resource outside the system lives.
+const (
+	LocationExternal = "external"
+	LocationNone     = "none"
+)
+
+// External says whether the endpoint lives outside the system.
+func (e Endpoint) External() bool { return e.Location == LocationExternal }
 
 // Exposed says whether the endpoint has an address beyond the host.
 func (e Endpoint) Exposed() bool { return e.Exposure == ExposurePublic }

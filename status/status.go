@@ -105,6 +105,9 @@ type PortMapping struct {
 	// Published is the host port the endpoint is published on, if it is.
 	Published int
 	Network   string
+	// Location is "external" for an endpoint outside the system, whose
+	// instances are the address its spec gives.
+	Location  string
 	Instances []Instance
 }
 

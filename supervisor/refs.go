@@ -147,15 +147,15 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 	if err := netplane.Permitted(consumer, producer, p.Endpoint); err != nil {
 		return "", err
 	}
-	addr := "255.255.255.255:65535"
-	if !placeholder {
+	addr := netplane.Placeholder(p)
+	if !placeholder || p.Location == spec.LocationExternal {
 		var err error
 		if addr, err = s.net.Address(consumer, producer, p); err != nil {
 			return "", err
 		}
 	}
-	if !authority && spec.HTTPBased(p.API) {
-		return "http://" + addr, nil
+	if authority {
+		return netplane.Authority(addr), nil
 	}
 	return addr, nil
 }

@@ -37,6 +37,9 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 	healthy := w.Health == nil || (s.healthOf(w.Name))
 	out := make([]registryclient.Instance, 0, len(ports))
 	for _, p := range ports {
+		if p.Location == spec.LocationExternal {
+			continue // not this host's to announce
+		}
 		address, port := "127.0.0.1", p.Port
 		switch {
 		case p.Address("public") != "":

@@ -63,14 +63,12 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 				}
 				return nil, &spec.FieldError{Field: field, Msg: err.Error()}
 			}
-			addr := "255.255.255.255:65535"
-			if !placeholder {
+			addr := netplane.Placeholder(p)
+			// An external address is known at apply: judged there.
+			if !placeholder || p.Location == spec.LocationExternal {
 				if addr, err = s.net.Address(c, v.Spec, p); err != nil {
 					return nil, &spec.FieldError{Field: field, Msg: err.Error()}
 				}
-			}
-			if spec.HTTPBased(p.API) {
-				addr = "http://" + addr // a URL, as codefly gives it
 			}
 			out[spec.EndpointVar(id.Module, id.Service, p.Endpoint, p.API)] = addr
 		}

@@ -83,6 +83,8 @@ func upState(w api.Workload) string {
 		return "exited 0"
 	case w.Healthy != nil:
 		return fmt.Sprintf("running, healthy, pid %d", w.PID)
+	case w.PID == 0:
+		return "in force (" + string(w.Kind) + ": it runs nothing)"
 	}
 	return fmt.Sprintf("running, pid %d", w.PID)
 }

@@ -113,6 +113,12 @@ func main() {
 	case "env":
 		printEnv()
 		sleep()
+	case "env-then-get":
+		// The environment, then what the address one variable of it
+		// holds answers: a consumer dialling what it was given.
+		need(args, 1)
+		printEnv()
+		get(os.Getenv(args[0]))
 	case "signals":
 		signals()
 	case "flood":

@@ -22,6 +22,10 @@ func Ports(ps []api.PortMapping) string {
 		}
 		b.WriteString(p.Endpoint)
 		b.WriteByte(':')
+		if p.Location == "external" {
+			b.WriteString(p.Address("native"))
+			continue
+		}
 		if p.Published != 0 {
 			b.WriteString(strconv.Itoa(p.Published))
 			b.WriteString("->")
