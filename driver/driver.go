@@ -113,6 +113,15 @@ type Sweeper interface {
 	Sweep(ctx context.Context, keep map[string]bool) error
 }
 
+// VolumeRemover is a driver that keeps named volumes beyond the runs
+// that mount them (containerd's): RemoveVolumes removes those of a
+// project, never one a run still mounts, and returns their full names
+// (PROJECT.NAME). `flyd down --volumes` calls it once the project's
+// workloads are gone.
+type VolumeRemover interface {
+	RemoveVolumes(ctx context.Context, project string) ([]string, error)
+}
+
 // Process is one live run of a workload.
 type Process interface {
 	// State is what must be persisted to adopt this run later.
