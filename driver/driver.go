@@ -114,11 +114,12 @@ type Sweeper interface {
 }
 
 // VolumeRemover is a driver that keeps named volumes beyond the runs
-// that mount them (containerd's): RemoveVolumes removes those of a
-// project, never one a run still mounts, and returns their full names
-// (PROJECT.NAME). `flyd down --volumes` calls it once the project's
-// workloads are gone.
+// that mount them (containerd's). Volumes lists those of a project by
+// full name (PROJECT.NAME); RemoveVolumes removes them, never one a run
+// still mounts, and returns the names of those it removed. `flyd down
+// --volumes` calls it once the project's workloads are gone.
 type VolumeRemover interface {
+	Volumes(project string) ([]string, error)
 	RemoveVolumes(ctx context.Context, project string) ([]string, error)
 }
 

@@ -98,12 +98,9 @@ func (d *Driver) ensureVolumes(names []string, uid, gid int) error {
 	return nil
 }
 
-// RemoveVolumes removes the named volumes of project (driver.VolumeRemover)
-// and returns their full names. A volume that a container of the
-// namespace still mounts is kept, with an error wrapping
-// errdefs.ErrConflict; while containerd does not answer, whether one does
-// cannot be told, and every volume is kept.
-func (d *Driver) RemoveVolumes(ctx context.Context, project string) ([]string, error) {
+// Volumes lists the full names of project's named volumes
+// (driver.VolumeRemover).
+func (d *Driver) Volumes(project string) ([]string, error) {
 	if d.VolumesDir == "" || !spec.ValidProject(project) {
 		return nil, nil
 	}
@@ -120,8 +117,18 @@ func (d *Driver) RemoveVolumes(ctx context.Context, project string) ([]string, e
 			names = append(names, e.Name())
 		}
 	}
-	if len(names) == 0 {
-		return nil, nil
+	return names, nil
+}
+
+// RemoveVolumes removes the named volumes of project (driver.VolumeRemover)
+// and returns their full names. A volume that a container of the
+// namespace still mounts is kept, with an error wrapping
+// errdefs.ErrConflict; while containerd does not answer, whether one does
+// cannot be told, and every volume is kept.
+func (d *Driver) RemoveVolumes(ctx context.Context, project string) ([]string, error) {
+	names, err := d.Volumes(project)
+	if err != nil || len(names) == 0 {
+		return nil, err
 	}
 	// No container of this driver is made with one of them meanwhile.
 	d.volMu.Lock()
