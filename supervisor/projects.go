@@ -178,7 +178,10 @@ func (s *Supervisor) prune(ctx context.Context, project string, keep map[string]
 		return errors.Join(append(errs, err)...)
 	}
 	for _, n := range nets {
-		if spec.ProjectOf(n.Name) != project || keep[spec.KindNetwork+"/"+n.Name] {
+		// A network that a kept workload uses stays, with or without
+		// a document of its own.
+		if spec.ProjectOf(n.Name) != project || keep[spec.KindNetwork+"/"+n.Name] ||
+			slices.ContainsFunc(n.Workloads, func(w string) bool { return keep[w] }) {
 			continue
 		}
 		if err := s.DeleteNetwork(ctx, n.Name); err != nil {
