@@ -72,4 +72,6 @@ type ApplyOptions struct {
 // RemoveOptions qualify Remove, as ApplyOptions do Apply.
 type RemoveOptions struct {
 	Force bool
+	// Volumes: a project's Down removes its named volumes too.
+	Volumes bool
 }

@@ -16,8 +16,10 @@ import (
 // spec, and flyd runs it as root. With it, a caller other than root may
 // apply only native workloads that run as one of users: never as root,
 // and never kind nix (whose builds run as root) or containerd (whose
-// image's root is the host's); no host port below the kernel's
-// unprivileged start (which root's servers take), at most
+// image's root is the host's), nor mount a host path into a container
+// (flyd mounts it as root, and the path can change between apply and
+// mount); no host port below the kernel's unprivileged start (which
+// root's servers take), at most
 // maxPeerEndpoints endpoints a workload, and an identity in a workspace of
 // its own, "uid-N" (the default for it), so that it never claims root's
 // modules (private visibility) or registry names. The API holds it to the
@@ -49,6 +51,15 @@ func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 	return func(p Peer, w *spec.Workload) error {
 		if p.UID == 0 {
 			return nil
+		}
+		// Judged before the kind, and whatever it is: the rule stands
+		// for the day containers open to peers.
+		if c := w.Containerd; c != nil {
+			for i, s := range c.Volumes {
+				if v, err := spec.ParseVolume(s); err != nil || !v.Named() {
+					return Forbidden(fmt.Sprintf("containerd.volumes[%d]", i), "%q: a caller other than root mounts no host path: flyd would mount it as root, whoever may read it", s)
+				}
+			}
 		}
 		if w.Kind != spec.KindNative {
 			return Forbidden("kind", "a caller other than root may run only native workloads here (%s ones run code as root)", w.Kind)

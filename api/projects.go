@@ -21,12 +21,14 @@ type Documents struct {
 
 // ProjectChange is what an up or a down did to a project: the outcome of
 // each workload applied and removed, and the networks and policies
-// removed, by full name (PROJECT.NAME).
+// removed, and the named volumes removed (down --volumes), by full name
+// (PROJECT.NAME).
 type ProjectChange struct {
 	Applied  []Result `json:"applied"`
 	Removed  []Result `json:"removed"`
 	Networks []string `json:"networks,omitempty"`
 	Policies []string `json:"policies,omitempty"`
+	Volumes  []string `json:"volumes,omitempty"`
 	// Error is what failed of the change as a whole, after what it did.
 	Error *Error `json:"error,omitempty"`
 }
@@ -94,9 +96,11 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 	respondChange(w, c, err)
 }
 
-// down serves DELETE /v1/projects/{name}.
+// down serves DELETE /v1/projects/{name}; ?volumes=true removes the
+// project's named volumes too.
 func (s *Server) down(w http.ResponseWriter, r *http.Request) {
-	c, err := s.backend.Down(r.Context(), r.PathValue("name"), RemoveOptions{Force: r.URL.Query().Get("force") == "true"})
+	q := r.URL.Query()
+	c, err := s.backend.Down(r.Context(), r.PathValue("name"), RemoveOptions{Force: q.Get("force") == "true", Volumes: q.Get("volumes") == "true"})
 	respondChange(w, c, err)
 }
 
@@ -126,9 +130,12 @@ func (c *Client) Up(ctx context.Context, project string, docs Documents, o Apply
 
 // Down removes everything of a project.
 func (c *Client) Down(ctx context.Context, project string, o RemoveOptions) (*ProjectChange, error) {
-	var q url.Values
+	q := url.Values{}
 	if o.Force {
-		q = url.Values{"force": {"true"}}
+		q.Set("force", "true")
+	}
+	if o.Volumes {
+		q.Set("volumes", "true")
 	}
 	var out ProjectChange
 	if err := c.do(ctx, http.MethodDelete, "/v1/projects/"+url.PathEscape(project), q, nil, &out); err != nil {

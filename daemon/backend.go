@@ -57,7 +57,7 @@ func (b *Backend) Up(ctx context.Context, project string, docs api.Documents, o 
 
 func (b *Backend) Down(ctx context.Context, project string, o api.RemoveOptions) (*api.ProjectChange, error) {
 	c := callerOf(ctx)
-	return change(b.s.Down(withCaller(ctx), project, supervisor.RemoveOptions{Force: o.Force, By: c.By, Confined: c.Confined}))
+	return change(b.s.Down(withCaller(ctx), project, supervisor.RemoveOptions{Force: o.Force, By: c.By, Confined: c.Confined, Volumes: o.Volumes}))
 }
 
 // change is a project's change as the wire carries it.
@@ -67,7 +67,7 @@ func change(c *supervisor.ProjectChange, err error) (*api.ProjectChange, error) 
 	}
 	applied, _ := results(c.Applied, nil)
 	removed, _ := results(c.Removed, nil)
-	return &api.ProjectChange{Applied: applied, Removed: removed, Networks: c.Networks, Policies: c.Policies}, err
+	return &api.ProjectChange{Applied: applied, Removed: removed, Networks: c.Networks, Policies: c.Policies, Volumes: c.Volumes}, err
 }
 
 func (b *Backend) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {

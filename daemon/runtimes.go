@@ -28,6 +28,7 @@ func runtimes(ctx context.Context, cfg *Config, cgroups *sandbox.Cgroups, log *z
 	// always there, and kind containerd is refused only while it does not
 	// answer. Its runs are adopted once it does.
 	containerd := ctrdriver.New(cfg.ContainerdSocket, "")
+	containerd.VolumesDir = filepath.Join(cfg.StateDir, "volumes")
 	if err := containerd.Available(ctx); err != nil {
 		log.Info("containerd does not answer: kind containerd is refused until it does", zap.Error(err))
 	}

@@ -113,6 +113,16 @@ type Sweeper interface {
 	Sweep(ctx context.Context, keep map[string]bool) error
 }
 
+// VolumeRemover is a driver that keeps named volumes beyond the runs
+// that mount them (containerd's). Volumes lists those of a project by
+// full name (PROJECT.NAME); RemoveVolumes removes them, never one a run
+// still mounts, and returns the names of those it removed. `flyd down
+// --volumes` calls it once the project's workloads are gone.
+type VolumeRemover interface {
+	Volumes(project string) ([]string, error)
+	RemoveVolumes(ctx context.Context, project string) ([]string, error)
+}
+
 // Process is one live run of a workload.
 type Process interface {
 	// State is what must be persisted to adopt this run later.

@@ -2,8 +2,8 @@
 // daemon: a project named after the test, brought up from a directory of
 // spec files or from documents built in Go, waited for, read (addresses by
 // module/service/endpoint, the environment a consumer of it gets, logs),
-// run in (a command inside its network), and taken down by t.Cleanup
-// whether the test passes, fails or panics.
+// run in (a command inside its network), and taken down by t.Cleanup,
+// named volumes too, whether the test passes, fails or panics.
 //
 // Tests that call t.Parallel never collide: every project's name is the
 // test's with a random suffix, and a project's networks, ports and names
@@ -215,7 +215,7 @@ func (p *Project) tail(name string) string {
 func (p *Project) down() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ch, err := p.c.Down(ctx, p.Name, api.RemoveOptions{Force: true})
+	ch, err := p.c.Down(ctx, p.Name, api.RemoveOptions{Force: true, Volumes: true})
 	if err == nil {
 		err = changeErr(ch)
 	}

@@ -34,6 +34,9 @@ func (w *Workload) Clone() *Workload {
 	c.Resources = clonePtr(w.Resources)
 	c.Nix = clonePtr(w.Nix)
 	c.Containerd = clonePtr(w.Containerd)
+	if c.Containerd != nil {
+		c.Containerd.Volumes = slices.Clone(w.Containerd.Volumes)
+	}
 	if w.Health != nil {
 		h := *w.Health
 		h.HTTP = clonePtr(w.Health.HTTP)

@@ -138,6 +138,9 @@ func (w *Workload) validateKind(p *problems) {
 	case w.Kind != KindContainerd && w.Containerd != nil:
 		p.add("containerd", "only applies to kind containerd")
 	}
+	if w.Kind == KindContainerd && w.Containerd != nil {
+		w.Containerd.validateVolumes(p)
+	}
 }
 
 func (w *Workload) validateCommand(p *problems) {

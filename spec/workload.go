@@ -233,9 +233,13 @@ type Nix struct {
 
 // Containerd is required for kind containerd. Archive, when set, is an image
 // tarball imported before Image is looked up, for hosts without a registry.
+// Volumes are mounts in compose's short syntax (volume.go):
+// "/srv/src:/app:ro" bind-mounts a host path, "data:/var/lib/data" a
+// named volume of the workload's project, kept across runs.
 type Containerd struct {
-	Image   string `json:"image,omitempty"`
-	Archive string `json:"archive,omitempty"`
+	Image   string   `json:"image,omitempty"`
+	Archive string   `json:"archive,omitempty"`
+	Volumes []string `json:"volumes,omitempty"`
 }
 
 // PeerWorkspace is the workspace of the workloads a caller other than root

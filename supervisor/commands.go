@@ -38,6 +38,8 @@ type RemoveOptions struct {
 	Force    bool
 	By       uint32
 	Confined bool
+	// Volumes: Down removes the project's named volumes too.
+	Volumes bool
 }
 
 // Status is the daemon as the supervisor sees it.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -25,6 +27,7 @@ type ProjectChange struct {
 	Removed  []Outcome // workloads
 	Networks []string
 	Policies []string
+	Volumes  []string
 }
 
 // Up makes project what docs say: their networks, workloads (in `after`
@@ -94,11 +97,47 @@ func (s *Supervisor) Down(ctx context.Context, project string, o RemoveOptions) 
 		return nil, err
 	}
 	defer unlock()
-	if !s.hasProject(project) {
+	has := s.hasProject(project)
+	if !has && !o.Volumes {
 		return nil, fmt.Errorf("%w: no project named %q", errdefs.ErrNotFound, project)
 	}
 	out := &ProjectChange{}
-	return out, s.prune(ctx, project, nil, o.Force, out)
+	if has {
+		err = s.prune(ctx, project, nil, o.Force, out)
+	}
+	if o.Volumes {
+		err = errors.Join(err, s.removeVolumes(ctx, project, o.Confined, out))
+	}
+	if !has && len(out.Volumes) == 0 && err == nil {
+		return nil, fmt.Errorf("%w: no project named %q", errdefs.ErrNotFound, project)
+	}
+	return out, err
+}
+
+// removeVolumes removes project's named volumes, once its workloads are
+// gone; a runtime keeps one still mounted. They are root's (a confined
+// caller runs no containers): a confined caller is refused them.
+func (s *Supervisor) removeVolumes(ctx context.Context, project string, confined bool, out *ProjectChange) error {
+	var errs []error
+	for _, k := range spec.Kinds {
+		vr, ok := s.drivers[k].(driver.VolumeRemover)
+		if !ok {
+			continue
+		}
+		var names []string
+		var err error
+		if confined {
+			if names, err = vr.Volumes(project); err == nil && len(names) > 0 {
+				err = fmt.Errorf("%w: volumes %s are root's: a caller other than root removes none", errdefs.ErrForbidden, strings.Join(names, ", "))
+			}
+			names = nil
+		} else {
+			names, err = vr.RemoveVolumes(ctx, project)
+		}
+		out.Volumes = append(out.Volumes, names...)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // prune removes what of project keep does not name: workloads by full
@@ -139,7 +178,10 @@ func (s *Supervisor) prune(ctx context.Context, project string, keep map[string]
 		return errors.Join(append(errs, err)...)
 	}
 	for _, n := range nets {
-		if spec.ProjectOf(n.Name) != project || keep[spec.KindNetwork+"/"+n.Name] {
+		// A network that a kept workload uses stays, with or without
+		// a document of its own.
+		if spec.ProjectOf(n.Name) != project || keep[spec.KindNetwork+"/"+n.Name] ||
+			slices.ContainsFunc(n.Workloads, func(w string) bool { return keep[w] }) {
 			continue
 		}
 		if err := s.DeleteNetwork(ctx, n.Name); err != nil {

@@ -19,9 +19,9 @@ import (
 func init() {
 	cli.Register("up", "make a project what its files say: apply them, remove what they no longer hold",
 		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--wait [--timeout 1m]] [--start=false]", cmdUp)
-	cli.Register("down", "remove everything of a project: workloads, networks, policies", "[-p PROJECT | -f DIR]", cmdDown)
+	cli.Register("down", "remove everything of a project: workloads, networks, policies (and named volumes with --volumes)", "[-p PROJECT | -f DIR] [--volumes]", cmdDown)
 	cli.Register("run", "bring a project up, run a command in it, and take it down",
-		"[-p PROJECT] -f FILE|DIR [-f ...] [--keep] [--network NET] [--timeout 1m] [--] CMD [ARGS...]", cmdRun)
+		"[-p PROJECT] -f FILE|DIR [-f ...] [--keep] [--volumes] [--network NET] [--timeout 1m] [--] CMD [ARGS...]", cmdRun)
 }
 
 // projectFlags are the flags up and run share: the files, as apply reads
@@ -120,6 +120,9 @@ func reportChange(c *cli.Env, ch *api.ProjectChange) error {
 		for _, p := range ch.Policies {
 			fmt.Fprintf(c.Stdout, "policy %s removed\n", p)
 		}
+		for _, v := range ch.Volumes {
+			fmt.Fprintf(c.Stdout, "volume %s removed\n", v)
+		}
 	}
 	var errs []error
 	if err := report(c, "apply", ch.Applied, nil); err != nil {
@@ -161,6 +164,7 @@ func cmdDown(ctx context.Context, c *cli.Env, args []string) error {
 	var files stringList
 	fs.Var(&files, "f", "a file or directory of the project, whose directory names it without -p")
 	force := fs.Bool("force", false, "remove workloads that belong to a file of the workloads directory")
+	volumes := fs.Bool("volumes", false, "remove the project's named volumes too (kept otherwise)")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -172,7 +176,7 @@ func cmdDown(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := c.Client.Down(ctx, project, api.RemoveOptions{Force: *force})
+	ch, err := c.Client.Down(ctx, project, api.RemoveOptions{Force: *force, Volumes: *volumes})
 	if err != nil {
 		return err
 	}
@@ -188,6 +192,7 @@ func cmdRun(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	pf := addProjectFlags(fs)
 	keep := fs.Bool("keep", false, "leave the project up afterwards")
+	volumes := fs.Bool("volumes", false, "remove the project's named volumes too when taking it down")
 	network := fs.String("network", "", "the project's network to run CMD in (default: its only isolated network, else the host's)")
 	cmdArgs, err := c.ParseCommand(fs, args)
 	if err != nil {
@@ -208,7 +213,7 @@ func cmdRun(ctx context.Context, c *cli.Env, args []string) error {
 			// Torn down even when interrupted: on a context of its own.
 			down, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 			defer cancel()
-			if _, err := c.Client.Down(down, project, api.RemoveOptions{}); err != nil {
+			if _, err := c.Client.Down(down, project, api.RemoveOptions{Volumes: *volumes}); err != nil {
 				fmt.Fprintf(c.Stderr, "flyd run: taking project %s down: %v\n", project, err)
 			}
 		}()

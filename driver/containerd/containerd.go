@@ -21,6 +21,15 @@
 // which only root can read, and they disappear with the snapshot when the
 // run ends (or when Sweep removes it).
 //
+// Every container gets an /etc/hosts of flyd's, written into its snapshot
+// the same way: localhost, and host.docker.internal, the host side of
+// its network's link (127.0.0.1 on the host's network, after the host's
+// own entries), the name codefly's container addresses use for the host.
+//
+// Volumes (spec containerd.volumes) are bind mounts: a host path as it
+// is, or a named volume, a directory of VolumesDir kept for the
+// workload's project across runs until RemoveVolumes (volumes.go).
+//
 // This package imports the containerd client (a heavy dependency); keep it
 // out of packages that do not need it.
 package containerd
@@ -54,7 +63,7 @@ const (
 	// LabelWorkload names the workload a container belongs to.
 	LabelWorkload = "flyd.workload"
 	// ConfigurationDir is where file carriers appear inside a container.
-	ConfigurationDir = "/codefly/configuration"
+	ConfigurationDir = spec.CarrierDir
 	// DefaultNamespace is the containerd namespace flyd uses.
 	DefaultNamespace = "flyd"
 	// DefaultSocket is containerd's usual socket.
@@ -67,6 +76,11 @@ const (
 type Driver struct {
 	Socket    string // containerd's socket
 	Namespace string // default "flyd"
+	// VolumesDir holds the named volumes (volumes.go); without it a
+	// workload with a named volume cannot start.
+	VolumesDir string
+
+	volMu sync.RWMutex // held by RemoveVolumes against starts
 
 	mu          sync.Mutex
 	client      *containerd.Client
@@ -86,6 +100,8 @@ func New(socket, namespace string) *Driver {
 	}
 	return &Driver{Socket: socket, Namespace: namespace}
 }
+
+var _ driver.VolumeRemover = (*Driver)(nil)
 
 // Kind reports spec.KindContainerd.
 func (d *Driver) Kind() spec.Kind { return spec.KindContainerd }
@@ -186,6 +202,15 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 		return nil, err
 	}
 
+	mounts, named, err := d.volumeMounts(t)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := hostsFile(t.Network)
+	if err != nil {
+		return nil, fmt.Errorf("%w: /etc/hosts: %v", driver.ErrExec, err)
+	}
+
 	id := containerID(t.Workload)
 	env := append([]string(nil), t.Env...)
 	env = append(env, carriers.Pointers(ConfigurationDir, t.Files)...)
@@ -200,8 +225,9 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 	if t.Spec.User != "" {
 		opts = append(opts, oci.WithUser(t.Spec.User), oci.WithAdditionalGIDs(t.Spec.User))
 	}
+	// /etc/hosts is written into the container's root (prepareRootfs).
 	if t.Network == nil {
-		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf)
+		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostResolvconf)
 	} else {
 		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: t.Network.Path}))
 	}
@@ -209,6 +235,15 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 		opts = append(opts, oci.WithCgroup(t.Cgroup.CgroupsPath()))
 	} else {
 		opts = append(opts, resourceOpts(t.Limits)...)
+	}
+	if len(mounts) > 0 {
+		opts = append(opts, oci.WithMounts(mounts))
+	}
+	if len(named) > 0 {
+		// RemoveVolumes sees this container, or runs before it is made
+		// and before its volumes are.
+		d.volMu.RLock()
+		defer d.volMu.RUnlock()
 	}
 
 	ctr, err := c.NewContainer(ctx, id,
@@ -235,10 +270,18 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 		}
 	}()
 
-	if len(t.Files) > 0 {
-		if err := d.writeCarriers(ctx, c, ctr, t.Files); err != nil {
+	s, err := ctr.Spec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("container spec: %w", err)
+	}
+	uid, gid := int(s.Process.User.UID), int(s.Process.User.GID)
+	if len(named) > 0 {
+		if err := d.ensureVolumes(named, uid, gid); err != nil {
 			return nil, err
 		}
+	}
+	if err := d.prepareRootfs(ctx, c, ctr, uid, gid, hosts, t.Files); err != nil {
+		return nil, err
 	}
 
 	ioc := cio.NullIO

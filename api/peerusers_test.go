@@ -1,0 +1,44 @@
+package api
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// TestPeerVolumes: a caller other than root mounts no host path, its own
+// or not, whatever the workload's kind; root mounts any.
+func TestPeerVolumes(t *testing.T) {
+	policy, err := PeerUsersPolicy("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := func(vols ...string) *spec.Workload {
+		return &spec.Workload{Name: "c", Kind: spec.KindContainerd, User: "nobody",
+			Containerd: &spec.Containerd{Image: "bbox", Volumes: vols}}
+	}
+	peer := Peer{UID: 65534, GID: 65534}
+	for _, tt := range []struct {
+		vols  []string
+		field string
+	}{
+		{[]string{"/tmp:/x"}, "containerd.volumes[0]"},
+		{[]string{"data:/d", "/home/nobody:/src:ro"}, "containerd.volumes[1]"},
+		{[]string{"/nonexistent:/n"}, "containerd.volumes[0]"},
+	} {
+		err := policy(peer, w(tt.vols...))
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "forbidden" || e.Field != tt.field || !strings.Contains(e.Message, "mounts no host path") {
+			t.Errorf("a peer's %q: %v; want forbidden, field %s", tt.vols, err, tt.field)
+		}
+	}
+	// A named volume is not a host path: the kind is what refuses it.
+	if err := policy(peer, w("data:/d")); err == nil || !strings.Contains(err.Error(), "kind:") {
+		t.Errorf("a peer's named volume: %v; want the kind refused", err)
+	}
+	if err := policy(Peer{UID: 0}, w("/etc:/host-etc:ro")); err != nil {
+		t.Errorf("root's host path: %v", err)
+	}
+}
