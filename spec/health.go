@@ -1,6 +1,10 @@
 package spec
 
-import "regexp"
+import (
+	"errors"
+	"regexp"
+	"regexp/syntax"
+)
 
 // Health is a readiness and liveness check. Exactly one of TCP, HTTP, Exec,
 // Notify and Log is set. Workloads that list this one in After wait until
@@ -61,7 +65,13 @@ func (h *Health) validateLog(p *problems) {
 		p.add("health.log", "is %d bytes; at most %d", len(h.Log), MaxLogPattern)
 	default:
 		if _, err := regexp.Compile(h.Log); err != nil {
-			p.add("health.log", "is not a regular expression (RE2 syntax): %v", err)
+			// What is wrong, not where: the error would quote the pattern.
+			why := "it does not parse"
+			var se *syntax.Error
+			if errors.As(err, &se) {
+				why = string(se.Code)
+			}
+			p.add("health.log", "is not a regular expression (RE2 syntax): %s", why)
 		}
 	}
 }

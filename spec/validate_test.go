@@ -204,3 +204,15 @@ func TestProblemsAreCapped(t *testing.T) {
 		t.Errorf("first problem %q, want its line and field", lines[0])
 	}
 }
+
+// TestValidateLogPattern: a log check's pattern that does not compile is
+// refused saying what is wrong, without quoting the pattern.
+func TestValidateLogPattern(t *testing.T) {
+	w := valid()
+	w.Health.HTTP, w.Health.Log = nil, "ready (hunter2"
+	err := w.Validate()
+	wantFieldError(t, err, []string{"health.log"})
+	if msg := err.Error(); !strings.Contains(msg, "missing closing )") || strings.Contains(msg, "hunter2") {
+		t.Errorf("error %q", msg)
+	}
+}
