@@ -264,3 +264,25 @@ func waitLogLine(ctx context.Context, d *daemon, name, want string) error {
 		}
 	}
 }
+
+// TestHealthLogAdopted: a run whose daemon restarts before it prints its
+// line is ready by that line all the same: the next daemon reads its
+// output from where the run began, what came while no daemon read
+// included.
+func TestHealthLogAdopted(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "late.yaml", `
+name: late
+command: ["/bin/sh", "-c", "echo starting; sleep 2; echo ready; exec sleep 1000"]
+health: {log: "^ready$", timeout: 1m}
+`))
+	d.waitLog(t, "late", "starting")
+	d.terminate(t)
+	time.Sleep(2500 * time.Millisecond) // the line is written while no daemon reads
+	d = startDaemon(t, inDir(d.dir))
+	w := d.waitWorkload(t, "late", "healthy by the line it printed while no daemon read", healthy(true))
+	if w.Restarts != 0 {
+		t.Errorf("%d restarts", w.Restarts)
+	}
+}

@@ -239,16 +239,18 @@ func (w *workload) startLogCheck(gen int) {
 		return
 	}
 	l := w.s.logs.of(w.name)
-	var pos int64
-	switch {
-	case w.self.logFrom != nil:
+	pos := int64(-1) // not known: where the log ends when first read
+	if w.self.logFrom != nil {
 		pos = *w.self.logFrom
-	default:
-		if pos, err = logEnd(l); err != nil {
-			w.log.Warn("cannot read the log for its check", zap.Error(err))
-		}
 	}
 	follow := func(ctx context.Context, out func([]byte) error) error {
+		if pos < 0 {
+			end, err := logEnd(l)
+			if err != nil {
+				return err
+			}
+			pos = end
+		}
 		return l.Read(ctx, logfile.Query{From: &pos, Follow: true}, logfile.SinkFunc(func(r logfile.Record) error {
 			if len(r.Data) == 0 {
 				return nil
