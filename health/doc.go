@@ -5,6 +5,10 @@
 // on a schedule and turns its results into a healthy or unhealthy verdict,
 // with a start period and a threshold of consecutive failures.
 //
+// A program may also tell its health itself: on a notify socket (Notify),
+// READY=1 and, to a Watchdog, its keepalives; or by a line of its output,
+// which a LogCheck matches (Lines) as the run's log is written.
+//
 // It is not the supervisor: it restarts nothing, reads no spec and resolves
 // no endpoint names. The supervisor builds probes from spec.Health with
 // addresses it allocated, and decides what a verdict means (dependants may

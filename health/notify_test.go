@@ -2,6 +2,7 @@ package health
 
 import (
 	"errors"
+	"net"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -48,8 +49,12 @@ func TestNotifyFloodIsBounded(t *testing.T) {
 	t.Run("outside", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "n.sock")
 		var refused atomic.Int64
-		n, err := ListenNotify(path, 0, func(int32) bool { return false },
-			func(Message) { t.Error("a message from outside was heard") }, func(int32) { refused.Add(1) })
+		n, err := ListenNotify(path, 0, NotifyHandlers{
+			Belongs: func(int32) bool { return false },
+			On:      func(Message) { t.Error("a message from outside was heard") },
+			Every:   func(Message) { t.Error("a message from outside was heard") },
+			Refused: func(int32) { refused.Add(1) },
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +68,12 @@ func TestNotifyFloodIsBounded(t *testing.T) {
 	t.Run("inside", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "n.sock")
 		heard := make(chan Message, 1024)
-		n, err := ListenNotify(path, 0, func(int32) bool { return true }, func(m Message) { heard <- m }, nil)
+		var every atomic.Int64
+		n, err := ListenNotify(path, 0, NotifyHandlers{
+			Belongs: func(int32) bool { return true },
+			On:      func(m Message) { heard <- m },
+			Every:   func(Message) { every.Add(1) },
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +83,9 @@ func TestNotifyFloodIsBounded(t *testing.T) {
 		}
 		if len(heard) != 1 {
 			t.Errorf("the same message, flooded, was passed on %d times; want once", len(heard))
+		}
+		if e := int(every.Load()); e > bound || e < 2 {
+			t.Errorf("the watchdog heard the flood %d times; want every datagram read, at most %d", e, bound)
 		}
 		// Sent until the queue, still full of the flood, takes it: the
 		// reader frees a place every 1/NotifyRate s.
@@ -91,4 +104,68 @@ func TestNotifyFloodIsBounded(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestNotifyKeepalivesRepeat: a watchdog hears every keepalive, though
+// each repeats the last message, while the supervisor hears none of them
+// and each change once.
+func TestNotifyKeepalivesRepeat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n.sock")
+	on, every := make(chan Message, 16), make(chan Message, 16)
+	n, err := ListenNotify(path, 0, NotifyHandlers{
+		Belongs: func(int32) bool { return true },
+		On:      func(m Message) { on <- m },
+		Every:   func(m Message) { every <- m },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	c, err := net.Dial("unixgram", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, msg := range []string{"READY=1\nSTATUS=up", "WATCHDOG=1", "WATCHDOG=1", "WATCHDOG=1", "EXTEND_TIMEOUT_USEC=2500000", "RELOADING=1", "READY=1"} {
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []Message{
+		{Ready: true, Status: "up"}, {Watchdog: true}, {Watchdog: true}, {Watchdog: true},
+		{Extend: 2500 * time.Millisecond}, {Reloading: true}, {Ready: true},
+	}
+	for i, w := range want {
+		select {
+		case m := <-every:
+			if m != w {
+				t.Errorf("message %d heard as %+v, want %+v", i, m, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("message %d never heard", i)
+		}
+	}
+	for _, w := range []Message{{Ready: true, Status: "up"}, {Ready: true}} {
+		if m := <-on; m != w {
+			t.Errorf("the supervisor heard %+v, want %+v", m, w)
+		}
+	}
+	if len(on) != 0 {
+		t.Errorf("the supervisor heard %d more", len(on))
+	}
+}
+
+func TestParseNotify(t *testing.T) {
+	for in, want := range map[string]Message{
+		"WATCHDOG=trigger":                         {Trigger: true},
+		"WATCHDOG=0":                               {},
+		"EXTEND_TIMEOUT_USEC=-1":                   {},
+		"EXTEND_TIMEOUT_USEC=18446744073709551615": {Extend: maxExtend / time.Microsecond * time.Microsecond},
+		"STATUS=a=b\nSTOPPING=1":                   {Status: "a=b", Stopping: true},
+		"RELOADING=1\nMONOTONIC_USEC=12":           {Reloading: true},
+	} {
+		if got := parseNotify([]byte(in)); got != want {
+			t.Errorf("%q: %+v, want %+v", in, got, want)
+		}
+	}
 }

@@ -12,6 +12,7 @@ const (
 	defaultAPI            = "tcp"
 	defaultInterval       = 2 * time.Second
 	defaultHealthTimeout  = time.Second
+	defaultLogTimeout     = time.Minute
 	defaultFailures       = 3
 	defaultHTTPPath       = "/"
 	defaultHTTPExpect     = 200
@@ -87,6 +88,10 @@ func (s *Stop) setDefaults() {
 
 func (h *Health) setDefaults() {
 	setDefault(&h.Interval.Duration, defaultInterval)
+	if h.Log != "" {
+		// A log check's timeout is the time a run has to print its line.
+		setDefault(&h.Timeout.Duration, defaultLogTimeout)
+	}
 	setDefault(&h.Timeout.Duration, defaultHealthTimeout)
 	setDefault(&h.Failures, defaultFailures)
 	if h.HTTP != nil {

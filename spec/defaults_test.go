@@ -57,6 +57,13 @@ func TestSetDefaultsCases(t *testing.T) {
 		{"empty collections are nil", "env: {}\nafter: []\nendpoints: []\n", func(w *Workload) bool {
 			return w.Env == nil && w.After == nil && w.Endpoints == nil
 		}},
+		{"a log check's timeout is a minute", "health: {log: \"ready\"}\n", func(w *Workload) bool {
+			return w.Health.Timeout == dur("1m") && w.Health.Interval == dur("2s")
+		}},
+		{"a log check's timeout kept", "health: {log: \"ready\", timeout: 5s}\n", func(w *Workload) bool { return w.Health.Timeout == dur("5s") }},
+		{"a watchdog parsed", "health: {notify: true, watchdog: 10s}\n", func(w *Workload) bool {
+			return w.Health.Watchdog == dur("10s") && w.Health.Timeout == dur("1s")
+		}},
 		{"null is unset", "health: null\nrestart: ~\n", func(w *Workload) bool {
 			return w.Health == nil && w.Restart.MaxRestarts == 5
 		}},

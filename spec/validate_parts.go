@@ -131,13 +131,13 @@ func (s *Stop) validate(p *problems) {
 func (w *Workload) validateHealth(p *problems) {
 	h := w.Health
 	set := 0
-	for _, ok := range []bool{h.TCP != "", h.HTTP != nil, len(h.Exec) > 0, h.Notify} {
+	for _, ok := range []bool{h.TCP != "", h.HTTP != nil, len(h.Exec) > 0, h.Notify, h.Log != ""} {
 		if ok {
 			set++
 		}
 	}
 	if set != 1 {
-		p.add("health", "set exactly one of tcp, http, exec or notify")
+		p.add("health", "set exactly one of tcp, http, exec, notify or log")
 	}
 	if h.TCP != "" && !w.hasEndpoint(h.TCP) {
 		p.add("health.tcp", "no endpoint is named %q", h.TCP)
@@ -166,6 +166,13 @@ func (w *Workload) validateHealth(p *problems) {
 	}
 	if h.Notify && w.Kind == KindContainerd {
 		p.add("health.notify", "applies to native and nix workloads: a container cannot reach the daemon's socket")
+	}
+	h.validateLog(p)
+	switch {
+	case h.Watchdog.Duration != 0 && !h.Notify:
+		p.add("health.watchdog", "needs notify: true: its keepalives come on the notify socket")
+	case h.Watchdog.Duration != 0:
+		atLeast(p, "health.watchdog", h.Watchdog, MinWatchdog)
 	}
 	validateArgv(p, "health.exec", h.Exec)
 	atLeast(p, "health.interval", h.Interval, MinHealthInterval)

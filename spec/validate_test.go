@@ -107,6 +107,14 @@ func TestValidate(t *testing.T) {
 		{"health timeout", func(w *Workload) { w.Health.Timeout = dur("-1s") }, []string{"health.timeout"}},
 		{"health failures", func(w *Workload) { w.Health.Failures = 0 }, []string{"health.failures"}},
 		{"health start period", func(w *Workload) { w.Health.StartPeriod = dur("-1s") }, []string{"health.start_period"}},
+		{"health log", func(w *Workload) { w.Health.HTTP, w.Health.Log = nil, "ready to accept connections" }, nil},
+		{"health log and http", func(w *Workload) { w.Health.Log = "ready" }, []string{"health"}},
+		{"health log not compiling", func(w *Workload) { w.Health.HTTP, w.Health.Log = nil, "ready (to" }, []string{"health.log"}},
+		{"health log too long", func(w *Workload) { w.Health.HTTP, w.Health.Log = nil, strings.Repeat("a", MaxLogPattern+1) }, []string{"health.log"}},
+		{"health watchdog", func(w *Workload) { w.Health.HTTP, w.Health.Notify, w.Health.Watchdog = nil, true, dur("10s") }, nil},
+		{"health watchdog without notify", func(w *Workload) { w.Health.Watchdog = dur("10s") }, []string{"health.watchdog"}},
+		{"health watchdog below 100ms", func(w *Workload) { w.Health.HTTP, w.Health.Notify, w.Health.Watchdog = nil, true, dur("99ms") }, []string{"health.watchdog"}},
+		{"health watchdog negative", func(w *Workload) { w.Health.HTTP, w.Health.Notify, w.Health.Watchdog = nil, true, dur("-1s") }, []string{"health.watchdog"}},
 		{"memory negative", func(w *Workload) { w.Resources.MemoryMax = -1 }, []string{"resources.memory_max"}},
 		{"cpu max word", func(w *Workload) { w.Resources.CPUMax = "half" }, []string{"resources.cpu_max"}},
 		{"cpu max zero", func(w *Workload) { w.Resources.CPUMax = "0" }, []string{"resources.cpu_max"}},
@@ -194,5 +202,17 @@ func TestProblemsAreCapped(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines[0], "line 2: env.bad-0:") {
 		t.Errorf("first problem %q, want its line and field", lines[0])
+	}
+}
+
+// TestValidateLogPattern: a log check's pattern that does not compile is
+// refused saying what is wrong, without quoting the pattern.
+func TestValidateLogPattern(t *testing.T) {
+	w := valid()
+	w.Health.HTTP, w.Health.Log = nil, "ready (hunter2"
+	err := w.Validate()
+	wantFieldError(t, err, []string{"health.log"})
+	if msg := err.Error(); !strings.Contains(msg, "missing closing )") || strings.Contains(msg, "hunter2") {
+		t.Errorf("error %q", msg)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/internal/execenv"
+	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -31,13 +33,19 @@ func (w *workload) startHealth() {
 	if h == nil {
 		return
 	}
-	var probe health.Probe // nil for notify: the program tells readiness
+	var probe health.Probe // nil when the program tells readiness
 	verdict := w.healthChanged
-	if h.Notify {
-		// An adopted run said READY=1 to an earlier daemon: it does not
-		// say it twice. Later messages come to a socket bound anew.
-		if err := w.listenNotify(); err != nil {
-			w.log.Warn("no notify socket", zap.Error(err))
+	if h.Notify || h.Log != "" {
+		// An adopted run said READY=1 (or printed its line) to an earlier
+		// daemon: it does not say it twice. Later messages come to a
+		// socket bound anew.
+		if h.Notify {
+			if err := w.listenNotify(); err != nil {
+				w.log.Warn("no notify socket", zap.Error(err))
+			}
+			if w.self.watchdog != nil && w.ready {
+				w.self.watchdog.Arm()
+			}
 		}
 		verdict = w.awakeChanged
 	} else {
@@ -49,9 +57,10 @@ func (w *workload) startHealth() {
 	}
 	w.healthGen++
 	gen := w.healthGen
-	if h.Notify && w.ready {
-		w.healthChanged(gen, true, nil)
+	if h.Log != "" && !w.ready {
+		w.startLogCheck(gen)
 	}
+	w.judge()
 	// Every check also fails while the main process is stopped.
 	probe = health.Awake(func() int { return int(w.runPID.Load()) }, probe)
 	cfg := health.Config{Interval: h.Interval.Duration, Timeout: h.Timeout.Duration, Failures: h.Failures, StartPeriod: h.StartPeriod.Duration}
@@ -64,13 +73,69 @@ func (w *workload) startHealth() {
 	})
 }
 
-// awakeChanged is the verdict of a notify workload's check of its main
-// process: stopped, it is unhealthy; running again, it is healthy if it
-// has said it is ready.
-func (w *workload) awakeChanged(gen int, ok bool, err error) {
-	if !ok || w.ready {
-		w.healthChanged(gen, ok, err)
+// selfHealth is what the health of a run that tells it itself (notify, a
+// log line) is judged from, beside w.ready: its READY=1 or its line.
+type selfHealth struct {
+	asleep   error // the main process is stopped, as the monitor saw
+	stopping bool  // it said STOPPING=1
+	late     error // its line did not come in time
+	watchdog *health.Watchdog
+	logCheck *health.LogCheck
+	// logFrom is where the run's output begins in its log, taken before
+	// it started; nil: not known (a run of a daemon from before it was
+	// kept), its output is read from where the log ends.
+	logFrom *int64
+}
+
+// judge gives the verdict of a run that tells its health itself, when it
+// changed: unhealthy while its main process is stopped, once it said it
+// is stopping, or while its watchdog is missed; else healthy once it said
+// READY=1 or printed its line, and unhealthy if that line is late.
+func (w *workload) judge() {
+	h := w.spec.Health
+	if h == nil || !(h.Notify || h.Log != "") || w.proc == nil {
+		return
 	}
+	ok, why := false, error(nil)
+	watchdogOK, watchdogWhy, armed := true, error(nil), false
+	if d := w.self.watchdog; d != nil {
+		watchdogOK, watchdogWhy, armed = d.Verdict()
+	}
+	switch {
+	case w.self.asleep != nil:
+		why = w.self.asleep
+	case w.self.stopping:
+		why = errors.New("the program says it is stopping")
+	case armed && !watchdogOK:
+		why = watchdogWhy
+	case w.ready:
+		ok = true
+	case w.self.late != nil:
+		why = w.self.late
+	default:
+		return // not ready yet, and not late
+	}
+	var was *bool
+	w.mu.Lock()
+	was = w.view.Healthy
+	w.mu.Unlock()
+	if was != nil && *was == ok {
+		return
+	}
+	w.healthChanged(w.healthGen, ok, why)
+}
+
+// awakeChanged is the verdict of the look at the main process of a run
+// that tells its health itself: stopped, it is unhealthy.
+func (w *workload) awakeChanged(gen int, ok bool, err error) {
+	if gen != w.healthGen {
+		return
+	}
+	w.self.asleep = nil
+	if !ok {
+		w.self.asleep = err
+	}
+	w.judge()
 }
 
 func (w *workload) stopHealth() {
@@ -83,8 +148,146 @@ func (w *workload) stopHealth() {
 		w.notify.Close()
 		w.notify = nil
 	}
+	if w.self.watchdog != nil {
+		w.self.watchdog.Stop()
+	}
+	if w.self.logCheck != nil {
+		w.self.logCheck.Stop()
+	}
+	w.self = selfHealth{}
 	w.ready = false
 	w.update(func(v *status.Workload) { v.Healthy = nil })
+}
+
+// prepareRun readies what a run's check needs before it starts, and
+// what the program must be told: its notify socket, bound before it
+// starts, and its watchdog's period; where its output begins in its
+// log, so that no earlier run's line counts.
+func (w *workload) prepareRun(env map[string]string) error {
+	h := w.spec.Health
+	switch {
+	case h == nil:
+	case h.Notify:
+		// Listening before the program starts: it may say READY=1 at once.
+		if err := w.listenNotify(); err != nil {
+			return err
+		}
+		env["NOTIFY_SOCKET"] = w.s.notifyPath(w.name)
+		if h.Watchdog.Duration > 0 {
+			env["WATCHDOG_USEC"] = strconv.FormatInt(h.Watchdog.Microseconds(), 10)
+		}
+	case h.Log != "":
+		w.self.logFrom = nil
+		if end, err := logEnd(w.s.logs.of(w.name)); err == nil {
+			w.self.logFrom = &end
+		} else {
+			w.log.Warn("where the run's output begins in its log is not known: its log check reads what comes next", zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// withWatchdogPID has a watchdog program find its own pid in
+// WATCHDOG_PID, as systemd sets it, so that sd_watchdog_enabled() knows
+// the watchdog is its and not a child's: only the started process knows
+// its pid, so a shell sets it and execs the program in its place (the pid
+// stays). A program flyd cannot find on its PATH is left to fail to
+// start as any other.
+func (w *workload) withWatchdogPID(args, env []string) []string {
+	h := w.spec.Health
+	if h == nil || h.Watchdog.Duration <= 0 || len(args) == 0 {
+		return args
+	}
+	if _, err := execenv.LookPath(args[0], env); err != nil {
+		return args
+	}
+	if _, err := os.Stat(shell); err != nil {
+		return args
+	}
+	return append([]string{shell, "-c", `WATCHDOG_PID=$$; export WATCHDOG_PID; exec "$0" "$@"`}, args...)
+}
+
+// shell is what sets WATCHDOG_PID.
+const shell = "/bin/sh"
+
+// logEnd is the position of the end of a log: where what comes next
+// begins.
+func logEnd(l *logfile.Log) (int64, error) {
+	end := int64(-1)
+	err := l.Read(context.Background(), logfile.Query{Tail: 0, Follow: true}, logfile.SinkFunc(func(r logfile.Record) error {
+		end = r.Pos // the mark of the end of what the log held
+		return errAtEnd
+	}))
+	if end >= 0 {
+		return end, nil
+	}
+	return 0, err
+}
+
+var errAtEnd = errors.New("at the end")
+
+// startLogCheck follows the run's output in its log for the spec's line:
+// from where it began, or for an adopted run whose beginning is not
+// known, from where the log ends now. Read from the log file, not in the
+// pipe's reader: nothing is added to the path of every workload's output,
+// and a run that writes its log itself (a containerd shim) is read alike.
+func (w *workload) startLogCheck(gen int) {
+	h := w.spec.Health
+	re, err := regexp.Compile(h.Log)
+	if err != nil {
+		w.log.Warn("no log check", zap.Error(err)) // validated at apply
+		return
+	}
+	l := w.s.logs.of(w.name)
+	pos := int64(-1) // not known: where the log ends when first read
+	if w.self.logFrom != nil {
+		pos = *w.self.logFrom
+	}
+	follow := func(ctx context.Context, out func([]byte) error) error {
+		if pos < 0 {
+			end, err := logEnd(l)
+			if err != nil {
+				return err
+			}
+			pos = end
+		}
+		return l.Read(ctx, logfile.Query{From: &pos, Follow: true}, logfile.SinkFunc(func(r logfile.Record) error {
+			if len(r.Data) == 0 {
+				return nil
+			}
+			if err := out(r.Data); err != nil {
+				return err
+			}
+			pos = r.Pos + int64(len(r.Data))
+			return nil
+		}))
+	}
+	started := time.Now()
+	if st := w.proc.State(); !st.StartedAt.IsZero() {
+		started = st.StartedAt
+	}
+	within := max(h.Timeout.Duration, h.StartPeriod.Duration)
+	w.self.logCheck = health.StartLogCheck(follow, re, started, within, func(ok bool, err error) {
+		go func() {
+			_ = w.call(w.s.ctx, func() error { w.logChecked(gen, ok, err); return nil })
+		}()
+	})
+}
+
+// logChecked takes the log check's verdict: its line came, which is the
+// run's readiness (kept for a later daemon, as READY=1 is), or it did not
+// in time.
+func (w *workload) logChecked(gen int, ok bool, err error) {
+	if gen != w.healthGen || w.proc == nil {
+		return
+	}
+	if ok {
+		w.ready = true
+		w.saveRun()
+	} else {
+		w.self.late = err
+	}
+	w.judge()
 }
 
 // probe builds the check of the spec for the run: inside the workload's
@@ -305,23 +508,55 @@ func (w *workload) listenNotify() error {
 	// this, so its state needs no lock.
 	var refused, said int
 	var saidAt time.Time
-	n, err := health.ListenNotify(path, uid, belongs, func(m health.Message) {
-		go func() { _ = w.call(w.s.ctx, func() error { w.notified(m); return nil }) }()
-	}, func(pid int32) {
-		refused++
-		total := refused
-		w.update(func(v *status.Workload) { v.NotifyRefused = total })
-		if time.Since(saidAt) < refusedEvery {
-			return
-		}
-		w.log.Warn("notify messages from processes that are not the workload's, ignored",
-			zap.Int32("pid", pid), zap.Int("since_last_said", refused-said), zap.Int("total", refused))
-		said, saidAt = refused, time.Now()
-	})
+	h := health.NotifyHandlers{
+		Belongs: belongs,
+		Refused: func(pid int32) {
+			refused++
+			total := refused
+			w.update(func(v *status.Workload) { v.NotifyRefused = total })
+			if time.Since(saidAt) < refusedEvery {
+				return
+			}
+			w.log.Warn("notify messages from processes that are not the workload's, ignored",
+				zap.Int32("pid", pid), zap.Int("since_last_said", refused-said), zap.Int("total", refused))
+			said, saidAt = refused, time.Now()
+		},
+	}
+	var n *health.Notify // read on the loop only, once set
+	h.On = func(m health.Message) {
+		go func() {
+			_ = w.call(w.s.ctx, func() error {
+				if w.notify == n {
+					w.notified(m)
+				}
+				return nil
+			})
+		}()
+	}
+	// The watchdog hears every message on the socket's reader, keepalives
+	// repeated included, and tells the loop only when its verdict changes.
+	var d *health.Watchdog
+	if p := w.spec.Health.Watchdog.Duration; p > 0 {
+		d = health.NewWatchdog(p, func() {
+			go func() {
+				_ = w.call(w.s.ctx, func() error {
+					if w.self.watchdog == d {
+						w.judge()
+					}
+					return nil
+				})
+			}()
+		})
+		h.Every = d.Hear
+	}
+	n, err := health.ListenNotify(path, uid, h)
 	if err != nil {
+		if d != nil {
+			d.Stop()
+		}
 		return err
 	}
-	w.notify = n
+	w.notify, w.self.watchdog = n, d
 	return nil
 }
 
@@ -336,12 +571,12 @@ func (w *workload) notified(m health.Message) {
 	}
 	switch {
 	case m.Stopping:
-		w.healthChanged(w.healthGen, false, errors.New("the program says it is stopping"))
+		w.self.stopping = true
 	case m.Ready && !w.ready:
 		w.ready = true
 		w.saveRun()
-		w.healthChanged(w.healthGen, true, nil)
 	}
+	w.judge()
 }
 
 // sessionOf is a process's session id, 0 when it cannot be read.

@@ -71,17 +71,14 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 	}
-	if h := w.spec.Health; h != nil && h.Notify {
-		// Listening before the program starts: it may say READY=1 at once.
-		if err := w.listenNotify(); err != nil {
-			return nil, err
-		}
-		used["NOTIFY_SOCKET"] = w.s.notifyPath(w.name)
+	if err := w.prepareRun(used); err != nil {
+		return nil, err
 	}
 	pl, err := makePlan(resolved, w.s.caps(w.spec.Kind), w.ports, used)
 	if err != nil {
 		return nil, err
 	}
+	pl.args = w.withWatchdogPID(pl.args, pl.env)
 	nw, err := w.s.net.Namespace(w.spec.Network)
 	if err != nil {
 		return nil, err
@@ -124,7 +121,7 @@ func (w *workload) saveRun() {
 	w.mu.Lock()
 	restarts := w.view.Restarts
 	w.mu.Unlock()
-	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe}); err != nil {
+	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe, LogFrom: w.self.logFrom}); err != nil {
 		w.log.Error("cannot persist run state", zap.Error(err))
 	}
 }

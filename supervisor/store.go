@@ -65,11 +65,15 @@ func (r *exitRecord) exit() *status.Exit {
 type runRecord struct {
 	Process  driver.State `json:"process"`
 	Restarts int          `json:"restarts"`
-	// Ready is a notify workload's READY=1, which it says once.
+	// Ready is a notify workload's READY=1, which it says once, or a log
+	// check's line.
 	Ready bool `json:"ready,omitempty"`
 	// LogPipe says the run writes to a pipe the daemon reads; a record
 	// without it is of a run that writes its log file itself.
 	LogPipe bool `json:"log_pipe,omitempty"`
+	// LogFrom is where the run's output begins in its log, for its log
+	// check.
+	LogFrom *int64 `json:"log_from,omitempty"`
 }
 
 // store keeps the desired state of every workload in a journal under the

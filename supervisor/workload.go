@@ -67,6 +67,8 @@ type workload struct {
 	notify *health.Notify
 	ready  bool
 	runPID atomic.Int64
+	// self is the rest of what a run that tells its health is judged by.
+	self selfHealth
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
 	createErr error
