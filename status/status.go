@@ -188,7 +188,7 @@ type Event struct {
 	Workload string
 	// Project is the project of the workload or document the event is
 	// of ("" for the default project's, or the daemon's own).
-	Project string `json:",omitempty"`
+	Project string
 	State   State
 	Message string
 	Exit    *Exit

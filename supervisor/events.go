@@ -129,6 +129,7 @@ type eventRecord struct {
 	Time     time.Time    `json:"time"`
 	Type     string       `json:"type"`
 	Workload string       `json:"workload,omitempty"`
+	Project  string       `json:"project,omitempty"`
 	State    status.State `json:"state,omitempty"`
 	Message  string       `json:"message,omitempty"`
 	Exit     *exitRecord  `json:"exit,omitempty"`
@@ -144,11 +145,11 @@ type exitRecord struct {
 }
 
 func recordOf(ev status.Event) eventRecord {
-	return eventRecord{ev.Seq, ev.Time, ev.Type, ev.Workload, ev.State, ev.Message, recordExit(ev.Exit)}
+	return eventRecord{ev.Seq, ev.Time, ev.Type, ev.Workload, ev.Project, ev.State, ev.Message, recordExit(ev.Exit)}
 }
 
 func (r eventRecord) event() status.Event {
-	return status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, State: r.State, Message: r.Message, Exit: r.Exit.exit()}
+	return status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, Project: r.Project, State: r.State, Message: r.Message, Exit: r.Exit.exit()}
 }
 
 func (b *bus) keep(ev status.Event) error {

@@ -102,3 +102,23 @@ func TestEventHistory(t *testing.T) {
 	for range ch {
 	}
 }
+
+// TestEventHistoryKeepsTheProject: an event of a project's workload says
+// its project, from the history too (a reader resuming after a restart
+// filters by it).
+func TestEventHistoryKeepsTheProject(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.log")
+	b, err := newBus(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.publish(status.Event{Type: status.EventState, Workload: "ci-7.app", Project: "ci-7"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []status.Event
+	b.replay(path, 0, b.last(), func(ev status.Event) bool { got = append(got, ev); return true })
+	b.close()
+	if len(got) != 1 || got[0].Project != "ci-7" || got[0].Workload != "ci-7.app" {
+		t.Errorf("replayed %+v; want the event with its project", got)
+	}
+}
