@@ -41,6 +41,9 @@ type Batch struct {
 	// workloads directory, as RemoveOptions.Force; it makes stop a kill,
 	// without a grace period and overtaking a stop in progress.
 	Force bool `json:"force,omitempty"`
+	// Parallel stops or removes every workload at once; without it,
+	// dependents go before what they depend on (their after and uses).
+	Parallel bool `json:"parallel,omitempty"`
 	// Signal is what signal sends: a name (HUP, SIGHUP) or a number.
 	Signal string `json:"signal,omitempty"`
 }

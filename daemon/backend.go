@@ -72,7 +72,7 @@ func change(c *supervisor.ProjectChange, err error) (*api.ProjectChange, error) 
 
 func (b *Backend) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {
 	return results(b.s.Batch(withCaller(ctx), supervisor.Action(action),
-		supervisor.BatchRequest{Names: bt.Names, All: bt.All, InProject: bt.InProject, Project: bt.Project, Force: bt.Force, Signal: bt.Signal}))
+		supervisor.BatchRequest{Names: bt.Names, All: bt.All, InProject: bt.InProject, Project: bt.Project, Force: bt.Force, Signal: bt.Signal, Parallel: bt.Parallel}))
 }
 
 func (b *Backend) Start(ctx context.Context, name string) (*api.Workload, error) {

@@ -54,6 +54,9 @@ type BatchRequest struct {
 	Project   string
 	Force     bool
 	Signal    string
+	// Parallel stops and removes every workload at once; without it,
+	// dependents go before what they depend on (stopLevels).
+	Parallel bool
 }
 
 // ApplyAll is the one way many workloads are applied together, for the
@@ -154,19 +157,35 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 	}
 	outs := make([]Outcome, len(names))
 	if stopping {
-		// Every workload is set stopping before any stop is waited for: a
-		// stop is a signal and a wait for processes to end, so none need
-		// wait for another's (batchParallel at a time, a stop of 1,000 took
-		// 32 rounds of exits and clean-ups).
-		waits := make([]func() (*status.Workload, error), len(names))
-		for i, name := range names {
-			waits[i] = s.stop(ctx, name, bt.Force)
+		levels := [][]string{names}
+		if !bt.Parallel {
+			levels = s.stopLevels(names)
 		}
-		for i, wait := range waits {
-			wl, err := wait()
-			outs[i] = Outcome{Name: names[i], Workload: wl, Err: err}
+		byName := make(map[string]Outcome, len(names))
+		for _, level := range levels {
+			// Every workload of a level is set stopping before any stop is
+			// waited for: a stop is a signal and a wait for processes to
+			// end, so none need wait for another's (batchParallel at a
+			// time, a stop of 1,000 took 32 rounds of exits and clean-ups).
+			waits := make([]func() (*status.Workload, error), len(level))
+			for i, name := range level {
+				waits[i] = s.stop(ctx, name, bt.Force)
+			}
+			for i, wait := range waits {
+				wl, err := wait()
+				byName[level[i]] = Outcome{Name: level[i], Workload: wl, Err: err}
+			}
+		}
+		for i, n := range names {
+			outs[i] = byName[n]
 		}
 		return outs, nil
+	}
+	if action == ActionRemove {
+		return s.inStopOrder(names, bt.Parallel, func(name string) Outcome {
+			wl, err := op(ctx, name)
+			return Outcome{Name: name, Workload: wl, Err: err}
+		}), nil
 	}
 	parallel(len(names), func(i int) {
 		wl, err := op(ctx, names[i])

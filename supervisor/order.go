@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
@@ -142,4 +143,66 @@ func (w *workload) waitsFor(name string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.view.State == status.Pending && w.view.Spec != nil && slices.Contains(spec.AfterNames(w.view.Spec.Prerequisites()), name)
+}
+
+// stopLevels groups names into the levels they stop in: each level's
+// workloads depend (by `after` or `uses`) on none of the later levels',
+// so dependents stop before what they depend on, as compose's down does,
+// and a level stops in parallel. Without dependencies among them it is
+// one level; a name not known is in the first.
+func (s *Supervisor) stopLevels(names []string) [][]string {
+	specs := make([]*spec.Workload, 0, len(names))
+	var unknown []string
+	for _, n := range names {
+		w, err := s.lookup(n)
+		if err != nil {
+			unknown = append(unknown, n)
+			continue
+		}
+		specs = append(specs, w.specNow())
+	}
+	levels, err := spec.Order(specs)
+	if err != nil {
+		// Applied specs hold no cycle; should they, all stop at once.
+		return [][]string{names}
+	}
+	out := make([][]string, 0, len(levels)+1)
+	for i := len(levels) - 1; i >= 0; i-- {
+		l := make([]string, len(levels[i]))
+		for k, w := range levels[i] {
+			l[k] = w.Name
+		}
+		out = append(out, l)
+	}
+	if len(unknown) > 0 && len(out) > 0 {
+		out[0] = append(out[0], unknown...)
+	} else if len(unknown) > 0 {
+		out = append(out, unknown)
+	}
+	return out
+}
+
+// inStopOrder runs f on every name, level by level in stopLevels' order
+// (one level with parallel set), each level in parallel; the outcomes
+// come in the order of names.
+func (s *Supervisor) inStopOrder(names []string, parallelAll bool, f func(name string) Outcome) []Outcome {
+	levels := [][]string{names}
+	if !parallelAll {
+		levels = s.stopLevels(names)
+	}
+	byName := make(map[string]Outcome, len(names))
+	var mu sync.Mutex
+	for _, level := range levels {
+		parallel(len(level), func(i int) {
+			o := f(level[i])
+			mu.Lock()
+			byName[level[i]] = o
+			mu.Unlock()
+		})
+	}
+	out := make([]Outcome, len(names))
+	for i, n := range names {
+		out[i] = byName[n]
+	}
+	return out
 }

@@ -152,10 +152,9 @@ func (s *Supervisor) prune(ctx context.Context, project string, keep map[string]
 			names = append(names, w.name)
 		}
 	}
-	out.Removed = make([]Outcome, len(names))
-	parallel(len(names), func(i int) {
-		err := s.remove(ctx, names[i], removal{force: force, by: c.By, confined: c.Confined})
-		out.Removed[i] = Outcome{Name: names[i], Err: err}
+	// Dependents first: nginx before the app before postgres.
+	out.Removed = s.inStopOrder(names, false, func(name string) Outcome {
+		return Outcome{Name: name, Err: s.remove(ctx, name, removal{force: force, by: c.By, confined: c.Confined})}
 	})
 	var errs []error
 	for _, r := range out.Removed {

@@ -405,18 +405,35 @@ func hostname() string {
 // Close stops watching: every workload is released to run on (or stopped,
 // with StopOnClose), its state flushed for the next daemon.
 func (s *Supervisor) Close() {
-	var wg sync.WaitGroup
-	for _, w := range s.all() {
+	all := s.all()
+	for _, w := range all {
 		// A stop in progress would hold the loop for its grace period:
 		// the daemon going away makes it a kill.
 		w.overtake()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = w.call(context.Background(), func() error { w.detach(s.cfg.StopOnClose); return nil })
-		}()
 	}
-	wg.Wait()
+	detach := func(w *workload) {
+		_ = w.call(context.Background(), func() error { w.detach(s.cfg.StopOnClose); return nil })
+	}
+	if s.cfg.StopOnClose {
+		// Stopped, dependents go first, as a down's.
+		names := make([]string, len(all))
+		for i, w := range all {
+			names[i] = w.name
+		}
+		s.inStopOrder(names, false, func(name string) Outcome {
+			if w, err := s.lookup(name); err == nil {
+				detach(w)
+			}
+			return Outcome{Name: name}
+		})
+	} else {
+		// Released to run on: all at once.
+		var wg sync.WaitGroup
+		for _, w := range all {
+			wg.Go(func() { detach(w) })
+		}
+		wg.Wait()
+	}
 	s.releaseQuarantined()
 	s.cancel()
 	s.wg.Wait()

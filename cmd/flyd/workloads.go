@@ -259,10 +259,11 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli.Env, []string) e
 	return func(ctx context.Context, c *cli.Env, args []string) error {
 		fs := c.Flags()
 		all, allProjects := scopeFlags(fs)
-		force, wait, timeout := new(bool), new(bool), new(time.Duration)
+		force, wait, timeout, par := new(bool), new(bool), new(time.Duration), new(bool)
 		switch action {
 		case api.ActionStop:
 			force = fs.Bool("force", false, "kill at once, without the grace period, overtaking a stop in progress")
+			par = fs.Bool("parallel", false, "stop all at once; without it, dependents stop before what they depend on")
 		case api.ActionStart, api.ActionRestart:
 			wait, timeout = waitFlags(fs)
 		}
@@ -274,7 +275,7 @@ func lifecycleCmd(action api.Action) func(context.Context, *cli.Env, []string) e
 		if err != nil {
 			return err
 		}
-		bt.Force = *force
+		bt.Force, bt.Parallel = *force, *par
 		rs, err := runBatch(ctx, c, action, string(action), bt)
 		if err != nil || !*wait {
 			return err
@@ -291,6 +292,7 @@ func cmdRm(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	all, allProjects := scopeFlags(fs)
 	force := fs.Bool("force", false, "remove workloads that belong to a file of the workloads directory")
+	par := fs.Bool("parallel", false, "remove all at once; without it, dependents go before what they depend on")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -299,7 +301,7 @@ func cmdRm(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	bt.Force = *force
+	bt.Force, bt.Parallel = *force, *par
 	_, err = runBatch(ctx, c, api.ActionRemove, "remove", bt)
 	return err
 }
