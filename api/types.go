@@ -258,6 +258,7 @@ const (
 	EventExit     = status.EventExit
 	EventHealth   = status.EventHealth
 	EventRestart  = status.EventRestart
+	EventFollow   = status.EventFollow
 	EventReload   = status.EventReload
 	EventLimit    = status.EventLimit
 	EventError    = status.EventError

@@ -17,9 +17,21 @@ const (
 	AfterCompleted = "completed"
 )
 
+// AfterFollows ends an `after` entry whose workload follows the one it
+// names ("pg:healthy+restart"), as compose's depends_on restart and
+// systemd's PartOf=: when that one's run ends (a restart, a replace, a
+// stop), this one's is stopped, and it starts again once that one is
+// ready again.
+const AfterFollows = "+restart"
+
+// Follows says whether an `after` entry follows its workload
+// (AfterFollows).
+func Follows(entry string) bool { return strings.HasSuffix(entry, AfterFollows) }
+
 // ParseAfter splits an `after` entry into the workload it names and the
 // condition waited for (AfterHealthy when the entry gives none).
 func ParseAfter(entry string) (name, condition string) {
+	entry = strings.TrimSuffix(entry, AfterFollows)
 	name, condition, ok := strings.Cut(entry, ":")
 	if !ok {
 		condition = AfterHealthy

@@ -122,6 +122,9 @@ func (w *Workload) Qualify() {
 		if strings.Contains(e, ":") {
 			w.After[i] += ":" + cond
 		}
+		if Follows(e) {
+			w.After[i] += AfterFollows
+		}
 	}
 	for i, e := range w.Uses {
 		n, ep := ParseUse(e)

@@ -220,6 +220,8 @@ func (w *Workload) validateAfter(p *problems) {
 			p.add(field, "must be %s, with :%s, :%s or :%s after it", nameRule, AfterStarted, AfterHealthy, AfterCompleted)
 		case cond != AfterHealthy && cond != AfterStarted && cond != AfterCompleted:
 			p.add(field, "the condition %q is none of %s, %s or %s", cond, AfterStarted, AfterHealthy, AfterCompleted)
+		case cond == AfterCompleted && Follows(entry):
+			p.add(field, "%s follows a running workload; a completed one-shot has no run to follow", AfterFollows)
 		case name == w.Name:
 			p.add(field, "a workload cannot wait for itself")
 		case seen[name]:

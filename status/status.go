@@ -202,7 +202,10 @@ const (
 	EventExit    = "exit"
 	EventHealth  = "health"
 	EventRestart = "restart"
-	EventReload  = "reload"
+	// EventFollow is a run stopped because a workload it follows
+	// (spec.AfterFollows) ended its run.
+	EventFollow = "follow"
+	EventReload = "reload"
 	// EventLimit is a process killed, or a fork refused, by a limit.
 	EventLimit = "limit"
 	EventError = "error"

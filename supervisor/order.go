@@ -105,6 +105,41 @@ func (s *Supervisor) kickDependents(name string) {
 	}
 }
 
+// stopFollowers stops the runs of the workloads that follow name (an
+// `after` entry of theirs ends in spec.AfterFollows), whose run just
+// ended: each says so and waits, pending, until name is ready again, when
+// kickDependents starts it. As kickDependents, on goroutines of their own.
+func (s *Supervisor) stopFollowers(name string) {
+	s.mu.Lock()
+	deps := make([]*workload, 0, len(s.dependents))
+	for w := range s.dependents {
+		deps = append(deps, w)
+	}
+	s.mu.Unlock()
+	for _, w := range deps {
+		if !slices.ContainsFunc(w.specNow().After, func(e string) bool {
+			n, _ := spec.ParseAfter(e)
+			return n == name && spec.Follows(e)
+		}) {
+			continue
+		}
+		go func() {
+			_ = w.call(s.ctx, func() error {
+				if !w.desired || w.proc == nil {
+					return nil
+				}
+				w.publish(status.Event{Type: status.EventFollow,
+					Message: "stopped with " + name + ", which it follows; it starts again once " + name + " is ready"})
+				if err := w.stopRun(); err != nil {
+					return err
+				}
+				w.start() // pending until name is ready again
+				return nil
+			})
+		}()
+	}
+}
+
 // ownedBy refuses a change by anyone but the workload's owner: a workload
 // created from a file changes through that file, unless forced.
 func ownedBy(name, owner, by string, force bool) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/flyd-dev/flyd/status"
 )
@@ -83,5 +84,68 @@ func TestStopsGoDependentsFirst(t *testing.T) {
 	}
 	if o := stoppedOrder(s, last); !before(o, "web", "app") || !before(o, "app", "db") {
 		t.Errorf("rm stopped %v; want web before app before db", o)
+	}
+}
+
+// TestFollowersStopAndStartWithTheirPrerequisite: a workload whose after
+// entry ends in +restart is stopped when the one it follows ends its run
+// (a restart, a stop), says so, waits, and starts again once that one
+// runs again; one that does not follow is left alone.
+func TestFollowersStopAndStartWithTheirPrerequisite(t *testing.T) {
+	d := newFakeDriver()
+	s := openFake(t, d)
+	defer s.Close()
+	ctx := context.Background()
+	db, app, loose := fakeSpec("db", "run"), fakeSpec("app", "run"), fakeSpec("loose", "run")
+	app.After = []string{"db:started+restart"}
+	loose.After = []string{"db:started"}
+	if _, err := s.ApplyAll(ctx, []Change{{Spec: db, Options: ApplyOptions{Start: true}}, {Spec: app, Options: ApplyOptions{Start: true}},
+		{Spec: loose, Options: ApplyOptions{Start: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	first := waitState(t, s, "app", status.Running).PID
+	loosePID := waitState(t, s, "loose", status.Running).PID
+
+	if _, err := s.Restart(ctx, "db"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "app in a new run after db's restart", func() bool {
+		w, _ := s.Get(ctx, "app")
+		return w.State == status.Running && w.PID != first
+	})
+	if w, _ := s.Get(ctx, "loose"); w.PID != loosePID {
+		t.Errorf("loose, which does not follow db, was restarted: pid %d, was %d", w.PID, loosePID)
+	}
+
+	if _, err := s.Stop(ctx, "db"); err != nil {
+		t.Fatal(err)
+	}
+	w := waitState(t, s, "app", status.Pending)
+	if !contains(w.Reason, "waiting for db") {
+		t.Errorf("app after db's stop: %s (%s); want pending, waiting for db", w.State, w.Reason)
+	}
+	follow := false
+	s.events.replay(s.events.path, 0, s.events.last(), func(ev status.Event) bool {
+		follow = follow || ev.Type == status.EventFollow && ev.Workload == "app" && contains(ev.Message, "stopped with db")
+		return true
+	})
+	if !follow {
+		t.Error("no follow event says why app stopped")
+	}
+	if _, err := s.Start(ctx, "db"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, "app", status.Running)
+}
+
+// waitFor waits up to 10 s for ok.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		sleepBriefly()
 	}
 }

@@ -221,7 +221,9 @@ func (w *workload) setState(st status.State, msg string) { w.setStateSince(st, m
 // now (an adopted run's start): state and time change in one update, so no
 // reader sees the one without the other.
 func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
+	var was status.State
 	w.update(func(v *status.Workload) {
+		was = v.State
 		v.State, v.Reason = st, msg
 		v.Since = since
 		if st != status.Backoff {
@@ -233,6 +235,9 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 	case status.Running, status.Exited, status.Failed:
 		// What waits for it may start now, or learn it never will.
 		w.s.kickDependents(w.name)
+	}
+	if was == status.Running && st != status.Running {
+		w.s.stopFollowers(w.name)
 	}
 	w.log.Info("state", zap.String("state", string(st)), zap.String("reason", msg))
 	w.publish(status.Event{Type: status.EventState, State: st, Message: msg})
