@@ -8,72 +8,104 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/atomicfile"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
 
 // The network and policy documents are desired state, as workloads are,
-// and outlive reboots: each kind is one file under the state dir, replaced
-// whole.
+// and outlive reboots: each is a record of the daemon's store. An older
+// daemon kept each kind in one file under the state dir, which Restore
+// moves into the store.
 const (
 	netDocsFile  = "networks.json"
 	policiesFile = "policies.json"
 )
 
 func (p *Plane) loadNetDocs() {
-	docs := loadDocs[spec.Network](p, netDocsFile, "the network documents; networks get the defaults", func(n *spec.Network) string { return n.Name })
+	docs := loadDocs[spec.Network](p, spec.KindNetwork, netDocsFile, "network documents; networks get the defaults", func(n *spec.Network) string { return n.Name })
 	p.docMu.Lock()
 	defer p.docMu.Unlock()
 	p.netDocs.Store(&docs)
 }
 
 func (p *Plane) loadPolicies() {
-	docs := loadDocs[spec.Policy](p, policiesFile, "the policies; none is in force until one is applied", func(pl *spec.Policy) string { return pl.Name })
+	docs := loadDocs[spec.Policy](p, spec.KindPolicy, policiesFile, "policies; none is in force until one is applied", func(pl *spec.Policy) string { return pl.Name })
 	p.docMu.Lock()
 	defer p.docMu.Unlock()
 	p.policies = docs
 }
 
-// loadDocs reads documents of one kind that an earlier daemon recorded in
-// file under the state dir, keeping each that is valid and filed under its
-// own name; what says what is lost when it cannot be read.
+// loadDocs reads the documents of a kind that an earlier daemon recorded,
+// moving those of its older whole file into the store first, and keeps
+// each that is valid and recorded under its own name; what names what is
+// lost when one cannot be read.
 func loadDocs[T any, D interface {
 	*T
 	Validate() error
-}](p *Plane, file, what string, name func(D) string) map[string]D {
-	var docs map[string]D
-	b, err := os.ReadFile(filepath.Join(p.cfg.StateDir, file))
-	if err == nil {
-		err = json.Unmarshal(b, &docs)
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		p.log.Error("cannot read "+what, zap.String("file", file), zap.Error(err))
-	}
-	out := make(map[string]D, len(docs))
-	for n, d := range docs {
-		if d != nil && name(d) == n && d.Validate() == nil {
-			out[n] = d
+}](p *Plane, kind, file, what string, name func(D) string) map[string]D {
+	recs := p.cfg.Store.Docs(kind)
+	maps.Copy(recs, p.importFile(kind, file, what))
+	out := map[string]D{}
+	for n, b := range recs {
+		d := D(new(T))
+		if err := json.Unmarshal(b, d); err != nil || name(d) != n || d.Validate() != nil {
+			p.log.Error("cannot read one of the "+what, zap.String(kind, n), zap.Error(err))
+			continue
 		}
+		out[n] = d
 	}
 	return out
 }
 
-// saveDocs records docs of a kind in file, whole.
-func (p *Plane) saveDocs(file string, docs any) error {
-	b, err := json.Marshal(docs)
-	if err != nil {
-		return err
+// importFile moves an older daemon's whole file of a kind's documents
+// into the store, document by document, removes it once all are in, and
+// returns them.
+func (p *Plane) importFile(kind, file, what string) map[string][]byte {
+	path := filepath.Join(p.cfg.StateDir, file)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	if err := atomicfile.Write(filepath.Join(p.cfg.StateDir, file), b, 0o600); err != nil {
-		return fmt.Errorf("cannot record the %s: %w", strings.TrimSuffix(file, ".json"), err)
+	var docs map[string]json.RawMessage
+	if err == nil {
+		err = json.Unmarshal(b, &docs)
+	}
+	for n, d := range docs {
+		if err == nil {
+			err = p.cfg.Store.PutDoc(kind, n, d)
+		}
+	}
+	out := make(map[string][]byte, len(docs))
+	for n, d := range docs {
+		out[n] = d
+	}
+	if err != nil {
+		p.log.Error("cannot move the "+what+" into the state journal; the file is kept", zap.String("file", path), zap.Error(err))
+		return out
+	}
+	_ = os.Remove(path)
+	return out
+}
+
+// saveDoc records one document of a kind; nil removes it.
+func (p *Plane) saveDoc(kind, name string, doc any) error {
+	var b []byte
+	if doc != nil && !reflect.ValueOf(doc).IsNil() {
+		var err error
+		if b, err = json.Marshal(doc); err != nil {
+			return err
+		}
+	}
+	if err := p.cfg.Store.PutDoc(kind, name, b); err != nil {
+		return fmt.Errorf("cannot record %s %s: %w", kind, name, err)
 	}
 	return nil
 }
@@ -103,10 +135,9 @@ func (p *Plane) setDoc(name string, n *spec.Network) error {
 		}
 		delete(next, name)
 	} else {
-		c := *n
-		next[name] = &c
+		next[name] = n.Clone()
 	}
-	if err := p.saveDocs(netDocsFile, next); err != nil {
+	if err := p.saveDoc(spec.KindNetwork, name, next[name]); err != nil {
 		return err
 	}
 	p.netDocs.Store(&next)

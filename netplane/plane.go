@@ -14,10 +14,22 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 )
 
+// DocStore keeps documents durably, one record (JSON) a document: the
+// daemon's desired-state journal, which holds its workloads too.
+type DocStore interface {
+	// Docs are the records of a kind's documents at open, by name.
+	Docs(kind string) map[string][]byte
+	// PutDoc records one, durably; a nil record removes it.
+	PutDoc(kind, name string, record []byte) error
+}
+
 // Config is what a plane is built from.
 type Config struct {
-	// StateDir keeps the network and policy documents (desired state);
-	// RunDir the namespaces and port reservations (gone after a reboot).
+	// Store keeps the network and policy documents (desired state);
+	// StateDir is where an older daemon kept them, whole-file, to be
+	// moved into Store; RunDir the namespaces and port reservations
+	// (gone after a reboot).
+	Store            DocStore
 	StateDir, RunDir string
 	// Pool is where isolated networks' links take their /30s; the zero
 	// prefix leaves networks islands with only loopback. Firewall writes

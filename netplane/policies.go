@@ -37,7 +37,7 @@ func (p *Plane) SetPolicy(name string, pl *spec.Policy) error {
 	if err := p.writeGuardsOf(next); err != nil {
 		return err
 	}
-	if err := p.saveDocs(policiesFile, next); err != nil {
+	if err := p.saveDoc(spec.KindPolicy, name, next[name]); err != nil {
 		_ = p.writeGuardsOf(p.policies) // back to what is recorded
 		return err
 	}

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"sync"
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/atomicfile"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -23,9 +23,12 @@ import (
 // API, and the directory's watcher removes it when the file stops defining
 // it, across a daemon restart too (the owners are recorded).
 
-// docOwnersFile records which file owns which document, under the state
-// dir.
+// docOwnersFile is where an older daemon recorded the owners, under the
+// state dir; they are records of the store now (kind "owner").
 const docOwnersFile = "document-owners.json"
+
+// ownerKind is the store's kind of an owner's record, keyed by DocKey.
+const ownerKind = "owner"
 
 // docOwners is the owning file of each file-owned document, by DocKey.
 type docOwners struct {
@@ -37,13 +40,29 @@ type docOwners struct {
 func DocKey(kind, name string) string { return kind + "/" + name }
 
 func (s *Supervisor) loadDocOwners() {
-	var m map[string]string
-	if _, err := readJSON(filepath.Join(s.cfg.StateDir, docOwnersFile), &m); err != nil {
+	m := map[string]string{}
+	var old map[string]string
+	if _, err := readJSON(filepath.Join(s.cfg.StateDir, docOwnersFile), &old); err != nil {
 		s.log.Error("cannot read which files own which documents; the workloads directory applies its files again", zap.Error(err))
 	}
-	if m == nil {
-		m = map[string]string{}
+	moved := true
+	for k, owner := range old {
+		b, _ := json.Marshal(owner)
+		if err := s.store.PutDoc(ownerKind, k, b); err != nil {
+			moved = false
+			s.log.Error("cannot move a document's owner into the state journal; the file is kept", zap.String("document", k), zap.Error(err))
+		}
 	}
+	if old != nil && moved {
+		_ = os.Remove(filepath.Join(s.cfg.StateDir, docOwnersFile))
+	}
+	for k, b := range s.store.Docs(ownerKind) {
+		var owner string
+		if json.Unmarshal(b, &owner) == nil {
+			m[k] = owner
+		}
+	}
+	maps.Copy(m, old)
 	s.owners.m = m
 }
 
@@ -59,20 +78,18 @@ func (s *Supervisor) docOwner(kind, name string) string {
 func (s *Supervisor) setDocOwner(kind, name, owner string) error {
 	s.owners.mu.Lock()
 	defer s.owners.mu.Unlock()
-	next := maps.Clone(s.owners.m)
+	var b []byte
+	if owner != "" {
+		b, _ = json.Marshal(owner)
+	}
+	if err := s.store.PutDoc(ownerKind, DocKey(kind, name), b); err != nil {
+		return fmt.Errorf("cannot record the owner of %s %s: %w", kind, name, err)
+	}
 	if owner == "" {
-		delete(next, DocKey(kind, name))
+		delete(s.owners.m, DocKey(kind, name))
 	} else {
-		next[DocKey(kind, name)] = owner
+		s.owners.m[DocKey(kind, name)] = owner
 	}
-	b, err := json.Marshal(next)
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(filepath.Join(s.cfg.StateDir, docOwnersFile), b, 0o600); err != nil {
-		return fmt.Errorf("cannot record the owners of documents: %w", err)
-	}
-	s.owners.m = next
 	return nil
 }
 

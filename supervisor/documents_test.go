@@ -3,6 +3,8 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -269,4 +271,53 @@ func TestNetworkDocumentWithoutNamespace(t *testing.T) {
 	if err := s.DeleteNetwork(ctx, "ci-later"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("removing it again: %v; want not_found", err)
 	}
+}
+
+// TestDocumentsMoveIntoTheJournal: the whole files an older daemon kept
+// its network and policy documents and their owners in are moved into the
+// one journal of the desired state, document by document, and removed;
+// the documents are there after the next restart too, and a change of one
+// is durable on its own.
+func TestDocumentsMoveIntoTheJournal(t *testing.T) {
+	d := newDirs(t)
+	if err := os.MkdirAll(d.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"networks.json":        `{"ci-old":{"kind":"network","name":"ci-old","egress":false},"ci-two":{"kind":"network","name":"ci-two"}}`,
+		"policies.json":        `{"quiet":{"kind":"policy","name":"quiet","select":{"networks":["ci-old"]},"ingress":[]}}`,
+		"document-owners.json": `{"network/ci-old":"stack.yaml"}`,
+	}
+	for f, text := range files {
+		if err := os.WriteFile(filepath.Join(d.state, f), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open(t, d, true)
+	ctx := context.Background()
+	check := func(when string, two bool) {
+		t.Helper()
+		if doc := s.net.Doc("ci-old"); doc == nil || doc.AllowsEgress() || (s.net.Doc("ci-two") != nil) != two {
+			t.Errorf("%s: network documents %+v, %+v", when, doc, s.net.Doc("ci-two"))
+		}
+		if !s.net.HasPolicy("quiet") {
+			t.Errorf("%s: the policy is lost", when)
+		}
+		if owned, _ := s.OwnedDocuments(ctx); owned["network/ci-old"] != "stack.yaml" {
+			t.Errorf("%s: owners %v", when, owned)
+		}
+	}
+	check("after the move", true)
+	for f := range files {
+		if _, err := os.Stat(filepath.Join(d.state, f)); !os.IsNotExist(err) {
+			t.Errorf("%s is left after the move: %v", f, err)
+		}
+	}
+	if err := s.DeleteNetwork(ctx, "ci-two"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, d, true)
+	defer s.Close()
+	check("after a restart", false) // ci-two's deletion held
 }

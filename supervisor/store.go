@@ -76,9 +76,10 @@ type runRecord struct {
 	LogFrom *int64 `json:"log_from,omitempty"`
 }
 
-// store keeps the desired state of every workload in a journal under the
-// state dir (durable, with group commit) and one run record per live run
-// under the run dir.
+// store keeps the desired state, every workload's and every document's,
+// in one journal under the state dir (durable, with group commit), and one
+// run record per live run under the run dir. A workload's record is under
+// its name; a document's under KIND/NAME, which no workload's name is.
 type store struct {
 	specs *journal.Journal
 	// loaded is the journal's contents at open, for loadSpecs.
@@ -154,6 +155,29 @@ func (s *store) importFiles(dir string) {
 
 func (s *store) close() error { return s.specs.Close() }
 
+// docKey is a document's key in the journal.
+func docKey(kind, name string) string { return kind + "/" + name }
+
+// Docs are the records of the documents of a kind the journal held when
+// it was opened, by name.
+func (s *store) Docs(kind string) map[string][]byte {
+	out := map[string][]byte{}
+	for k, b := range s.loaded {
+		if name, ok := strings.CutPrefix(k, kind+"/"); ok {
+			out[name] = b
+		}
+	}
+	return out
+}
+
+// PutDoc records a document of a kind, durably; nil removes it.
+func (s *store) PutDoc(kind, name string, record []byte) error {
+	if record == nil {
+		return s.specs.Delete(docKey(kind, name))
+	}
+	return s.specs.Put(docKey(kind, name), record)
+}
+
 func (s *store) saveSpec(r specRecord) error {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -189,6 +213,9 @@ func (s *store) loadRun(name string) (runRecord, bool, error) {
 func (s *store) loadSpecs() (recs []specRecord, bad map[string]badRecord) {
 	bad = maps.Clone(s.unimported)
 	for name, b := range s.loaded {
+		if strings.Contains(name, "/") {
+			continue // a document's (docKey)
+		}
 		var r specRecord
 		if err := json.Unmarshal(b, &r); err != nil {
 			bad[name] = newBadRecord(b, err)

@@ -186,7 +186,7 @@ func (s *Supervisor) prepareDirs() (err error) {
 		return err
 	}
 	s.net, err = netplane.Open(netplane.Config{
-		StateDir: s.cfg.StateDir, RunDir: s.cfg.RunDir,
+		Store: s.store, StateDir: s.cfg.StateDir, RunDir: s.cfg.RunDir,
 		Pool: s.cfg.NetworkPool, Firewall: s.cfg.Firewall, AdvertiseAddress: s.cfg.AdvertiseAddress,
 		Logger:         s.log,
 		ContainerPorts: func(k spec.Kind) bool { return s.caps(k).ContainerPorts },
