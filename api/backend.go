@@ -53,6 +53,12 @@ type Backend interface {
 	Policies(ctx context.Context) ([]Policy, error)
 	PutPolicy(ctx context.Context, p *spec.Policy) (*Policy, error)
 	DeletePolicy(ctx context.Context, name string) error
+	// Workspaces lists the workspace documents (secrets redacted);
+	// PutWorkspace records one, whose configurations its workloads get
+	// from their next start; DeleteWorkspace removes one.
+	Workspaces(ctx context.Context) ([]spec.Workspace, error)
+	PutWorkspace(ctx context.Context, ws *spec.Workspace) (*spec.Workspace, error)
+	DeleteWorkspace(ctx context.Context, name string) error
 	// Stats samples the running workloads' usage, at most once an
 	// interval (the sample says which).
 	Stats(ctx context.Context) (*Stats, error)

@@ -286,6 +286,23 @@ func (c *Client) DeletePolicy(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/policies/"+url.PathEscape(name), nil, nil, nil)
 }
 
+func (c *Client) Workspaces(ctx context.Context) ([]spec.Workspace, error) {
+	var out []spec.Workspace
+	return out, c.do(ctx, http.MethodGet, "/v1/workspaces", nil, nil, &out)
+}
+
+func (c *Client) PutWorkspace(ctx context.Context, ws *spec.Workspace) (*spec.Workspace, error) {
+	var out spec.Workspace
+	if err := c.do(ctx, http.MethodPut, "/v1/workspaces/"+url.PathEscape(ws.Name), nil, ws, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *Client) DeleteWorkspace(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/workspaces/"+url.PathEscape(name), nil, nil, nil)
+}
+
 func (c *Client) Events(ctx context.Context, after uint64) (<-chan Event, error) {
 	var q url.Values
 	if after > 0 {

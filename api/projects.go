@@ -14,9 +14,10 @@ import (
 
 // Documents are a project's documents, as its files say.
 type Documents struct {
-	Workloads []*spec.Workload `json:"workloads,omitempty"`
-	Networks  []*spec.Network  `json:"networks,omitempty"`
-	Policies  []*spec.Policy   `json:"policies,omitempty"`
+	Workloads  []*spec.Workload  `json:"workloads,omitempty"`
+	Networks   []*spec.Network   `json:"networks,omitempty"`
+	Policies   []*spec.Policy    `json:"policies,omitempty"`
+	Workspaces []*spec.Workspace `json:"workspaces,omitempty"`
 }
 
 // ProjectChange is what an up or a down did to a project: the outcome of
@@ -24,11 +25,12 @@ type Documents struct {
 // removed, and the named volumes removed (down --volumes), by full name
 // (PROJECT.NAME).
 type ProjectChange struct {
-	Applied  []Result `json:"applied"`
-	Removed  []Result `json:"removed"`
-	Networks []string `json:"networks,omitempty"`
-	Policies []string `json:"policies,omitempty"`
-	Volumes  []string `json:"volumes,omitempty"`
+	Applied    []Result `json:"applied"`
+	Removed    []Result `json:"removed"`
+	Networks   []string `json:"networks,omitempty"`
+	Policies   []string `json:"policies,omitempty"`
+	Workspaces []string `json:"workspaces,omitempty"`
+	Volumes    []string `json:"volumes,omitempty"`
 	// Error is what failed of the change as a whole, after what it did.
 	Error *Error `json:"error,omitempty"`
 }
@@ -49,9 +51,10 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.doneApply(r)
 	var body struct {
-		Workloads []json.RawMessage `json:"workloads"`
-		Networks  []json.RawMessage `json:"networks"`
-		Policies  []json.RawMessage `json:"policies"`
+		Workloads  []json.RawMessage `json:"workloads"`
+		Networks   []json.RawMessage `json:"networks"`
+		Policies   []json.RawMessage `json:"policies"`
+		Workspaces []json.RawMessage `json:"workspaces"`
 	}
 	if err := decodeStrict(r, &body); err != nil {
 		writeError(w, err)
@@ -90,6 +93,17 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		docs.Policies = append(docs.Policies, p)
+	}
+	for i, raw := range body.Workspaces {
+		ws, err := spec.DecodeWorkspaceJSON(bytes.NewReader(raw))
+		if err == nil {
+			err = s.checkDocument(r, spec.KindWorkspace, ws.Name)
+		}
+		if err != nil {
+			writeError(w, fmt.Errorf("%w: workspaces[%d]: %w", errdefs.ErrInvalid, i, err))
+			return
+		}
+		docs.Workspaces = append(docs.Workspaces, ws)
 	}
 	q := r.URL.Query()
 	c, err := s.backend.Up(r.Context(), r.PathValue("name"), docs, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})

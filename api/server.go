@@ -152,6 +152,8 @@ func (s *Server) routes() {
 		s.backend.Networks, s.backend.PutNetwork, s.backend.DeleteNetwork)
 	documents(s, m, "/v1/policies", spec.KindPolicy, spec.DecodePolicyJSON, func(p *spec.Policy) string { return p.Name },
 		s.backend.Policies, s.backend.PutPolicy, s.backend.DeletePolicy)
+	documents(s, m, "/v1/workspaces", spec.KindWorkspace, spec.DecodeWorkspaceJSON, func(ws *spec.Workspace) string { return ws.Name },
+		s.backend.Workspaces, s.backend.PutWorkspace, s.backend.DeleteWorkspace)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no route %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	})

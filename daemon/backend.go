@@ -67,7 +67,7 @@ func change(c *supervisor.ProjectChange, err error) (*api.ProjectChange, error) 
 	}
 	applied, _ := results(c.Applied, nil)
 	removed, _ := results(c.Removed, nil)
-	return &api.ProjectChange{Applied: applied, Removed: removed, Networks: c.Networks, Policies: c.Policies, Volumes: c.Volumes}, err
+	return &api.ProjectChange{Applied: applied, Removed: removed, Networks: c.Networks, Policies: c.Policies, Workspaces: c.Workspaces, Volumes: c.Volumes}, err
 }
 
 func (b *Backend) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {
@@ -159,6 +159,18 @@ func (b *Backend) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, e
 
 func (b *Backend) DeletePolicy(ctx context.Context, name string) error {
 	return b.s.DeletePolicy(ctx, name)
+}
+
+func (b *Backend) Workspaces(ctx context.Context) ([]spec.Workspace, error) {
+	return b.s.Workspaces(ctx), nil
+}
+
+func (b *Backend) PutWorkspace(ctx context.Context, ws *spec.Workspace) (*spec.Workspace, error) {
+	return b.s.PutWorkspace(ctx, ws)
+}
+
+func (b *Backend) DeleteWorkspace(ctx context.Context, name string) error {
+	return b.s.DeleteWorkspace(ctx, name)
 }
 
 func (b *Backend) Stats(ctx context.Context) (*api.Stats, error) {

@@ -180,6 +180,10 @@ func parseTrusted(dir *os.File, name string, vars specload.Lookup) (*spec.Docume
 	if err != nil {
 		return nil, err
 	}
+	if len(docs.Workspaces) > 0 {
+		// Refused, never dropped: a file's documents are applied whole.
+		return nil, fmt.Errorf("%s: workspace %s: workspace documents are applied with flyd apply or flyd up, not from the workloads directory", path, docs.Workspaces[0].Name)
+	}
 	if len(docs.Workloads)+len(docs.Networks)+len(docs.Policies) == 0 {
 		return nil, fmt.Errorf("%s: no document found", path)
 	}

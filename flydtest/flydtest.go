@@ -58,8 +58,10 @@ func Docs(docs ...any) Source {
 				d.Networks = append(d.Networks, v.Clone())
 			case *spec.Policy:
 				d.Policies = append(d.Policies, v.Clone())
+			case *spec.Workspace:
+				d.Workspaces = append(d.Workspaces, v.Clone())
 			default:
-				return nil, fmt.Errorf("flydtest: %T is not a document (*spec.Workload, *spec.Network or *spec.Policy)", doc)
+				return nil, fmt.Errorf("flydtest: %T is not a document (*spec.Workload, *spec.Network, *spec.Policy or *spec.Workspace)", doc)
 			}
 		}
 		return d, nil
@@ -122,7 +124,7 @@ func Start(t testing.TB, src Source, opts ...Option) *Project {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	ch, err := p.c.Up(ctx, p.Name, api.Documents{Workloads: docs.Workloads, Networks: docs.Networks, Policies: docs.Policies}, api.ApplyOptions{Start: true})
+	ch, err := p.c.Up(ctx, p.Name, api.Documents{Workloads: docs.Workloads, Networks: docs.Networks, Policies: docs.Policies, Workspaces: docs.Workspaces}, api.ApplyOptions{Start: true})
 	if err == nil {
 		err = changeErr(ch)
 	}

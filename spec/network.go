@@ -79,9 +79,19 @@ func buildDoc[T any, P interface {
 // Documents is what a spec file holds: workloads, network documents and
 // policies.
 type Documents struct {
-	Workloads []*Workload
-	Networks  []*Network
-	Policies  []*Policy
+	Workloads  []*Workload
+	Networks   []*Network
+	Policies   []*Policy
+	Workspaces []*Workspace
+}
+
+// Add appends o's documents of every kind to d's: where files are read
+// together, a kind is never left out.
+func (d *Documents) Add(o *Documents) {
+	d.Workloads = append(d.Workloads, o.Workloads...)
+	d.Networks = append(d.Networks, o.Networks...)
+	d.Policies = append(d.Policies, o.Policies...)
+	d.Workspaces = append(d.Workspaces, o.Workspaces...)
 }
 
 // ParseAll reads workloads, network documents and policies alike, with
@@ -140,6 +150,15 @@ func ParseAllExpanded(data []byte, expand Expander) (*Documents, error) {
 					return nil, err
 				}
 				d.Policies = append(d.Policies, pl)
+			case KindWorkspace:
+				ws, err := buildDoc[Workspace](doc)
+				if err == nil {
+					err = once(doc, "workspace", ws.Name)
+				}
+				if err != nil {
+					return nil, err
+				}
+				d.Workspaces = append(d.Workspaces, ws)
 			default:
 				w, err := build(doc)
 				if err == nil {
@@ -152,8 +171,8 @@ func ParseAllExpanded(data []byte, expand Expander) (*Documents, error) {
 			}
 		}
 	}
-	if len(d.Workloads)+len(d.Networks)+len(d.Policies) == 0 {
-		return nil, fmt.Errorf("no workload, network or policy found")
+	if len(d.Workloads)+len(d.Networks)+len(d.Policies)+len(d.Workspaces) == 0 {
+		return nil, fmt.Errorf("no workload, network, policy or workspace found")
 	}
 	return d, nil
 }

@@ -85,9 +85,7 @@ func (c Client) ReadPath(path string) (*spec.Documents, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.Workloads = append(out.Workloads, d.Workloads...)
-		out.Networks = append(out.Networks, d.Networks...)
-		out.Policies = append(out.Policies, d.Policies...)
+		out.Add(d)
 	}
 	return out, nil
 }

@@ -15,9 +15,10 @@ import (
 
 // Documents are the documents of one project, as its files say.
 type Documents struct {
-	Workloads []*spec.Workload
-	Networks  []*spec.Network
-	Policies  []*spec.Policy
+	Workloads  []*spec.Workload
+	Networks   []*spec.Network
+	Policies   []*spec.Policy
+	Workspaces []*spec.Workspace
 }
 
 // ProjectChange is what Up or Down did to a project: each applied
@@ -28,6 +29,8 @@ type ProjectChange struct {
 	Networks []string
 	Policies []string
 	Volumes  []string
+	// Workspaces are the workspace documents removed.
+	Workspaces []string
 }
 
 // Up makes project what docs say: their networks, workloads (in `after`
@@ -54,6 +57,11 @@ func (s *Supervisor) Up(ctx context.Context, project string, docs Documents, o A
 			return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 		}
 	}
+	for _, ws := range docs.Workspaces {
+		if err := ws.SetProject(project); err != nil {
+			return nil, fmt.Errorf("%w: workspace %s: %w", errdefs.ErrInvalid, ws.Name, err)
+		}
+	}
 	unlock, err := s.lockProject(ctx, project)
 	if err != nil {
 		return nil, err
@@ -62,6 +70,14 @@ func (s *Supervisor) Up(ctx context.Context, project string, docs Documents, o A
 
 	out := &ProjectChange{}
 	keep := map[string]bool{}
+	// Workspaces first: their configurations reach the workloads' first
+	// runs.
+	for _, ws := range docs.Workspaces {
+		if _, err := s.PutWorkspace(ctx, ws); err != nil {
+			return out, fmt.Errorf("workspace %s: %w", ws.Name, err)
+		}
+		keep[spec.KindWorkspace+"/"+spec.FullName(project, spec.BareName(ws.Name))] = true
+	}
 	for _, n := range docs.Networks {
 		if _, err := s.PutNetwork(ctx, n); err != nil {
 			return out, fmt.Errorf("network %s: %w", n.Name, err)
@@ -189,6 +205,16 @@ func (s *Supervisor) prune(ctx context.Context, project string, keep map[string]
 		}
 		out.Networks = append(out.Networks, n.Name)
 	}
+	for name := range s.workspaces.all() {
+		if spec.ProjectOf(name) != project || keep[spec.KindWorkspace+"/"+name] {
+			continue
+		}
+		if err := s.DeleteWorkspace(ctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("workspace %s: %w", name, err))
+			continue
+		}
+		out.Workspaces = append(out.Workspaces, name)
+	}
 	return errors.Join(errs...)
 }
 
@@ -202,6 +228,11 @@ func (s *Supervisor) hasProject(project string) bool {
 	nets, _ := s.net.Networks()
 	if slices.ContainsFunc(nets, func(n status.Network) bool { return spec.ProjectOf(n.Name) == project }) {
 		return true
+	}
+	for name := range s.workspaces.all() {
+		if spec.ProjectOf(name) == project {
+			return true
+		}
 	}
 	return slices.ContainsFunc(s.net.Policies(), func(p status.Policy) bool { return spec.ProjectOf(p.Name) == project })
 }

@@ -90,6 +90,8 @@ type Supervisor struct {
 	net *netplane.Plane
 	// owners are the files that own documents (documents.go).
 	owners docOwners
+	// workspaces are the workspace documents (workspaces.go).
+	workspaces workspaces
 
 	logs     logBook
 	logWaker *logfile.Waker // nil without inotify
@@ -268,6 +270,7 @@ func (s *Supervisor) restore() {
 	s.adoptPipes(specs)
 	s.sweepCarriers(keep)
 	s.loadDocOwners()
+	s.loadWorkspaces()
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), s.kept(specs))
 	s.sweepCgroups(s.kept(specs))

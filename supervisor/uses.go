@@ -26,13 +26,17 @@ func configurationVars(w *spec.Workload) (public, secret map[string]string) {
 	return public, secret
 }
 
-// usedEndpoints resolves a consumer's `uses` into the variables that carry
+// usedEndpoints is what a workload is given of the others: its workspace
+// document's configurations, and, for its `uses`, the variables that carry
 // each used endpoint's address, the one that reaches it from where the
-// consumer runs. With placeholder set, used endpoints get an address as
+// consumer runs, and the producers' configurations. With placeholder set, used endpoints get an address as
 // long as any real one, for the measurements at apply; a producer that is
 // missing, or an endpoint it does not have, is an error naming the entry.
 func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[string]string, error) {
+	// Its workspace's configurations come first: a producer's own of the
+	// same name is the more specific.
 	out := map[string]string{}
+	maps.Copy(out, s.workspaceVars(c))
 	for i, entry := range c.Uses {
 		name, only := spec.ParseUse(entry)
 		field := fmt.Sprintf("uses[%d]", i)

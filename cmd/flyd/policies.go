@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 func init() {
 	cli.Register("policies", "list the policies in force, or remove one", "[rm NAME]", cmdPolicies)
+	cli.Register("workspaces", "list the workspace documents, or remove one", "[rm NAME]", cmdWorkspaces)
 }
 
 func cmdPolicies(ctx context.Context, c *cli.Env, args []string) error {
@@ -88,4 +91,37 @@ func printPolicyApplied(stderr, stdout io.Writer, p *api.Policy) {
 	for _, why := range p.Problems {
 		fmt.Fprintf(stderr, "flyd: warning: policy %s: %s\n", p.Name, why)
 	}
+}
+
+func cmdWorkspaces(ctx context.Context, c *cli.Env, args []string) error {
+	pos, err := c.Parse(c.Flags(), args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 2 && pos[0] == "rm":
+		name := c.FullName(pos[1])
+		if err := c.Client.DeleteWorkspace(ctx, name); err != nil {
+			return err
+		}
+		return removed(c, "workspace", name)
+	case len(pos) > 0:
+		return cli.Usagef("unexpected argument %q", pos[0])
+	}
+	ws, err := c.Client.Workspaces(ctx)
+	if err != nil {
+		return err
+	}
+	if c.Project != "" {
+		ws = slices.DeleteFunc(ws, func(w spec.Workspace) bool { return !c.InProject(w.Name) })
+	}
+	if c.JSON {
+		return printJSON(c.Stdout, ws)
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKSPACE\tCONFIGURATIONS\tSECRET")
+	for _, w := range ws {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", w.Name, list(slices.Sorted(maps.Keys(w.Configuration))), list(slices.Sorted(maps.Keys(w.SecretConfiguration))))
+	}
+	return tw.Flush()
 }

@@ -92,7 +92,7 @@ func up(ctx context.Context, c *cli.Env, project string, pf *projectFlags, wait 
 		names[i] = fullName(w.Project, w.Name)
 	}
 	stop := showProgress(c, ctx, names)
-	ch, err := c.Client.Up(ctx, project, api.Documents{Workloads: d.Workloads, Networks: d.Networks, Policies: d.Policies},
+	ch, err := c.Client.Up(ctx, project, api.Documents{Workloads: d.Workloads, Networks: d.Networks, Policies: d.Policies, Workspaces: d.Workspaces},
 		api.ApplyOptions{Start: *pf.start, Force: *pf.force})
 	stop()
 	if err != nil {
@@ -119,6 +119,9 @@ func reportChange(c *cli.Env, ch *api.ProjectChange) error {
 		}
 		for _, p := range ch.Policies {
 			fmt.Fprintf(c.Stdout, "policy %s removed\n", p)
+		}
+		for _, ws := range ch.Workspaces {
+			fmt.Fprintf(c.Stdout, "workspace %s removed\n", ws)
 		}
 		for _, v := range ch.Volumes {
 			fmt.Fprintf(c.Stdout, "volume %s removed\n", v)

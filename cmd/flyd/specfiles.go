@@ -39,9 +39,7 @@ func loadSpecs(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Docume
 		if err := inProject(d, c.Project); err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		all.Workloads = append(all.Workloads, d.Workloads...)
-		all.Networks = append(all.Networks, d.Networks...)
-		all.Policies = append(all.Policies, d.Policies...)
+		all.Add(d)
 	}
 	sel, err := specload.Select(all, profiles)
 	if err != nil {
@@ -79,6 +77,11 @@ func inProject(d *spec.Documents, project string) error {
 	for _, p := range d.Policies {
 		if err := p.SetProject(project); err != nil {
 			return err
+		}
+	}
+	for _, ws := range d.Workspaces {
+		if err := ws.SetProject(project); err != nil {
+			return fmt.Errorf("workspace %s: %w", ws.Name, err)
 		}
 	}
 	return nil

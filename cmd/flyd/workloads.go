@@ -60,6 +60,17 @@ func cmdApply(ctx context.Context, c *cli.Env, args []string) error {
 		return err
 	}
 	specs, nets, policies := d.Workloads, d.Networks, d.Policies
+	// Workspaces first: their configurations reach their workloads' first
+	// runs.
+	for _, ws := range d.Workspaces {
+		got, err := c.Client.PutWorkspace(ctx, ws)
+		if err != nil {
+			return fmt.Errorf("workspace %s: %w", ws.Name, err)
+		}
+		if !c.JSON {
+			fmt.Fprintf(c.Stdout, "workspace %s: %d configurations, %d secret\n", got.Name, len(got.Configuration), len(got.SecretConfiguration))
+		}
+	}
 	// Networks first: their settings hold from their workloads' first run.
 	for _, n := range nets {
 		nw, err := c.Client.PutNetwork(ctx, n)
