@@ -28,6 +28,16 @@ const (
 	// casAttempts bounds the retries of a write that raced another
 	// replica's write of the same id.
 	casAttempts = 4
+	// readAttempts bounds the tries of a read-only transaction, a pause
+	// apart.
+	readAttempts   = 3
+	readRetryPause = 50 * time.Millisecond
+	// maxWrites bounds the write transactions a replica has in flight to
+	// etcd. Beyond a few, more wait in etcd's queue rather than share its
+	// commits, and each holds its encoded request meanwhile (gRPC gives
+	// a 100-instance batch a 1 MiB buffer): 100 registrants registering
+	// at once, unbounded, took a replica's heap past 1 GiB.
+	maxWrites = 16
 )
 
 // recordFormat marks the values this registry writes; a value under the
@@ -70,6 +80,8 @@ type EtcdStore struct {
 	log     *zap.Logger
 	where   string // the endpoints, for messages
 	ls      leases // see etcd_lease.go
+	// writes holds a token per write transaction in flight (maxWrites).
+	writes chan struct{}
 }
 
 // OpenEtcd connects to the cluster and checks that it answers a
@@ -124,7 +136,8 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: etcd client: %w", err)
 	}
-	s := &EtcdStore{cli: cli, prefix: prefix, timeout: cfg.Timeout, log: log, where: strings.Join(cfg.Endpoints, ",")}
+	s := &EtcdStore{cli: cli, prefix: prefix, timeout: cfg.Timeout, log: log, where: strings.Join(cfg.Endpoints, ","),
+		writes: make(chan struct{}, maxWrites)}
 	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	if _, err := cli.Get(pctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
@@ -347,9 +360,7 @@ func (s *EtcdStore) upsertBatch(ctx context.Context, ins []Instance, now time.Ti
 		at = append(at, i)
 	}
 	if len(ws) > 0 {
-		wctx, cancel := context.WithTimeout(ctx, s.timeout)
-		done, err := s.attach(wctx, ws)
-		cancel()
+		done, err := s.attach(ctx, ws)
 		switch {
 		case err != nil && !errors.Is(err, ErrNotRegistered):
 			for _, i := range at {
@@ -384,6 +395,8 @@ type write struct {
 // lease etcd no longer knows is forgotten: ErrNotRegistered, and the
 // caller tries again.
 func (s *EtcdStore) attach(ctx context.Context, ws []write) (bool, error) {
+	tctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	cmps := make([]clientv3.Cmp, len(ws))
 	ops := make([]clientv3.Op, len(ws))
 	leases := make([]clientv3.LeaseID, len(ws))
@@ -392,7 +405,7 @@ func (s *EtcdStore) attach(ctx context.Context, ws []write) (bool, error) {
 		var opts []clientv3.OpOption
 		w.rec.Shared = false
 		if w.rec.Instance.TTL > 0 {
-			l, err := s.sharedFor(ctx, w.rec.Instance.TTL)
+			l, err := s.sharedFor(tctx, w.rec.Instance.TTL)
 			if err != nil {
 				return false, err
 			}
@@ -411,9 +424,9 @@ func (s *EtcdStore) attach(ctx context.Context, ws []write) (bool, error) {
 		cmps[i] = clientv3.Compare(clientv3.ModRevision(key), "=", rev)
 		ops[i] = clientv3.OpPut(key, string(b), opts...)
 	}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := s.commit(ctx, cmps, ops)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		s.forgetLapsed(ctx, leases)
+		s.forgetLapsed(tctx, leases)
 		return false, ErrNotRegistered
 	}
 	if err != nil {
@@ -435,6 +448,23 @@ func (s *EtcdStore) attach(ctx context.Context, ws []write) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// commit runs a write transaction once a token of s.writes is free. The
+// wait is bounded by ctx, the transaction by the timeout: waiting behind
+// this replica's own writes is not etcd failing to answer, and a burst of
+// registers is answered late rather than 503 (which would send its
+// registrants to another replica with the same writes to make).
+func (s *EtcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	select {
+	case s.writes <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.writes }()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 }
 
 func (s *EtcdStore) contended(id string) error {
@@ -526,9 +556,7 @@ func (s *EtcdStore) heartbeatBatch(ctx context.Context, ids []string, now time.T
 		}
 	}
 	if len(ws) > 0 {
-		wctx, cancel := context.WithTimeout(ctx, s.timeout)
-		done, err := s.attach(wctx, ws)
-		cancel()
+		done, err := s.attach(ctx, ws)
 		switch {
 		case err != nil && !errors.Is(err, ErrNotRegistered):
 			for _, i := range at {
@@ -549,7 +577,10 @@ func (s *EtcdStore) heartbeatBatch(ctx context.Context, ids []string, now time.T
 }
 
 // readMany reads the keys of ids in one read-only transaction: nil for an
-// absent key.
+// absent key. Being only a read, it is tried again within the timeout when
+// it fails: etcd's client retries a failed range by itself, but not a
+// transaction, and the member it was connected to may just have died, or
+// the leader changed.
 func (s *EtcdStore) readMany(ctx context.Context, ids []string) ([]*mvccpb.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -557,7 +588,16 @@ func (s *EtcdStore) readMany(ctx context.Context, ids []string) ([]*mvccpb.KeyVa
 	for i, id := range ids {
 		ops[i] = clientv3.OpGet(s.key(id))
 	}
-	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	var resp *clientv3.TxnResponse
+	var err error
+	for try := range readAttempts {
+		if resp, err = s.cli.Txn(ctx).Then(ops...).Commit(); err == nil || ctx.Err() != nil {
+			break
+		}
+		if try < readAttempts-1 {
+			time.Sleep(readRetryPause)
+		}
+	}
 	if err != nil {
 		return nil, s.unavailable("a read", err)
 	}

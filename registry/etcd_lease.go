@@ -73,11 +73,13 @@ type member struct {
 
 // leases is the replica's side of the shared leases, guarded by mu.
 type leases struct {
-	mu      sync.Mutex
-	byTTL   map[int64]*sharedLease
-	members map[string]*member
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	mu sync.Mutex
+	// granting is held by the request granting a shared lease.
+	granting chan struct{}
+	byTTL    map[int64]*sharedLease
+	members  map[string]*member
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // startLeases starts the loops that renew the shared leases and move idle
@@ -88,6 +90,7 @@ type leases struct {
 func (s *EtcdStore) startLeases() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ls.byTTL, s.ls.members, s.ls.stop = map[int64]*sharedLease{}, map[string]*member{}, cancel
+	s.ls.granting = make(chan struct{}, 1)
 	every := func(f func(context.Context)) {
 		t := time.NewTicker(renewEvery)
 		defer t.Stop()
@@ -118,13 +121,30 @@ func (s *EtcdStore) stopLeases() {
 func idleAfter(ttl time.Duration) time.Duration { return max(ttl/2, renewEvery) }
 
 // sharedFor returns this replica's lease for ttl, granting it on first use.
+// One request grants it while the others that need it wait: a thousand
+// registers arriving at once make one grant, not a thousand and as many
+// revokes.
 func (s *EtcdStore) sharedFor(ctx context.Context, ttl int64) (clientv3.LeaseID, error) {
 	secs := leaseSeconds(ttl)
-	s.ls.mu.Lock()
-	l := s.ls.byTTL[secs]
-	s.ls.mu.Unlock()
-	if l != nil {
-		return l.id, nil
+	lookup := func() clientv3.LeaseID {
+		s.ls.mu.Lock()
+		defer s.ls.mu.Unlock()
+		if l := s.ls.byTTL[secs]; l != nil {
+			return l.id
+		}
+		return 0
+	}
+	if id := lookup(); id != 0 {
+		return id, nil
+	}
+	select {
+	case s.ls.granting <- struct{}{}:
+	case <-ctx.Done():
+		return 0, s.unavailable("a lease grant", ctx.Err())
+	}
+	defer func() { <-s.ls.granting }()
+	if id := lookup(); id != 0 {
+		return id, nil // granted while this one waited
 	}
 	g, err := s.cli.Grant(ctx, secs+int64(leaseMargin/time.Second))
 	if err != nil {
@@ -132,11 +152,6 @@ func (s *EtcdStore) sharedFor(ctx context.Context, ttl int64) (clientv3.LeaseID,
 	}
 	s.ls.mu.Lock()
 	defer s.ls.mu.Unlock()
-	if l := s.ls.byTTL[secs]; l != nil {
-		// Another request granted one meanwhile: one lease per TTL.
-		go s.revoke(g.ID)
-		return l.id, nil
-	}
 	s.ls.byTTL[secs] = &sharedLease{id: g.ID, ttl: secs}
 	return g.ID, nil
 }
@@ -366,7 +381,7 @@ func (s *EtcdStore) moveOffMany(ctx context.Context, secs int64, batch []idle) e
 	if len(ops) == 0 {
 		return nil
 	}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := s.commit(ctx, cmps, ops)
 	if err != nil || !resp.Succeeded {
 		s.revoke(g)
 	}
