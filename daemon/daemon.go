@@ -56,6 +56,11 @@ type Config struct {
 	RegistryCA       string // the CA (PEM) that signed an HTTPS registry's certificate; empty: the system's
 	RegistryListen   string // empty: named after the run dir
 	Version          string
+
+	// RegistryTLSCert and RegistryTLSKey serve the embedded registry on
+	// HTTPS: its certificate (PEM, the chain after it) and key. Empty:
+	// plain HTTP.
+	RegistryTLSCert, RegistryTLSKey string
 }
 
 // Run runs the daemon until SIGTERM, SIGINT or ctx's end.

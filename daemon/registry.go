@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
-	"net"
+	neturl "net/url"
 	"path/filepath"
 	"time"
 
@@ -38,6 +40,19 @@ func startRegistry(ctx context.Context, cfg Config, log *zap.Logger, onError fun
 		keyFile = filepath.Join(cfg.StateDir, "registry.key")
 	}
 	d.url, d.keyFile = cfg.Registry, keyFile
+	if cfg.Registry != "embedded" && (cfg.RegistryTLSCert != "" || cfg.RegistryTLSKey != "") {
+		return nil, errors.New("a TLS certificate for the registry is for the embedded one (--registry embedded); another registry serves its own")
+	}
+	var opts []registryclient.Option
+	var roots *x509.CertPool // nil: the system's
+	if cfg.RegistryCA != "" {
+		// A registry on HTTPS whose certificate a CA of one's own signed.
+		tc, err := registryclient.CAFile(cfg.RegistryCA)
+		if err != nil {
+			return nil, err
+		}
+		opts, roots = append(opts, registryclient.WithTLS(tc)), tc.RootCAs
+	}
 	if cfg.Registry == "embedded" {
 		key, created, err := registry.LoadOrCreateKey(keyFile)
 		if err != nil {
@@ -55,9 +70,25 @@ func startRegistry(ctx context.Context, cfg Config, log *zap.Logger, onError fun
 		if err != nil {
 			return nil, err
 		}
-		l, err := net.Listen("tcp", cfg.RegistryListen)
+		if cfg.RegistryTLSCert != "" || cfg.RegistryTLSKey != "" {
+			if _, err := registry.ServerTLS(cfg.RegistryTLSCert, cfg.RegistryTLSKey); err != nil {
+				return nil, fmt.Errorf("embedded registry: %w", err)
+			}
+		}
+		l, url, err := registry.Listen(cfg.RegistryListen, cfg.RegistryTLSCert, cfg.RegistryTLSKey)
 		if err != nil {
 			return nil, fmt.Errorf("embedded registry: %w: another daemon's? give this one its own --registry-listen, or --registry off", err)
+		}
+		if cfg.RegistryTLSCert != "" {
+			// The registrar below connects to it: it must trust it.
+			u, err := neturl.Parse(url)
+			if err == nil {
+				err = registry.VerifyServed(cfg.RegistryTLSCert, cfg.RegistryTLSKey, roots, u.Hostname())
+			}
+			if err != nil {
+				l.Close()
+				return nil, fmt.Errorf("embedded registry: %w (give --registry-ca the CA that signed it)", err)
+			}
 		}
 		sctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -68,17 +99,7 @@ func startRegistry(ctx context.Context, cfg Config, log *zap.Logger, onError fun
 			}
 		}()
 		d.stop = append(d.stop, func() { cancel(); <-done })
-		d.url = "http://" + l.Addr().String()
-	}
-	var opts []registryclient.Option
-	if cfg.RegistryCA != "" {
-		// A registry on HTTPS whose certificate a CA of one's own signed.
-		tc, err := registryclient.CAFile(cfg.RegistryCA)
-		if err != nil {
-			d.close()
-			return nil, err
-		}
-		opts = append(opts, registryclient.WithTLS(tc))
+		d.url = url
 	}
 	client, err := registryclient.New(d.url, keyFile, opts...)
 	if err != nil {

@@ -28,8 +28,9 @@ type job struct {
 	gen    uint64                  // of inst
 	ctx    context.Context
 	cancel context.CancelFunc
-	// more: further heartbeats sent with this one in one batch request,
-	// when the registry takes them (BatchRegistry).
+	// more: further heartbeats or registers sent with this one in one
+	// batch request, when the registry takes them (BatchRegistry,
+	// BatchRegisterer).
 	more []*entry
 }
 
@@ -156,8 +157,8 @@ func (r *Registrar) dispatch(ctx context.Context, jobs chan<- job, idle *int) (t
 		if o == opRegister {
 			j.inst = e.want
 		}
-		if o == opHeartbeat && r.batch != nil {
-			j.more = r.batchWith(now, cancel)
+		if (o == opHeartbeat && r.batch != nil) || (o == opRegister && r.batchReg != nil) {
+			j.more = r.batchWith(now, o, cancel)
 		}
 		jobs <- j
 		*idle--
@@ -169,20 +170,33 @@ func (r *Registrar) dispatch(ctx context.Context, jobs chan<- job, idle *int) (t
 	return wait, len(r.entries) == 0
 }
 
-// batchWith takes the heartbeats due soon into one batch: those due within
-// a tenth of their heartbeat period (lease/30), up to a batch. Sent a
-// little early, they cost the registry one request instead of one each.
-// Called with r.mu held.
-func (r *Registrar) batchWith(now time.Time, cancel context.CancelFunc) []*entry {
-	var more []*entry
-	for len(more) < registryclient.MaxBatch-1 && len(r.queue) > 0 {
+// batchWith takes the requests of op due soon into one batch, up to a
+// batch: heartbeats due within a tenth of their heartbeat period
+// (lease/30), sent a little early, and registers due now (within their
+// slack, as dispatch takes them). They cost the registry one request
+// instead of one each. Entries due meanwhile that need another request
+// are left queued for the next worker. Called with r.mu held.
+func (r *Registrar) batchWith(now time.Time, o op, cancel context.CancelFunc) []*entry {
+	var more, other []*entry
+	for len(more) < registryclient.MaxBatch-1 && len(other) < registryclient.MaxBatch && len(r.queue) > 0 {
 		e := r.queue[0]
-		if e.next.After(now.Add(e.lease/30)) || e.due(now) != opHeartbeat {
+		window := e.slack()
+		if o == opHeartbeat {
+			window = e.lease / 30
+		}
+		if e.next.After(now.Add(window)) {
 			break
 		}
 		heap.Pop(&r.queue)
-		e.inflight, e.cancel = opHeartbeat, cancel
+		if e.due(now) != o {
+			other = append(other, e)
+			continue
+		}
+		e.inflight, e.cancel = o, cancel
 		more = append(more, e)
+	}
+	for _, e := range other {
+		r.queue.at(e, e.next)
 	}
 	return more
 }
@@ -206,27 +220,38 @@ func (r *Registrar) work(ctx context.Context, jobs <-chan job, done chan<- struc
 	}
 }
 
-// workBatch sends the heartbeats of j and j.more in batch requests and
-// finishes each entry with its own answer.
+// workBatch sends the heartbeats or registers of j and j.more in batch
+// requests and finishes each entry with its own answer.
 func (r *Registrar) workBatch(ctx context.Context, j job) {
 	es := append([]*entry{j.e}, j.more...)
 	ids := make([]string, len(es))
 	gens := make([]uint64, len(es))
+	var ins []registryclient.Instance
 	r.mu.Lock()
 	for i, e := range es {
 		ids[i], gens[i] = e.id, e.gen
+		if j.op == opRegister {
+			ins = append(ins, e.want) // with its gen: want is replaced on change, never mutated
+		}
 	}
 	r.mu.Unlock()
 	errs := make([]error, len(es))
-	if err := ctx.Err(); err != nil {
+	switch {
+	case ctx.Err() != nil:
 		for i := range errs {
-			errs[i] = err
+			errs[i] = ctx.Err()
 		}
-	} else {
+	case j.op == opRegister:
+		errs = r.batchReg.RegisterMany(j.ctx, ins)
+	default:
 		errs = r.batch.HeartbeatMany(j.ctx, ids)
 	}
 	for i, e := range es {
-		r.finish(ctx, job{e: e, id: ids[i], op: opHeartbeat, gen: gens[i], ctx: j.ctx, cancel: j.cancel}, errs[i])
+		fj := job{e: e, id: ids[i], op: j.op, gen: gens[i], ctx: j.ctx, cancel: j.cancel}
+		if j.op == opRegister {
+			fj.inst = ins[i]
+		}
+		r.finish(ctx, fj, errs[i])
 	}
 	j.cancel()
 }

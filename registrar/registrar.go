@@ -26,6 +26,15 @@ type BatchRegistry interface {
 	HeartbeatMany(ctx context.Context, ids []string) []error
 }
 
+// BatchRegisterer is a Registry that also registers many instances in
+// one request (registryclient.Client does): the registrar then sends the
+// registers that fall due together as one batch, which is what lets a
+// thousand instances register, on a start, before the first of them is
+// due to heart-beat.
+type BatchRegisterer interface {
+	RegisterMany(ctx context.Context, ins []registryclient.Instance) []error
+}
+
 // Config configures a Registrar. Only Registry is required.
 type Config struct {
 	Registry Registry
@@ -53,12 +62,13 @@ const (
 // Registrar keeps a registry's view equal to the desired instances. Set,
 // Stats and Flush are safe for concurrent use; Run runs once at a time.
 type Registrar struct {
-	reg     Registry
-	batch   BatchRegistry // reg, when it takes batches; else nil
-	log     *zap.Logger
-	workers int
-	timeout time.Duration
-	onError func(owner, id string, err error)
+	reg      Registry
+	batch    BatchRegistry   // reg, when it takes batch heartbeats; else nil
+	batchReg BatchRegisterer // reg, when it takes batch registers; else nil
+	log      *zap.Logger
+	workers  int
+	timeout  time.Duration
+	onError  func(owner, id string, err error)
 
 	// notify wakes the scheduler after a Set; one pending wake is enough
 	// because the scheduler re-reads the whole queue.
@@ -96,6 +106,9 @@ func New(cfg Config) *Registrar {
 	}
 	if b, ok := cfg.Registry.(BatchRegistry); ok {
 		r.batch = b
+	}
+	if b, ok := cfg.Registry.(BatchRegisterer); ok {
+		r.batchReg = b
 	}
 	if r.log == nil {
 		r.log = zap.NewNop()

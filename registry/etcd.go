@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -26,6 +28,16 @@ const (
 	// casAttempts bounds the retries of a write that raced another
 	// replica's write of the same id.
 	casAttempts = 4
+	// readAttempts bounds the tries of a read-only transaction, a pause
+	// apart.
+	readAttempts   = 3
+	readRetryPause = 50 * time.Millisecond
+	// maxWrites bounds the write transactions a replica has in flight to
+	// etcd. Beyond a few, more wait in etcd's queue rather than share its
+	// commits, and each holds its encoded request meanwhile (gRPC gives
+	// a 100-instance batch a 1 MiB buffer): 100 registrants registering
+	// at once, unbounded, took a replica's heap past 1 GiB.
+	maxWrites = 16
 )
 
 // recordFormat marks the values this registry writes; a value under the
@@ -68,6 +80,8 @@ type EtcdStore struct {
 	log     *zap.Logger
 	where   string // the endpoints, for messages
 	ls      leases // see etcd_lease.go
+	// writes holds a token per write transaction in flight (maxWrites).
+	writes chan struct{}
 }
 
 // OpenEtcd connects to the cluster and checks that it answers a
@@ -122,7 +136,8 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: etcd client: %w", err)
 	}
-	s := &EtcdStore{cli: cli, prefix: prefix, timeout: cfg.Timeout, log: log, where: strings.Join(cfg.Endpoints, ",")}
+	s := &EtcdStore{cli: cli, prefix: prefix, timeout: cfg.Timeout, log: log, where: strings.Join(cfg.Endpoints, ","),
+		writes: make(chan struct{}, maxWrites)}
 	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	if _, err := cli.Get(pctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
@@ -169,9 +184,14 @@ func (s *EtcdStore) get(ctx context.Context, id string) (*mvccpb.KeyValue, recor
 	kv := resp.Kvs[0]
 	rec, ok := decodeRecord(kv, s.prefix)
 	if !ok {
-		return kv, record{}, fmt.Errorf("%w: the etcd key %q holds a value this registry did not write; it is left alone", ErrConflict, kv.Key)
+		return kv, record{}, conflict(kv)
 	}
 	return kv, rec, nil
+}
+
+// conflict is the error of a key under the prefix that is not ours.
+func conflict(kv *mvccpb.KeyValue) error {
+	return fmt.Errorf("%w: the etcd key %q holds a value this registry did not write; it is left alone", ErrConflict, kv.Key)
 }
 
 // registered is get for an id that must be registered: absent, or not
@@ -259,53 +279,192 @@ func (s *EtcdStore) Upsert(ctx context.Context, in Instance, now time.Time) (Ins
 		}
 		created := kv == nil
 		in.RegisteredAt, in.UpdatedAt = now, now
-		var rev int64
 		if !created {
-			in.RegisteredAt, rev = old.Instance.RegisteredAt, kv.ModRevision
+			in.RegisteredAt = old.Instance.RegisteredAt
 		}
-		rev, err = s.attach(ctx, kv, old, record{Format: recordFormat, Instance: in}, rev)
+		done, err := s.attach(ctx, []write{{kv: kv, old: old, rec: record{Format: recordFormat, Instance: in}}})
 		if errors.Is(err, ErrNotRegistered) {
 			continue // the shared lease lapsed under us; attach forgot it: again
 		}
 		if err != nil {
 			return Instance{}, false, err
 		}
-		if rev != 0 {
+		if done {
 			return in, created, nil
 		}
 	}
 	return Instance{}, false, s.contended(in.ID)
 }
 
-// attach writes rec on this replica's shared lease of its TTL (or none,
-// for a static entry) if the key is still at rev, revokes the lease of its
-// own the key leaves, and records the member. It returns the new revision,
-// 0 when another write came first.
-func (s *EtcdStore) attach(ctx context.Context, kv *mvccpb.KeyValue, old record, rec record, rev int64) (int64, error) {
-	var lease clientv3.LeaseID
-	if rec.Instance.TTL > 0 {
-		var err error
-		if lease, err = s.sharedFor(ctx, rec.Instance.TTL); err != nil {
-			return 0, err
+// UpsertMany implements Store: the batch register. Each batchReads of
+// instances cost one read-only transaction and one write, a single raft
+// commit, rather than a read and a commit each; should another replica
+// write one of the keys between the two, that batch goes one by one.
+func (s *EtcdStore) UpsertMany(ctx context.Context, ins []Instance, now time.Time) ([]Instance, []bool, []error) {
+	out, created, errs := make([]Instance, len(ins)), make([]bool, len(ins)), make([]error, len(ins))
+	now = now.UTC()
+	inBatches(len(ins), func(start, end int) {
+		s.upsertBatch(ctx, ins[start:end], now, out[start:end], created[start:end], errs[start:end])
+	})
+	return out, created, errs
+}
+
+// inBatches calls f on each batchReads of n items, concurrently: the
+// batches of one request are as many round trips to etcd, which need not
+// wait for each other. A request holds at most MaxBatch items.
+func inBatches(n int, f func(start, end int)) {
+	if n <= batchReads {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for start := 0; start < n; start += batchReads {
+		wg.Go(func() { f(start, min(start+batchReads, n)) })
+	}
+	wg.Wait()
+}
+
+func (s *EtcdStore) upsertBatch(ctx context.Context, ins []Instance, now time.Time, out []Instance, created []bool, errs []error) {
+	ids := make([]string, len(ins))
+	for i := range ins {
+		ids[i] = ins[i].ID
+	}
+	kvs, err := s.readMany(ctx, ids)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
 		}
-		rec.Shared = true
+		return
 	}
-	nrev, err := s.put(ctx, rec, rev, lease)
-	if errors.Is(err, ErrNotRegistered) {
-		s.forgetLease(lease)
+	var ws []write
+	var at, alone []int // indexes in ins: written together, and one by one
+	seen := make(map[string]bool, len(ins))
+	for i, in := range ins {
+		if seen[in.ID] {
+			alone = append(alone, i) // a key twice in one transaction is refused
+			continue
+		}
+		seen[in.ID] = true
+		kv := kvs[i]
+		in.RegisteredAt, in.UpdatedAt = now, now
+		var old record
+		if kv != nil {
+			var ok bool
+			if old, ok = decodeRecord(kv, s.prefix); !ok {
+				errs[i] = conflict(kv)
+				continue
+			}
+			in.RegisteredAt = old.Instance.RegisteredAt
+		}
+		ws = append(ws, write{kv: kv, old: old, rec: record{Format: recordFormat, Instance: in}})
+		at = append(at, i)
 	}
-	if err != nil || nrev == 0 {
-		return 0, err
+	if len(ws) > 0 {
+		done, err := s.attach(ctx, ws)
+		switch {
+		case err != nil && !errors.Is(err, ErrNotRegistered):
+			for _, i := range at {
+				errs[i] = err
+			}
+		case done:
+			for k, i := range at {
+				out[i], created[i] = ws[k].rec.Instance, ws[k].kv == nil
+			}
+		default: // raced another write, or a shared lease lapsed
+			alone = append(alone, at...)
+			slices.Sort(alone) // a repeated id after its first
+		}
 	}
-	if kv != nil && kv.Lease != 0 && !old.Shared && clientv3.LeaseID(kv.Lease) != lease {
-		s.revoke(clientv3.LeaseID(kv.Lease))
+	for _, i := range alone {
+		out[i], created[i], errs[i] = s.Upsert(ctx, ins[i], now)
 	}
-	if lease != 0 {
-		s.joined(rec.Instance.ID, lease, nrev, rec.Instance.TTL, rec.Instance.UpdatedAt)
-	} else {
-		s.left(rec.Instance.ID)
+}
+
+// write is a record to put over a key as it was read: kv, nil when the
+// key was absent, and old, what kv held.
+type write struct {
+	kv  *mvccpb.KeyValue
+	old record
+	rec record
+}
+
+// attach puts each record on this replica's shared lease of its TTL (or
+// none, for a static entry), in one transaction that writes them all if
+// every key is still as read, and none otherwise (false). It revokes the
+// leases of their own the keys leave, and records the members. A shared
+// lease etcd no longer knows is forgotten: ErrNotRegistered, and the
+// caller tries again.
+func (s *EtcdStore) attach(ctx context.Context, ws []write) (bool, error) {
+	tctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	cmps := make([]clientv3.Cmp, len(ws))
+	ops := make([]clientv3.Op, len(ws))
+	leases := make([]clientv3.LeaseID, len(ws))
+	for i := range ws {
+		w := &ws[i]
+		var opts []clientv3.OpOption
+		w.rec.Shared = false
+		if w.rec.Instance.TTL > 0 {
+			l, err := s.sharedFor(tctx, w.rec.Instance.TTL)
+			if err != nil {
+				return false, err
+			}
+			leases[i], w.rec.Shared = l, true
+			opts = append(opts, clientv3.WithLease(l))
+		}
+		b, err := json.Marshal(w.rec)
+		if err != nil {
+			return false, fmt.Errorf("registry: encoding instance %q: %w", w.rec.Instance.ID, err)
+		}
+		key := s.key(w.rec.Instance.ID)
+		var rev int64
+		if w.kv != nil {
+			rev = w.kv.ModRevision
+		}
+		cmps[i] = clientv3.Compare(clientv3.ModRevision(key), "=", rev)
+		ops[i] = clientv3.OpPut(key, string(b), opts...)
 	}
-	return nrev, nil
+	resp, err := s.commit(ctx, cmps, ops)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.forgetLapsed(tctx, leases)
+		return false, ErrNotRegistered
+	}
+	if err != nil {
+		return false, s.unavailable("a write", err)
+	}
+	if !resp.Succeeded {
+		return false, nil
+	}
+	// One transaction: every key it wrote is at its revision.
+	rev := resp.Header.Revision
+	for i, w := range ws {
+		if w.kv != nil && w.kv.Lease != 0 && !w.old.Shared && clientv3.LeaseID(w.kv.Lease) != leases[i] {
+			s.revoke(clientv3.LeaseID(w.kv.Lease))
+		}
+		if leases[i] != 0 {
+			s.joined(w.rec.Instance.ID, leases[i], rev, w.rec.Instance.TTL, w.rec.Instance.UpdatedAt)
+		} else {
+			s.left(w.rec.Instance.ID)
+		}
+	}
+	return true, nil
+}
+
+// commit runs a write transaction once a token of s.writes is free. The
+// wait is bounded by ctx, the transaction by the timeout: waiting behind
+// this replica's own writes is not etcd failing to answer, and a burst of
+// registers is answered late rather than 503 (which would send its
+// registrants to another replica with the same writes to make).
+func (s *EtcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	select {
+	case s.writes <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.writes }()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 }
 
 func (s *EtcdStore) contended(id string) error {
@@ -319,62 +478,109 @@ func (s *EtcdStore) contended(id string) error {
 // replica's lease with updated_at now.
 func (s *EtcdStore) Heartbeat(ctx context.Context, id string, now time.Time) (Instance, error) {
 	return s.onRegistered(ctx, id, func(ctx context.Context, kv *mvccpb.KeyValue, rec *record) (bool, error) {
-		return s.renewed(ctx, kv, rec, now)
+		if s.renewed(kv, rec, now) {
+			return true, nil
+		}
+		w := s.moved(kv, rec, now)
+		done, err := s.attach(ctx, []write{w})
+		if errors.Is(err, ErrNotRegistered) {
+			return false, nil // this replica's lease lapsed: read again
+		}
+		*rec = w.rec
+		return done, err
 	})
 }
 
-// renewed is a heartbeat of the key kv as read; false when another write
-// came first.
-func (s *EtcdStore) renewed(ctx context.Context, kv *mvccpb.KeyValue, rec *record, now time.Time) (bool, error) {
+// renewed is a heartbeat of the key kv as read, if the replica's shared
+// lease already holds it: then it is only noted.
+func (s *EtcdStore) renewed(kv *mvccpb.KeyValue, rec *record, now time.Time) bool {
 	now = now.UTC()
 	if kv.Lease != 0 && s.beat(rec.Instance.ID, clientv3.LeaseID(kv.Lease), kv.ModRevision, now) {
 		rec.Instance.UpdatedAt = now
-		return true, nil
+		return true
 	}
-	old := *rec
-	rec.Instance.UpdatedAt = now
-	rev, err := s.attach(ctx, kv, old, record{Format: recordFormat, Instance: rec.Instance}, kv.ModRevision)
-	return rev != 0, err
+	return false
+}
+
+// moved is the write of a heartbeat that renewed could not take: the
+// instance with updated_at now, onto this replica's lease.
+func (s *EtcdStore) moved(kv *mvccpb.KeyValue, rec *record, now time.Time) write {
+	in := rec.Instance
+	in.UpdatedAt = now.UTC()
+	return write{kv: kv, old: *rec, rec: record{Format: recordFormat, Instance: in}}
 }
 
 // HeartbeatMany implements Store: the keys are read in read-only
 // transactions of batchReads (no raft commit), and each is renewed as
-// Heartbeat does.
+// Heartbeat does; the instances that must move onto this replica's lease
+// (all of a replica's that died, at its registrants' next heartbeats) move
+// in one write per batch, not one each.
 func (s *EtcdStore) HeartbeatMany(ctx context.Context, ids []string, now time.Time) ([]Instance, []error) {
 	out, errs := make([]Instance, len(ids)), make([]error, len(ids))
-	for start := 0; start < len(ids); start += batchReads {
-		chunk := ids[start:min(start+batchReads, len(ids))]
-		kvs, err := s.readMany(ctx, chunk)
-		for i, id := range chunk {
-			n := start + i
-			if err != nil {
-				errs[n] = err
-				continue
-			}
-			kv := kvs[i]
-			rec, ok := record{}, kv != nil
-			if ok {
-				rec, ok = decodeRecord(kv, s.prefix)
-			}
-			if !ok {
-				errs[n] = ErrNotRegistered
-				continue
-			}
-			rctx, cancel := context.WithTimeout(ctx, s.timeout)
-			done, err := s.renewed(rctx, kv, &rec, now)
-			cancel()
-			if err == nil && !done {
-				// Raced another write: the one-by-one path reads again.
-				rec.Instance, err = s.Heartbeat(ctx, id, now)
-			}
-			out[n], errs[n] = rec.Instance, err
-		}
-	}
+	inBatches(len(ids), func(start, end int) {
+		s.heartbeatBatch(ctx, ids[start:end], now, out[start:end], errs[start:end])
+	})
 	return out, errs
 }
 
+func (s *EtcdStore) heartbeatBatch(ctx context.Context, ids []string, now time.Time, out []Instance, errs []error) {
+	kvs, err := s.readMany(ctx, ids)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return
+	}
+	var ws []write
+	var at, alone []int
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		if seen[id] {
+			alone = append(alone, i)
+			continue
+		}
+		seen[id] = true
+		kv := kvs[i]
+		rec, ok := record{}, kv != nil
+		if ok {
+			rec, ok = decodeRecord(kv, s.prefix)
+		}
+		switch {
+		case !ok:
+			errs[i] = ErrNotRegistered
+		case s.renewed(kv, &rec, now):
+			out[i] = rec.Instance
+		default:
+			ws = append(ws, s.moved(kv, &rec, now))
+			at = append(at, i)
+		}
+	}
+	if len(ws) > 0 {
+		done, err := s.attach(ctx, ws)
+		switch {
+		case err != nil && !errors.Is(err, ErrNotRegistered):
+			for _, i := range at {
+				errs[i] = err
+			}
+		case done:
+			for k, i := range at {
+				out[i] = ws[k].rec.Instance
+			}
+		default: // raced another write: the one-by-one path reads again
+			alone = append(alone, at...)
+			slices.Sort(alone)
+		}
+	}
+	for _, i := range alone {
+		out[i], errs[i] = s.Heartbeat(ctx, ids[i], now)
+	}
+}
+
 // readMany reads the keys of ids in one read-only transaction: nil for an
-// absent key.
+// absent key. Being only a read, it is tried again within the timeout when
+// it fails: etcd's client retries a failed range by itself, but not a
+// transaction, and the member it was connected to may just have died, or
+// the leader changed.
 func (s *EtcdStore) readMany(ctx context.Context, ids []string) ([]*mvccpb.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -382,7 +588,16 @@ func (s *EtcdStore) readMany(ctx context.Context, ids []string) ([]*mvccpb.KeyVa
 	for i, id := range ids {
 		ops[i] = clientv3.OpGet(s.key(id))
 	}
-	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	var resp *clientv3.TxnResponse
+	var err error
+	for try := range readAttempts {
+		if resp, err = s.cli.Txn(ctx).Then(ops...).Commit(); err == nil || ctx.Err() != nil {
+			break
+		}
+		if try < readAttempts-1 {
+			time.Sleep(readRetryPause)
+		}
+	}
 	if err != nil {
 		return nil, s.unavailable("a read", err)
 	}

@@ -2,7 +2,10 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,19 +73,25 @@ type member struct {
 
 // leases is the replica's side of the shared leases, guarded by mu.
 type leases struct {
-	mu      sync.Mutex
-	byTTL   map[int64]*sharedLease
-	members map[string]*member
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	mu sync.Mutex
+	// granting is held by the request granting a shared lease.
+	granting chan struct{}
+	byTTL    map[int64]*sharedLease
+	members  map[string]*member
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
 }
 
-// startLeases starts the loop that renews the shared leases and moves idle
-// instances off them.
+// startLeases starts the loops that renew the shared leases and move idle
+// instances off them. They are two: a renewal must never wait behind the
+// moves, however many instances fall idle at once (a registrant that
+// stopped, its thousand instances with it), since a shared lease that
+// lapses takes every instance on it along.
 func (s *EtcdStore) startLeases() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ls.byTTL, s.ls.members, s.ls.stop = map[int64]*sharedLease{}, map[string]*member{}, cancel
-	s.ls.wg.Go(func() {
+	s.ls.granting = make(chan struct{}, 1)
+	every := func(f func(context.Context)) {
 		t := time.NewTicker(renewEvery)
 		defer t.Stop()
 		for {
@@ -90,14 +99,15 @@ func (s *EtcdStore) startLeases() {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				s.renew(ctx)
-				s.moveIdle(ctx)
+				f(ctx)
 			}
 		}
-	})
+	}
+	s.ls.wg.Go(func() { every(s.renew) })
+	s.ls.wg.Go(func() { every(s.moveIdle) })
 }
 
-// stopLeases stops the loop. The shared leases are not revoked: that
+// stopLeases stops the loops. The shared leases are not revoked: that
 // would delete every instance of a replica that is only restarting. They
 // lapse TTL+margin later, by when the registrants' heartbeats have moved
 // their instances to another replica.
@@ -111,13 +121,30 @@ func (s *EtcdStore) stopLeases() {
 func idleAfter(ttl time.Duration) time.Duration { return max(ttl/2, renewEvery) }
 
 // sharedFor returns this replica's lease for ttl, granting it on first use.
+// One request grants it while the others that need it wait: a thousand
+// registers arriving at once make one grant, not a thousand and as many
+// revokes.
 func (s *EtcdStore) sharedFor(ctx context.Context, ttl int64) (clientv3.LeaseID, error) {
 	secs := leaseSeconds(ttl)
-	s.ls.mu.Lock()
-	l := s.ls.byTTL[secs]
-	s.ls.mu.Unlock()
-	if l != nil {
-		return l.id, nil
+	lookup := func() clientv3.LeaseID {
+		s.ls.mu.Lock()
+		defer s.ls.mu.Unlock()
+		if l := s.ls.byTTL[secs]; l != nil {
+			return l.id
+		}
+		return 0
+	}
+	if id := lookup(); id != 0 {
+		return id, nil
+	}
+	select {
+	case s.ls.granting <- struct{}{}:
+	case <-ctx.Done():
+		return 0, s.unavailable("a lease grant", ctx.Err())
+	}
+	defer func() { <-s.ls.granting }()
+	if id := lookup(); id != 0 {
+		return id, nil // granted while this one waited
 	}
 	g, err := s.cli.Grant(ctx, secs+int64(leaseMargin/time.Second))
 	if err != nil {
@@ -125,11 +152,6 @@ func (s *EtcdStore) sharedFor(ctx context.Context, ttl int64) (clientv3.LeaseID,
 	}
 	s.ls.mu.Lock()
 	defer s.ls.mu.Unlock()
-	if l := s.ls.byTTL[secs]; l != nil {
-		// Another request granted one meanwhile: one lease per TTL.
-		go s.revoke(g.ID)
-		return l.id, nil
-	}
 	s.ls.byTTL[secs] = &sharedLease{id: g.ID, ttl: secs}
 	return g.ID, nil
 }
@@ -216,47 +238,176 @@ func (s *EtcdStore) forgetLease(lease clientv3.LeaseID) {
 	}
 }
 
+// forgetLapsed forgets those of leases etcd no longer knows, after a write
+// naming them was refused for one of them. A lease that still lives is
+// kept: forgetting it would stop its renewals, and its instances would
+// lapse with it.
+func (s *EtcdStore) forgetLapsed(ctx context.Context, leases []clientv3.LeaseID) {
+	seen := map[clientv3.LeaseID]bool{0: true}
+	for _, l := range leases {
+		if seen[l] {
+			continue
+		}
+		seen[l] = true
+		resp, err := s.cli.TimeToLive(ctx, l)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0) {
+			s.forgetLease(l)
+		}
+	}
+}
+
+// idle is an instance that stopped beating, to move off the shared lease
+// with left of its TTL.
+type idle struct {
+	id   string
+	m    member
+	left time.Duration
+}
+
 // moveIdle moves the instances that stopped beating off the shared lease,
-// each onto a lease of the time it has left.
+// each onto a lease of the time it has left. Those with as many whole
+// seconds left share that lease, which expires them all at the same
+// moment each would have expired on its own lease (leases are whole
+// seconds): one grant and one write per batchReads of them, not a grant
+// and a write each.
 func (s *EtcdStore) moveIdle(ctx context.Context) {
 	now := time.Now()
-	type idle struct {
-		id   string
-		m    member
-		left time.Duration
-	}
-	var todo []idle
+	bySecs := map[int64][]idle{}
 	s.ls.mu.Lock()
 	for id, m := range s.ls.members {
 		if now.Sub(m.beat) >= idleAfter(m.ttl) && !m.moving {
 			m.moving = true
-			todo = append(todo, idle{id, *m, m.beat.Add(m.ttl).Sub(now)})
+			left := m.beat.Add(m.ttl).Sub(now)
+			secs := int64(0) // nothing left: deleted
+			if left > 0 {
+				secs = leaseSeconds(int64(left))
+			}
+			bySecs[secs] = append(bySecs[secs], idle{id, *m, left})
 		}
 	}
 	s.ls.mu.Unlock()
-	for _, it := range todo {
-		if ctx.Err() != nil {
-			return
-		}
-		if err := s.moveOff(ctx, it.id, it.m, it.left); err != nil {
-			s.log.Debug("moving an idle instance off the shared lease failed; trying again", zap.String("id", it.id), zap.Error(err))
-			s.ls.mu.Lock()
-			if m := s.ls.members[it.id]; m != nil {
-				m.moving = false
+	// The least time left first: those are the ones that must not wait.
+	secs := slices.Sorted(maps.Keys(bySecs))
+	for _, n := range secs {
+		todo := bySecs[n]
+		for start := 0; start < len(todo); start += batchReads {
+			batch := todo[start:min(start+batchReads, len(todo))]
+			if ctx.Err() != nil {
+				s.unmark(batch)
+				continue
 			}
-			s.ls.mu.Unlock()
+			if err := s.moveOffMany(ctx, n, batch); err != nil {
+				s.log.Debug("moving idle instances off the shared lease failed; trying again", zap.Int("instances", len(batch)), zap.Error(err))
+				s.unmark(batch)
+			}
+		}
+	}
+}
+
+// unmark lets the next round try to move the instances again.
+func (s *EtcdStore) unmark(batch []idle) {
+	s.ls.mu.Lock()
+	defer s.ls.mu.Unlock()
+	for _, it := range batch {
+		if m := s.ls.members[it.id]; m != nil && m.rev == it.m.rev {
+			m.moving = false
+		}
+	}
+}
+
+// leftAt forgets id if its key is still at rev: a heartbeat that moved it
+// meanwhile has made it a member again, at another revision.
+func (s *EtcdStore) leftAt(id string, rev int64) {
+	s.ls.mu.Lock()
+	defer s.ls.mu.Unlock()
+	if m := s.ls.members[id]; m != nil && m.rev == rev {
+		delete(s.ls.members, id)
+	}
+}
+
+// moveOffMany puts the keys of batch, those still as this replica wrote
+// them, on one new lease of secs seconds, or deletes them when secs is 0,
+// in one transaction. Should another write come first to one of them, the
+// batch goes one by one.
+func (s *EtcdStore) moveOffMany(ctx context.Context, secs int64, batch []idle) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	ids := make([]string, len(batch))
+	for i, it := range batch {
+		ids[i] = it.id
+	}
+	kvs, err := s.readMany(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	var mine []idle
+	var g clientv3.LeaseID
+	for i, it := range batch {
+		kv := kvs[i]
+		if kv == nil || kv.ModRevision != it.m.rev {
+			// No longer this replica's to move: gone, or rewritten.
+			s.leftAt(it.id, it.m.rev)
 			continue
 		}
-		s.left(it.id)
+		rec, ok := decodeRecord(kv, s.prefix)
+		if !ok {
+			s.leftAt(it.id, it.m.rev)
+			continue
+		}
+		key := s.key(it.id)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", it.m.rev))
+		mine = append(mine, it)
+		if secs == 0 {
+			ops = append(ops, clientv3.OpDelete(key))
+			continue
+		}
+		if g == 0 {
+			resp, err := s.cli.Grant(ctx, secs)
+			if err != nil {
+				return err
+			}
+			g = resp.ID
+		}
+		rec.Shared = false
+		rec.Instance.UpdatedAt = it.m.stamp
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, clientv3.OpPut(key, string(b), clientv3.WithLease(g)))
 	}
+	if len(ops) == 0 {
+		return nil
+	}
+	resp, err := s.commit(ctx, cmps, ops)
+	if err != nil || !resp.Succeeded {
+		s.revoke(g)
+	}
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		for _, it := range mine {
+			if err := s.moveOff(ctx, it.id, it.m, it.left); err != nil {
+				s.unmark([]idle{it})
+				continue
+			}
+			s.leftAt(it.id, it.m.rev)
+		}
+		return nil
+	}
+	for _, it := range mine {
+		s.leftAt(it.id, it.m.rev)
+	}
+	return nil
 }
 
 // moveOff puts id's key, if still as this replica wrote it, on a lease of
 // its own for left, or deletes it if nothing is left. A key someone else
 // rewrote meanwhile is no longer this replica's to move.
 func (s *EtcdStore) moveOff(ctx context.Context, id string, m member, left time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	key := s.key(id)
 	if left <= 0 {
 		_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", m.rev)).Then(clientv3.OpDelete(key)).Commit()

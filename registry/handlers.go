@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,12 +136,39 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return false
 }
 
+// registerBody is a register: the contract's one instance, or the batch
+// extension {"instances": [...]}, one of them. A registry that does not
+// know the extension refuses the unknown field with a 400, which tells a
+// client to register one by one.
+type registerBody struct {
+	registration
+	Instances []registration `json:"instances"`
+}
+
+// registerResult is the answer for one instance of a batch register: the
+// status a register of that instance alone would have had, and its body's
+// fields.
+type registerResult struct {
+	ID      string `json:"id"`
+	Status  int    `json:"status"`
+	Created bool   `json:"created"`
+	Error   string `json:"error,omitempty"`
+}
+
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
-	var reg registration
-	if !decode(w, r, &reg) {
+	var b registerBody
+	if !decode(w, r, &b) {
 		return
 	}
-	in, err := reg.instance(s.cfg.DefaultTTL)
+	if b.Instances != nil {
+		if !reflect.ValueOf(b.registration).IsZero() {
+			writeError(w, http.StatusBadRequest, "give one instance or instances, not both")
+			return
+		}
+		s.registerMany(w, r, b.Instances)
+		return
+	}
+	in, err := b.registration.instance(s.cfg.DefaultTTL)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -161,6 +189,71 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		ID      string `json:"id"`
 		Created bool   `json:"created"`
 	}{in.ID, created})
+}
+
+// registerMany answers a batch register 200 with a result per instance,
+// in the order given, each validated and stored as a register of it alone
+// would be; the request as a whole fails only when it is malformed or the
+// store cannot answer at all.
+func (s *Server) registerMany(w http.ResponseWriter, r *http.Request, regs []registration) {
+	switch {
+	case len(regs) == 0:
+		writeError(w, http.StatusBadRequest, "instances is empty")
+		return
+	case len(regs) > MaxBatch:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%d instances: at most %d in one register", len(regs), MaxBatch))
+		return
+	}
+	res := make([]registerResult, len(regs))
+	var ins []Instance
+	var at []int // index in regs of each of ins
+	for i := range regs {
+		in, err := regs[i].instance(s.cfg.DefaultTTL)
+		if err != nil {
+			res[i] = registerResult{ID: strings.TrimSpace(regs[i].ID), Status: http.StatusBadRequest, Error: err.Error()}
+			continue
+		}
+		ins, at = append(ins, in), append(at, i)
+	}
+	created := 0
+	if len(ins) > 0 {
+		out, made, errs := s.store.UpsertMany(r.Context(), ins, s.now())
+		if allUnavailable(errs) {
+			s.storeError(w, "register", "", errs[0])
+			return
+		}
+		for k, i := range at {
+			res[i] = registerResult{ID: ins[k].ID, Status: http.StatusOK, Created: made[k]}
+			if err := errs[k]; err != nil {
+				res[i].Status, res[i].Error = resultStatus(err), "register: "+err.Error()
+				continue
+			}
+			res[i].ID = out[k].ID
+			if made[k] {
+				created++
+			}
+		}
+		s.changed()
+	}
+	s.log.Info("instances registered in a batch", zap.Int("instances", len(regs)), zap.Int("created", created))
+	writeJSON(w, http.StatusOK, struct {
+		Results []registerResult `json:"results"`
+	}{res})
+}
+
+// resultStatus is the status of one item of a batch that the store
+// failed, as storeError would answer it alone.
+func resultStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrNotRegistered):
+		return http.StatusGone
+	case errors.Is(err, ErrUnavailable):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict
+	default:
+		return http.StatusInternalServerError
+	}
 }
 
 // readID reads a {"id"} body.
@@ -245,10 +338,8 @@ func (s *Server) heartbeatMany(w http.ResponseWriter, r *http.Request, ids []str
 			res[i].UpdatedAt = &at
 		case errors.Is(err, ErrNotRegistered):
 			res[i].Status, res[i].Error = http.StatusGone, goneMessage(id)
-		case errors.Is(err, ErrUnavailable):
-			res[i].Status, res[i].Error = http.StatusServiceUnavailable, err.Error()
 		default:
-			res[i].Status, res[i].Error = http.StatusInternalServerError, err.Error()
+			res[i].Status, res[i].Error = resultStatus(err), err.Error()
 		}
 	}
 	s.leasesDirty.Store(true)

@@ -20,6 +20,9 @@ type Store interface {
 	// mutable fields replaced, lease renewed, registered_at kept, updated_at
 	// now. An expired instance is replaced as if new; created says so.
 	Upsert(ctx context.Context, in Instance, now time.Time) (out Instance, created bool, err error)
+	// UpsertMany is Upsert of each of ins, answered per instance in the
+	// same order: the batch register, one request for many instances.
+	UpsertMany(ctx context.Context, ins []Instance, now time.Time) ([]Instance, []bool, []error)
 	// Heartbeat renews the lease of id and stamps updated_at (R3);
 	// ErrNotRegistered when it is unknown or its lease passed.
 	Heartbeat(ctx context.Context, id string, now time.Time) (Instance, error)
@@ -95,6 +98,15 @@ func (s *memStore) Upsert(_ context.Context, in Instance, now time.Time) (Instan
 	s.byID[in.ID] = &in
 	s.w.record(ChangePut, in)
 	return in, !ok, nil
+}
+
+// UpsertMany implements Store.
+func (s *memStore) UpsertMany(ctx context.Context, ins []Instance, now time.Time) ([]Instance, []bool, []error) {
+	out, created, errs := make([]Instance, len(ins)), make([]bool, len(ins)), make([]error, len(ins))
+	for i, in := range ins {
+		out[i], created[i], errs[i] = s.Upsert(ctx, in, now)
+	}
+	return out, created, errs
 }
 
 // Heartbeat implements Store.

@@ -51,6 +51,9 @@ type Client struct {
 	hc      *http.Client
 	// noBatch: the registry refused a batch heartbeat; send one per id.
 	noBatch atomic.Bool
+	// noBatchRegister: the registry refused a batch register; send one
+	// per instance.
+	noBatchRegister atomic.Bool
 }
 
 // Option configures New.

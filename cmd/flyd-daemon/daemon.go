@@ -41,6 +41,8 @@ type daemonConfig struct {
 	registryKeyFile string
 	registryCA      string
 	registryListen  string
+	registryTLSCert string
+	registryTLSKey  string
 }
 
 func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
@@ -62,6 +64,8 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.registryKeyFile, "registry-key-file", "", "the registry's API key (default <state-dir>/registry.key, created 0600 when embedded)")
 	fs.StringVar(&cfg.registryCA, "registry-ca", "", "the CA certificates (PEM) that signed an HTTPS registry's certificate (default: the system's)")
 	fs.StringVar(&cfg.registryListen, "registry-listen", "", "where the embedded registry listens (default 127.0.0.1:9471 for the default run dir, a port hashed from the run dir above it otherwise)")
+	fs.StringVar(&cfg.registryTLSCert, "registry-tls-cert", "", "serve the embedded registry on HTTPS with this certificate (PEM, the chain after it); the registrar trusts it through --registry-ca or the system's CAs")
+	fs.StringVar(&cfg.registryTLSKey, "registry-tls-key", "", "the --registry-tls-cert's private key (PEM)")
 	fs.StringVar(&cfg.advertise, "advertise-address", "127.0.0.1", "address published as the public instance of host-network endpoints")
 	fs.StringVar(&cfg.networkPool, "network-pool", daemon.DefaultNetworkPool, "IPv4 prefix the isolated networks' links take a /30 each from; off leaves them islands with only loopback")
 	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
@@ -90,6 +94,12 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 	if _, err := api.PeerUsersPolicy(cfg.peerUsers); err != nil {
 		return cli.Usage(err)
 	}
+	switch {
+	case (cfg.registryTLSCert == "") != (cfg.registryTLSKey == ""):
+		return cli.Usagef("--registry-tls-cert and --registry-tls-key go together")
+	case cfg.registryTLSCert != "" && cfg.registry != "embedded":
+		return cli.Usagef("--registry-tls-cert is for the embedded registry (--registry embedded); another registry serves its own certificate")
+	}
 	log, err := newLogger(cfg.logLevel)
 	if err != nil {
 		return cli.Usage(err)
@@ -102,6 +112,7 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 		LogMaxSize: int64(maxSize), LogGenerations: cfg.logGens, AdvertiseAddress: cfg.advertise,
 		NetworkPool: cfg.networkPool, CgroupParent: cfg.cgroupParent, ContainerdSocket: cfg.containerdSock,
 		Registry: cfg.registry, RegistryKeyFile: cfg.registryKeyFile, RegistryCA: cfg.registryCA, RegistryListen: cfg.registryListen,
+		RegistryTLSCert: cfg.registryTLSCert, RegistryTLSKey: cfg.registryTLSKey,
 		Version: cli.Version,
 	}, log)
 }

@@ -21,6 +21,27 @@ func TestDaemonUsage(t *testing.T) {
 	}
 }
 
+// TestDaemonRegistryTLSUsage: the embedded registry's certificate and key
+// go together, and only with the embedded registry.
+func TestDaemonRegistryTLSUsage(t *testing.T) {
+	for _, tt := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"--registry-tls-cert", "c.pem"}, "--registry-tls-cert and --registry-tls-key go together"},
+		{[]string{"--registry-tls-key", "k.pem"}, "--registry-tls-cert and --registry-tls-key go together"},
+		{[]string{"--registry", "http://127.0.0.1:9", "--registry-tls-cert", "c.pem", "--registry-tls-key", "k.pem"}, "is for the embedded registry"},
+	} {
+		var out, errb bytes.Buffer
+		home := t.TempDir()
+		t.Setenv("FLYD_HOME", home)
+		code := cli.Main(append([]string{"daemon"}, tt.args...), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tt.stderr) {
+			t.Errorf("flyd daemon %q: exit %d, stderr %q; want 2 and %q", tt.args, code, errb.String(), tt.stderr)
+		}
+	}
+}
+
 func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "flyd.yaml")

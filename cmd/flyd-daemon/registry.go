@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 
 	"go.uber.org/zap"
 
@@ -64,13 +62,11 @@ func registryServe(ctx context.Context, c *cli.Env, args []string) error {
 	case (*tlsCert == "") != (*tlsKey == ""):
 		return cli.Usagef("--tls-cert and --tls-key go together")
 	}
-	var serverTLS *tls.Config
 	if *tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
-		if err != nil {
+		// Read now: a wrong file is a usage error before anything starts.
+		if _, err := registry.ServerTLS(*tlsCert, *tlsKey); err != nil {
 			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
-		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	}
 	if err := ef.check(fs); err != nil {
 		return err
@@ -104,15 +100,11 @@ func registryServe(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", *listen)
+	l, url, err := registry.Listen(*listen, *tlsCert, *tlsKey)
 	if err != nil {
 		return err
 	}
-	scheme := "http"
-	if serverTLS != nil {
-		l, scheme = tls.NewListener(l, serverTLS), "https"
-	}
-	log.Info("registry listening", zap.String("addr", l.Addr().String()), zap.String("url", scheme+"://"+l.Addr().String()), zap.String("key_file", *keyFile),
+	log.Info("registry listening", zap.String("addr", l.Addr().String()), zap.String("url", url), zap.String("key_file", *keyFile),
 		zap.Stringer("default_ttl", *defTTL), zap.String("store", ef.store), zap.Stringer("reap_interval", *reap), zap.String("snapshot", *snapshot))
 	err = srv.Serve(ctx, l)
 	if err != nil {

@@ -10,19 +10,23 @@
 //	go run ./scripts/bench/registry -daemon /path/to/flyd-daemon [-registrants 10 -per 1000 -ttl 30s]
 //
 // -daemon may be built from any version of flyd, so a run of an older
-// registry measures it the same way. Everything it starts is stopped on
-// exit; its files live in a temporary directory that goes with it.
+// registry measures it the same way (a registry that refuses the batch
+// register or heartbeat gets one request per instance, as any old client
+// would send). Everything it starts is stopped on exit, or on SIGINT or
+// SIGTERM; its files live in a temporary directory that goes with it.
 package main
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,6 +42,8 @@ import (
 	"github.com/flyd-dev/flyd/registryclient"
 )
 
+var progress bool
+
 func main() {
 	daemon := flag.String("daemon", "", "the flyd-daemon binary whose registry is measured")
 	registrants := flag.Int("registrants", 10, "simulated registrants (daemons)")
@@ -45,6 +51,7 @@ func main() {
 	ttl := flag.Duration("ttl", 30*time.Second, "the instances' lease")
 	window := flag.Duration("window", 0, "how long the steady state is measured (default: one TTL)")
 	mortal := flag.Int("mortal", 100, "instances whose heartbeats stop, for expiry accuracy")
+	flag.BoolVar(&progress, "progress", false, "print the count of registered instances each second until all are")
 	flag.Parse()
 	if *window == 0 {
 		*window = *ttl
@@ -59,12 +66,16 @@ func main() {
 	}
 }
 
-// timed wraps the client to record each heartbeat request's latency.
+// timed wraps the client to record each heartbeat request's latency. It
+// sends one request per instance, as a client of the contract alone does;
+// batched adds the batch extensions, for a registry that takes them.
 type timed struct {
-	*registryclient.Client
+	cl   *registryclient.Client
 	mu   sync.Mutex
 	lat  []time.Duration
 	last map[string]time.Time // the last acknowledged heartbeat or register of each id
+	gone int                  // heartbeats answered 410: instances the registry lost
+	regs int                  // instances registered (again)
 }
 
 func (t *timed) note(d time.Duration, ids []string, errs []error) {
@@ -72,35 +83,63 @@ func (t *timed) note(d time.Duration, ids []string, errs []error) {
 	t.mu.Lock()
 	t.lat = append(t.lat, d)
 	for i, id := range ids {
-		if errs[i] == nil {
+		switch {
+		case errs[i] == nil:
 			t.last[id] = now
+		case errors.Is(errs[i], registryclient.ErrGone):
+			t.gone++
 		}
 	}
 	t.mu.Unlock()
 }
 
+// counts returns the 410s and registers so far.
+func (t *timed) counts() (gone, regs int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.gone, t.regs
+}
+
 func (t *timed) Register(ctx context.Context, in registryclient.Instance) (string, bool, error) {
-	id, c, err := t.Client.Register(ctx, in)
+	id, c, err := t.cl.Register(ctx, in)
 	if err == nil {
-		t.note(0, nil, nil)
 		t.mu.Lock()
 		t.last[in.ID] = time.Now()
-		t.lat = t.lat[:len(t.lat)-1]
+		t.regs++
 		t.mu.Unlock()
 	}
 	return id, c, err
 }
 
+func (t *timed) Deregister(ctx context.Context, id string) error { return t.cl.Deregister(ctx, id) }
+
+// batched is timed with the batch register and heartbeat.
+type batched struct{ *timed }
+
+func (t batched) RegisterMany(ctx context.Context, ins []registryclient.Instance) []error {
+	errs := t.cl.RegisterMany(ctx, ins)
+	now := time.Now()
+	t.mu.Lock()
+	for i, err := range errs {
+		if err == nil {
+			t.last[ins[i].ID] = now
+			t.regs++
+		}
+	}
+	t.mu.Unlock()
+	return errs
+}
+
 func (t *timed) Heartbeat(ctx context.Context, id string) error {
 	start := time.Now()
-	err := t.Client.Heartbeat(ctx, id)
+	err := t.cl.Heartbeat(ctx, id)
 	t.note(time.Since(start), []string{id}, []error{err})
 	return err
 }
 
-func (t *timed) HeartbeatMany(ctx context.Context, ids []string) []error {
+func (t batched) HeartbeatMany(ctx context.Context, ids []string) []error {
 	start := time.Now()
-	errs := t.Client.HeartbeatMany(ctx, ids)
+	errs := t.cl.HeartbeatMany(ctx, ids)
 	t.note(time.Since(start), ids, errs)
 	return errs
 }
@@ -169,6 +208,32 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// Interrupted, it leaves nothing either: the processes it started die
+	// with it (Pdeathsig), the directory is removed here.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var started struct {
+		sync.Mutex
+		c    *etcdtest.Cluster
+		reps []*exec.Cmd
+	}
+	go func() {
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "registry bench: interrupted; stopping what it started")
+		started.Lock() // and kept: nothing starts any more
+		for _, r := range started.reps {
+			_ = r.Process.Kill()
+			_ = r.Wait()
+		}
+		if started.c != nil {
+			started.c.Stop()
+		}
+		os.RemoveAll(dir)
+		os.Exit(130)
+	}()
 	port := func() int {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -177,7 +242,10 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 		defer l.Close()
 		return l.Addr().(*net.TCPAddr).Port
 	}
+	started.Lock()
 	c, err := etcdtest.Start(bin, dir, 3, port)
+	started.c = c
+	started.Unlock()
 	if err != nil {
 		return err
 	}
@@ -200,7 +268,13 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 			"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--log-level", "error")
 		cmd.Stderr = os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
+		started.Lock()
+		err := cmd.Start()
+		if err == nil {
+			started.reps = append(started.reps, cmd)
+		}
+		started.Unlock()
+		if err != nil {
 			return err
 		}
 		reps = append(reps, cmd)
@@ -208,6 +282,11 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 		_ = i
 	}
 	time.Sleep(time.Second)
+	batches, err := takesBatches(bases[0], keyFile)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("the registry takes the batch register and heartbeat: %v\n", batches)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -220,8 +299,12 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 		if err != nil {
 			return nil, nil, err
 		}
-		t := &timed{Client: cl, last: map[string]time.Time{}}
-		r := registrar.New(registrar.Config{Registry: t})
+		t := &timed{cl: cl, last: map[string]time.Time{}}
+		var reg registrar.Registry = t
+		if batches {
+			reg = batched{t}
+		}
+		r := registrar.New(registrar.Config{Registry: reg})
 		r.Set(name, ins)
 		rctx, rcancel := context.WithCancel(ctx)
 		wg.Go(func() { r.Run(rctx) })
@@ -264,13 +347,22 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 		return resp.Count
 	}
 	began := time.Now()
-	for count() < int64(total+mortal) {
+	regCommits0 := metric(c.Endpoints(), "etcd_server_proposals_committed_total")
+	regTicks0, _ := cpuTicks(reps[0].Process.Pid)
+	for n := count(); n < int64(total+mortal); n = count() {
 		if time.Since(began) > 15*time.Minute {
-			return fmt.Errorf("only %d of %d registered after 15 min", count(), total+mortal)
+			return fmt.Errorf("only %d of %d registered after 15 min", n, total+mortal)
+		}
+		if progress {
+			fmt.Printf("  %s: %d registered\n", time.Since(began).Round(time.Second), n)
 		}
 		time.Sleep(time.Second)
 	}
-	fmt.Printf("registered %d instances in %s\n", total+mortal, time.Since(began).Round(time.Second))
+	regEl := time.Since(began)
+	regTicks1, _ := cpuTicks(reps[0].Process.Pid)
+	regCommits := (metric(c.Endpoints(), "etcd_server_proposals_committed_total") - regCommits0) / 3
+	fmt.Printf("registered %d instances in %s: %.0f etcd commits (%.0f/s), replica A CPU %.0f%%\n", total+mortal, regEl.Round(time.Second),
+		regCommits, regCommits/regEl.Seconds(), float64(regTicks1-regTicks0)/regEl.Seconds())
 
 	// Steady state, after one TTL for the heartbeats to spread.
 	time.Sleep(ttl / 2)
@@ -281,10 +373,14 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 	}
 	commits0 := metric(c.Endpoints(), "etcd_server_proposals_committed_total")
 	fsync0 := metric(c.Endpoints(), "etcd_disk_wal_fsync_duration_seconds_count")
-	for _, t := range clients {
+	beats0, wgone0 := uint64(0), 0
+	for i, t := range clients {
 		t.mu.Lock()
 		t.lat = t.lat[:0]
 		t.mu.Unlock()
+		beats0 += regs[i].Stats().Heartbeats
+		g, _ := t.counts()
+		wgone0 += g
 	}
 	w0 := time.Now()
 	time.Sleep(window)
@@ -292,14 +388,15 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 	commits := (metric(c.Endpoints(), "etcd_server_proposals_committed_total") - commits0) / 3 / el
 	fsyncs := (metric(c.Endpoints(), "etcd_disk_wal_fsync_duration_seconds_count") - fsync0) / el
 	var lat []time.Duration
-	beats := 0
-	for _, t := range clients {
+	var beats uint64
+	var wgone int
+	for i, t := range clients {
 		t.mu.Lock()
 		lat = append(lat, t.lat...)
 		t.mu.Unlock()
-	}
-	for _, r := range regs {
-		beats += int(r.Stats().Heartbeats)
+		beats += regs[i].Stats().Heartbeats
+		g, _ := t.counts()
+		wgone += g
 	}
 	slices.Sort(lat)
 	q := func(p float64) time.Duration {
@@ -308,8 +405,8 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 		}
 		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
 	}
-	fmt.Printf("steady state over %s: %d heartbeat requests, p50 %s p99 %s; etcd commits/s %.0f (per member), fsyncs/s %.0f (all members)\n",
-		window, len(lat), q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), commits, fsyncs)
+	fmt.Printf("steady state over %s: %d heartbeats (%.0f/s) in %d requests, p50 %s p99 %s, %d answered 410; etcd commits/s %.1f (per member), fsyncs/s %.1f (all members)\n",
+		window, beats-beats0, float64(beats-beats0)/el, len(lat), q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), wgone-wgone0, commits, fsyncs)
 	for i, p := range procs {
 		t1, _ := cpuTicks(p.pid)
 		fmt.Printf("  %-20s CPU %5.1f%%  RSS %6d MiB\n", p.name, float64(t1-ticks0[i])/100/el*100, rssKiB(p.pid)/1024)
@@ -357,6 +454,20 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 
 	// One etcd member and one replica killed under the load: every live
 	// instance must stay listed for more than a TTL.
+	// A lost instance shows as a dip in the count, and as a heartbeat
+	// answered 410 (then registered again).
+	var gone0, regs0 int
+	var failures0 uint64
+	for i, t := range clients[:registrants] {
+		t.mu.Lock()
+		t.lat = t.lat[:0]
+		t.mu.Unlock()
+		g, r := t.counts()
+		gone0, regs0, failures0 = gone0+g, regs0+r, failures0+regs[i].Stats().Failures
+	}
+	survivors := c.Endpoints()[1:]
+	commits0 = metric(survivors, "etcd_server_proposals_committed_total")
+	k0 := time.Now()
 	c.Kill(0)
 	_ = reps[0].Process.Kill()
 	minCount, samples := int64(total), 0
@@ -366,14 +477,64 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 			samples++
 		}
 	}
-	failing := 0
-	for _, r := range regs[:registrants] {
-		failing += r.Stats().Failing
+	kel := time.Since(k0).Seconds()
+	kcommits := (metric(survivors, "etcd_server_proposals_committed_total") - commits0) / 2
+	failing, gone, reregs := 0, 0, 0
+	var failures uint64
+	lat = lat[:0]
+	for i, r := range regs[:registrants] {
+		st := r.Stats()
+		failing += st.Failing
+		failures += st.Failures
+		g, rr := clients[i].counts()
+		gone, reregs = gone+g, reregs+rr
+		clients[i].mu.Lock()
+		lat = append(lat, clients[i].lat...)
+		clients[i].mu.Unlock()
 	}
+	slices.Sort(lat)
 	fmt.Printf("after killing etcd m0 and replica A: at least %d of %d live instances held over %d samples in %s; %d registrants' instances failing at the end\n",
 		minCount, total, samples, ttl+ttl/2, failing)
-	_ = beats
+	fmt.Printf("  meanwhile: %d heartbeat requests, p50 %s p99 %s; %d failed requests; %d heartbeats answered 410, %d instances registered again; etcd commits %.0f (%.1f/s)\n",
+		len(lat), q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), failures-failures0, gone-gone0, reregs-regs0, kcommits, kcommits/kel)
 	return nil
+}
+
+// takesBatches asks the registry whether it knows both batch extensions:
+// a batch register of one invalid instance (stored nowhere) and a batch
+// heartbeat of an unknown id are answered 200 by one that does, 400 by one
+// that does not. A registry that does not is measured with one request
+// per instance, sent by the registrar's workers in parallel, as the
+// contract's clients send them.
+func takesBatches(base, keyFile string) (bool, error) {
+	key, err := registryclient.ReadKey(keyFile)
+	if err != nil {
+		return false, err
+	}
+	both := true
+	for path, body := range map[string]string{
+		"/api/v1/services/register":  `{"instances":[{"name":"bench-probe"}]}`,
+		"/api/v1/services/heartbeat": `{"ids":["bench-probe"]}`,
+	} {
+		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			return false, err
+		}
+		req.Header.Set("X-API-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+		case http.StatusBadRequest:
+			both = false
+		default:
+			return false, fmt.Errorf("probing %s: HTTP %d", path, resp.StatusCode)
+		}
+	}
+	return both, nil
 }
 
 func maps(m map[string]time.Time) map[string]time.Time {
