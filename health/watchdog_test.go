@@ -143,8 +143,11 @@ func TestWatchdogTimer(t *testing.T) {
 		t.Errorf("%d changes told; want 3: armed, missed, kept", n)
 	}
 	d.Stop()
+	// A period may pass on a loaded machine between the count above and
+	// Stop: what counts is that nothing is told once Stop returned.
+	stopped := changes.Load()
 	time.Sleep(2 * period)
-	if n := changes.Load(); n != 3 {
-		t.Errorf("a change told after Stop")
+	if n := changes.Load(); n != stopped {
+		t.Errorf("%d changes told after Stop", n-stopped)
 	}
 }
