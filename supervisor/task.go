@@ -10,6 +10,7 @@ import (
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/wiring"
 )
 
 // plan is what one run of a workload is given, computed at apply time so
@@ -104,7 +105,7 @@ func makePlan(w *spec.Workload, caps driver.Capabilities, ports []status.PortMap
 				Msg: missing + " names no endpoint of this workload"}
 		}
 	}
-	public, secret := configurationVars(w)
+	public, secret := wiring.Configurations(w)
 	env, files := carriers.Build(public, own, w.Env, secret, w.SecretEnv)
 	return &plan{args: args, env: env, files: files, ports: ports}, nil
 }

@@ -1,4 +1,4 @@
-package supervisor
+package wiring
 
 import (
 	"fmt"
@@ -15,13 +15,13 @@ import (
 // ${endpoint:MODULE/SERVICE/TOKEN[::API][|authority]}.
 var refPattern = regexp.MustCompile(`\$\{endpoint:([^}]*)\}`)
 
-// withReferences is the spec with every endpoint reference of its command,
-// env and secret_env replaced by the address it names, from where the
-// workload runs (see reach). With placeholder set, references are checked
+// References is the spec with every endpoint reference of its command,
+// env and secret_env replaced by the value it names, from where the
+// workload runs (World.Address). With placeholder set, references are checked
 // (their producer exists, their endpoint is chosen) and replaced by an
 // address as long as any real one, for the measurements at apply. Errors
 // name the key, never the value.
-func (s *Supervisor) withReferences(w *spec.Workload, placeholder bool) (*spec.Workload, error) {
+func References(w *spec.Workload, world World, placeholder bool) (*spec.Workload, error) {
 	if !strings.Contains(strings.Join(w.Command, "\x00")+envText(w.Env)+envText(w.SecretEnv), "${endpoint:") {
 		return w, nil
 	}
@@ -32,7 +32,7 @@ func (s *Supervisor) withReferences(w *spec.Workload, placeholder bool) (*spec.W
 			if ferr != nil {
 				return m
 			}
-			addr, err := s.resolveRef(w, refPattern.FindStringSubmatch(m)[1], placeholder)
+			addr, err := resolveRef(w, world, refPattern.FindStringSubmatch(m)[1], placeholder)
 			if err != nil {
 				ferr = &spec.FieldError{Field: field, Msg: err.Error()}
 				return m
@@ -80,7 +80,7 @@ func envText(m map[string]string) string {
 // endpoint serving it is the answer. "::API" requires the chosen endpoint
 // to serve API; "|authority" asks for host:port where an http or rest
 // endpoint is otherwise given as a URL.
-func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder bool) (string, error) {
+func resolveRef(consumer *spec.Workload, world World, ref string, placeholder bool) (string, error) {
 	body, authority := strings.CutSuffix(ref, "|authority")
 	body, wantAPI, qualified := strings.Cut(body, "::")
 	parts := strings.Split(body, "/")
@@ -95,18 +95,17 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 	var producer *spec.Workload
 	var ports []status.PortMapping
 	for _, sameWorkspace := range []bool{true, false} {
-		for _, w := range s.all() {
-			v := w.snapshot(true)
+		for _, v := range world.All() {
 			id := v.Spec.Identified()
 			// Within the consumer's project only: its copies elsewhere
 			// are other stacks.
-			if spec.ProjectOf(v.Name) != spec.ProjectOf(consumer.Name) ||
+			if spec.ProjectOf(v.Spec.Name) != spec.ProjectOf(consumer.Name) ||
 				id.Module != module || id.Service != service || (id.Workspace == own) != sameWorkspace ||
 				!sameWorkspace && spec.IsPeerWorkspace(id.Workspace) {
 				continue
 			}
 			if producer != nil {
-				return "", fmt.Errorf("%s/%s is the identity of both %s and %s", module, service, producer.Name, v.Name)
+				return "", fmt.Errorf("%s/%s is the identity of both %s and %s", module, service, producer.Name, v.Spec.Name)
 			}
 			producer, ports = v.Spec, v.Ports
 		}
@@ -150,7 +149,7 @@ func (s *Supervisor) resolveRef(consumer *spec.Workload, ref string, placeholder
 	addr := netplane.Placeholder(p)
 	if !placeholder || p.Location == spec.LocationExternal {
 		var err error
-		if addr, err = s.net.Address(consumer, producer, p); err != nil {
+		if addr, err = world.Address(consumer, producer, p); err != nil {
 			return "", err
 		}
 	}
