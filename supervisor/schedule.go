@@ -161,8 +161,17 @@ func (w *workload) fire(due time.Time, missed bool) {
 	at := due.Local().Format("2006-01-02 15:04:05 MST")
 	if w.desired || w.proc != nil || w.unadopted != nil {
 		v := w.snapshot(false)
+		going := string(v.State)
+		switch v.State {
+		case status.Backoff:
+			going = "to be restarted by its policy"
+		case status.Pending:
+			going = "pending (" + v.Reason + ")"
+		case status.Unknown:
+			going = "unknown (an earlier daemon's, not adopted yet)"
+		}
 		w.publish(status.Event{Type: status.EventSchedule, State: v.State,
-			Message: fmt.Sprintf("skipped the run of %s: the run before is still %s", at, v.State)})
+			Message: fmt.Sprintf("skipped the run of %s: the run before is still %s", at, going)})
 		if w.desired {
 			_ = w.persist("", "") // where the schedule stands
 		}

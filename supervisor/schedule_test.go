@@ -238,6 +238,44 @@ func TestScheduleMissedRunsOnce(t *testing.T) {
 	}
 }
 
+// TestScheduleMissedWhileItsRunGoesOn: a time missed while the run
+// before still goes on, adopted by the next daemon, is skipped.
+func TestScheduleMissedWhileItsRunGoesOn(t *testing.T) {
+	d := newFakeDriver()
+	dirs := t.TempDir()
+	cfg := Config{StateDir: dirs + "/state", RunDir: dirs + "/run", Drivers: []driver.Driver{d}}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Apply(ctx, scheduledSpec("long", "@hourly", "run"), ApplyOptions{Start: true}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Start(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // the run goes on
+	setThrough(t, cfg.StateDir, "long", time.Now().Add(-2*time.Hour))
+
+	s, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := waitState(t, s, "long", status.Running)
+	if w.PID != first.PID || d.startCount() != 1 {
+		t.Fatalf("pid %d, %d starts; want %d adopted, no other start", w.PID, d.startCount(), first.PID)
+	}
+	if w.NextStart == nil || time.Until(*w.NextStart) > time.Hour {
+		t.Errorf("next start %v, want within the hour", w.NextStart)
+	}
+	if _, err := s.Stop(ctx, "long"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestScheduleReplace: a changed spec keeps its workload scheduled and
 // starts nothing; one without a schedule is a one-shot again, run.
 func TestScheduleReplace(t *testing.T) {
@@ -297,8 +335,8 @@ func setThrough(t *testing.T, stateDir, name string, at time.Time) {
 	if err := json.Unmarshal(recs[name], &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.ScheduledThrough == nil || rec.Rest != status.Scheduled {
-		t.Fatalf("record of %s: through %v, rest %q; want armed and scheduled", name, rec.ScheduledThrough, rec.Rest)
+	if rec.ScheduledThrough == nil {
+		t.Fatalf("record of %s: no scheduled_through; want armed", name)
 	}
 	rec.ScheduledThrough = &at
 	b, err := json.Marshal(rec)
