@@ -25,6 +25,7 @@ const (
 	StateStopping  = status.Stopping
 	StateStopped   = status.Stopped
 	StateExited    = status.Exited
+	StateScheduled = status.Scheduled
 	StateBackoff   = status.Backoff
 	StateFailed    = status.Failed
 	StateUnknown   = status.Unknown
@@ -259,6 +260,7 @@ const (
 	EventHealth   = status.EventHealth
 	EventRestart  = status.EventRestart
 	EventFollow   = status.EventFollow
+	EventSchedule = status.EventSchedule
 	EventReload   = status.EventReload
 	EventLimit    = status.EventLimit
 	EventError    = status.EventError

@@ -55,6 +55,7 @@ func (w *Workload) Validate() error {
 		p.add("network", "must be %q or a network name of %s", NetworkHost, nameRule)
 	}
 	w.Restart.validate(&p)
+	w.validateSchedule(&p)
 	w.Stop.validate(&p)
 	if w.Health != nil {
 		w.validateHealth(&p)

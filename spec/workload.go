@@ -68,6 +68,11 @@ type Workload struct {
 	// arrives as codefly's CODEFLY__ENDPOINT__… variable, and a used
 	// workload is waited for as `after: [NAME]` would.
 	Uses []string `json:"uses,omitempty"`
+	// Schedule runs the workload, a one-shot, at the times it names:
+	// cron's five fields or a descriptor (schedule.go), in the daemon's
+	// time zone unless a CRON_TZ= prefix names another. Applying it arms
+	// the schedule; it does not start a run.
+	Schedule string `json:"schedule,omitempty"`
 	// Reload is what `flyd reload` does; without it, reload is refused.
 	Reload     *Reload     `json:"reload,omitempty"`
 	Registry   *Registry   `json:"registry,omitempty"`

@@ -27,6 +27,9 @@ const (
 	Stopping  State = "stopping"
 	Stopped   State = "stopped"
 	Exited    State = "exited"
+	// Scheduled is a one-shot at rest whose schedule is armed: its next
+	// run is at NextStart.
+	Scheduled State = "scheduled"
 	Backoff   State = "backoff"
 	Failed    State = "failed"
 	// Unknown is a run of an earlier daemon that could not be adopted
@@ -36,7 +39,7 @@ const (
 )
 
 // States lists every state in lifecycle order.
-var States = []State{Pending, Preparing, Starting, Running, Stopping, Stopped, Exited, Backoff, Failed, Unknown}
+var States = []State{Pending, Preparing, Starting, Running, Stopping, Stopped, Exited, Scheduled, Backoff, Failed, Unknown}
 
 // Workload is one workload as the supervisor sees it.
 type Workload struct {
@@ -202,6 +205,9 @@ const (
 	EventExit    = "exit"
 	EventHealth  = "health"
 	EventRestart = "restart"
+	// EventSchedule is a run its schedule started, or a time of it
+	// skipped because the run before was still going.
+	EventSchedule = "schedule"
 	// EventFollow is a run stopped because a workload it follows
 	// (spec.AfterFollows) ended its run.
 	EventFollow = "follow"
@@ -282,6 +288,9 @@ func (w Workload) Readiness(now time.Time) (up bool, never string) {
 		return true, ""
 	case w.State == Exited:
 		return false, "exited: " + w.Reason
+	case w.State == Scheduled:
+		// Armed is all a scheduled workload is until its time comes.
+		return true, ""
 	case w.State != Running:
 		return false, ""
 	case w.Healthy != nil:

@@ -217,6 +217,7 @@ func (w *workload) rest(st status.State, reason string) error {
 	if st == status.Failed {
 		w.update(func(v *status.Workload) { v.LastError = reason })
 	}
+	st, reason = w.restScheduled(st, reason)
 	err := w.persist(st, reason)
 	w.setState(st, reason)
 	return err

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -40,6 +41,9 @@ type specRecord struct {
 	Reason   string      `json:"reason,omitempty"`
 	LastExit *exitRecord `json:"last_exit,omitempty"`
 	Restarts int         `json:"restarts,omitempty"`
+	// ScheduledThrough, set while the workload's schedule is armed, is
+	// the instant up to which its times were handled (schedule.go).
+	ScheduledThrough *time.Time `json:"scheduled_through,omitempty"`
 }
 
 // recordExit and exit turn a status.Exit into its record on disk

@@ -283,7 +283,7 @@ func (s *Supervisor) restore() {
 		if !r.Running {
 			initial = cmp.Or(r.Rest, status.Stopped)
 		}
-		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restore(r, run) })
+		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restoreScheduled(r, run) })
 	}
 }
 

@@ -52,6 +52,7 @@ type workload struct {
 	// another attempt at adopting an earlier daemon's run.
 	timer *time.Timer
 	due   func()
+	sched schedule // spec.Schedule's timer and state (schedule.go)
 	// unadopted is the record of an earlier daemon's run that could not be
 	// adopted yet: while it is set the run may be alive, so none is started.
 	unadopted  *runRecord
@@ -108,6 +109,8 @@ func (w *workload) loop(first func(*workload)) {
 		select {
 		case f := <-w.cmds:
 			onFreshStack(f)
+		case <-w.sched.wakeC():
+			onFreshStack(w.onSchedule)
 		case <-done:
 			onFreshStack(w.onExit)
 		case <-due:
@@ -227,7 +230,7 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 		v.State, v.Reason = st, msg
 		v.Since = since
 		if st != status.Backoff {
-			v.NextStart = nil
+			v.NextStart = w.sched.shown()
 		}
 	})
 	w.publishInstances(st)
@@ -276,7 +279,7 @@ func (w *workload) persist(rest status.State, reason string) error {
 	w.mu.Lock()
 	lastErr, lastExit, restarts := w.view.LastError, w.view.LastExit, w.view.Restarts
 	w.mu.Unlock()
-	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by}
+	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.record()}
 	if !w.desired {
 		rec.Rest, rec.LastError, rec.Reason = rest, lastErr, reason
 		rec.LastExit, rec.Restarts = recordExit(lastExit), restarts
@@ -317,6 +320,9 @@ func (w *workload) create(start bool, owner string, by uint32) error {
 		return fmt.Errorf("cannot record workload %s, so it is not created: %w", w.name, err)
 	}
 	w.s.unquarantine(w.name) // its record is this one now
+	if start && w.scheduled() {
+		return w.armAtApply()
+	}
 	if start {
 		w.start()
 	} else {
@@ -328,6 +334,7 @@ func (w *workload) create(start bool, owner string, by uint32) error {
 func (w *workload) userStart() error {
 	was := w.desired
 	w.desired = true
+	w.armAtStart()
 	if err := w.persist("", ""); err != nil {
 		w.desired = was
 		return err
@@ -376,6 +383,9 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 		// Applying the same spec again changes nothing: a one-shot that
 		// completed stays completed (start or restart runs it again on
 		// purpose); anything else at rest is started.
+		if start && w.scheduled() {
+			return w.armIfDisarmed()
+		}
 		if start && w.proc == nil && w.timer == nil && !w.completed() {
 			return w.userStart()
 		}
@@ -405,7 +415,7 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	w.update(func(v *status.Workload) { v.Restarts, v.LastExit, v.LastError = 0, nil, "" })
 	w.publish(status.Event{Type: status.EventApplied, Message: "replaced"})
 	if start {
-		return w.userStart()
+		return w.applyStart()
 	}
 	return w.rest(status.Stopped, "replaced")
 }

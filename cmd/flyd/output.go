@@ -29,10 +29,23 @@ func printWorkloads(w io.Writer, ws []api.Workload) {
 		if wl.State == api.StatePending || wl.State == api.StatePreparing {
 			state += " (" + wl.Reason + ")"
 		}
+		if wl.State == api.StateScheduled && wl.NextStart != nil {
+			state += " (next " + when(*wl.NextStart) + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", wl.Name, wl.Kind, state, pid,
 			wl.Restarts, cli.Ports(wl.Ports), ago(wl.Since), last)
 	}
 	tw.Flush()
+}
+
+// when is a time to come, in the local zone: its time of day, with its
+// date when that is not today.
+func when(t time.Time) string {
+	t, now := t.Local(), time.Now()
+	if t.Year() == now.Year() && t.YearDay() == now.YearDay() {
+		return t.Format(time.TimeOnly)
+	}
+	return t.Format(time.DateTime)
 }
 
 func ago(t time.Time) string {

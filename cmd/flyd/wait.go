@@ -81,6 +81,8 @@ func upState(w api.Workload) string {
 	switch {
 	case w.State == api.StateExited:
 		return "exited 0"
+	case w.State == api.StateScheduled && w.NextStart != nil:
+		return "scheduled, next run at " + when(*w.NextStart)
 	case w.Healthy != nil:
 		return fmt.Sprintf("running, healthy, pid %d", w.PID)
 	case w.PID == 0:
