@@ -47,7 +47,8 @@ func (s *Supervisor) unready(after []string) (waiting []string, never string) {
 		}
 		v := w.snapshot(true)
 		healthy := v.Spec == nil || v.Spec.Health == nil || (v.Healthy != nil && *v.Healthy)
-		completed := v.State == status.Exited && v.LastExit.Succeeded()
+		// A scheduled one-shot between runs completed if its last run did.
+		completed := (v.State == status.Exited || v.State == status.Scheduled) && v.LastExit.Succeeded()
 		switch {
 		case v.State == status.Failed:
 			return nil, fmt.Sprintf("%s, which it waits for, failed: %s", dep, v.LastError)

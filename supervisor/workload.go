@@ -235,7 +235,7 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 	})
 	w.publishInstances(st)
 	switch st {
-	case status.Running, status.Exited, status.Failed:
+	case status.Running, status.Exited, status.Failed, status.Scheduled:
 		// What waits for it may start now, or learn it never will.
 		w.s.kickDependents(w.name)
 	}
