@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -327,6 +328,11 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.backend.List(r.Context())
+	if c := s.callerOf(r); c.confined {
+		// A confined caller sees its own lane: the workloads it applied,
+		// in whatever project.
+		ws = slices.DeleteFunc(ws, func(wl Workload) bool { return wl.AppliedBy != c.uid })
+	}
 	respond(w, emptyIfNil(ws), err)
 }
 

@@ -380,6 +380,9 @@ func TestPeerUsersPolicy(t *testing.T) {
 			t.Errorf("%v of root's workload by a member: exit %d, %s; want forbidden", args, code, errOut)
 		}
 	}
+	if out, errOut, code := member("ps"); code != 0 || strings.Contains(out, "mine") || !strings.Contains(out, "ok") {
+		t.Errorf("ps by a member: exit %d, %q %s; want its own workload alone", code, out, errOut)
+	}
 	if out, errOut, code := member("stop", "--all"); code != 0 || strings.Contains(out, "mine") || !strings.Contains(out, "ok") {
 		t.Errorf("stop --all by a member: exit %d, %q %s; want its own workload alone", code, out, errOut)
 	}
