@@ -260,6 +260,7 @@ const (
 	EventRestart  = status.EventRestart
 	EventFollow   = status.EventFollow
 	EventReload   = status.EventReload
+	EventWatch    = status.EventWatch
 	EventLimit    = status.EventLimit
 	EventError    = status.EventError
 	EventFile     = status.EventFile
