@@ -296,3 +296,68 @@ func countEvents(t *testing.T, s *stream, workload, typ string) int {
 	}
 	return n
 }
+
+// TestWatchSyncsIntoAContainer: under `up --watch`, a sync entry copies a
+// changed file, and a directory made with what it holds, into the running
+// container at its target, and removes there what was removed.
+func TestWatchSyncsIntoAContainer(t *testing.T) {
+	t.Parallel()
+	ctrd, _, archive := privateContainerd(t)
+	d := startDaemon(t, withArgs("--containerd-socket", ctrd.Socket))
+	site := filepath.Join(d.dir, "site")
+	if err := os.MkdirAll(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(rel, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(site, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(site, rel), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("index.html", "v1")
+	events := startStream(t, d.socket, "events", "--json")
+	d.waitStreams(t, 1)
+	d.mustCLI(t, "up", "-p", "ws", "--watch", "-f", d.writeSpec(t, "box.yaml", fmt.Sprintf(`
+name: box
+kind: containerd
+containerd: {image: "docker.io/library/bbox:latest", archive: %s}
+command: ["sh", "-c", "mkdir -p /www && exec sleep 1000"]
+watch: [{path: site, action: sync, target: /www}]
+`, archive)))
+	w := d.waitState(t, "ws.box", api.StateRunning)
+	events.waitLine(t, "the watch armed", func(l string) bool {
+		return strings.Contains(l, `"type":"watch"`) && strings.Contains(l, "watching 1 directory (sync)")
+	})
+	inContainer := func(rel string) string { return filepath.Join("/proc", strconv.Itoa(w.PID), "root", "www", rel) }
+
+	write("index.html", "v2")
+	write("css/site.css", "body {}")
+	eventually(t, "the changes in the container", func() error {
+		for rel, want := range map[string]string{"index.html": "v2", "css/site.css": "body {}"} {
+			if b, err := os.ReadFile(inContainer(rel)); err != nil || string(b) != want {
+				return fmt.Errorf("%s: %q %v", rel, b, err)
+			}
+		}
+		return nil
+	})
+	if err := os.RemoveAll(filepath.Join(site, "css")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "css removed in the container", func() error {
+		if _, err := os.Stat(inContainer("css")); !os.IsNotExist(err) {
+			return fmt.Errorf("css: %v", err)
+		}
+		return nil
+	})
+	line := events.waitLine(t, "a sync event", func(l string) bool { return strings.Contains(l, "synced:") })
+	if !strings.Contains(line, "into /www") {
+		t.Errorf("sync event %s", line)
+	}
+	if d.get(t, "ws.box").PID != w.PID {
+		t.Error("a sync restarted the container")
+	}
+	d.mustCLI(t, "down", "-p", "ws")
+}

@@ -515,11 +515,6 @@ func (r *rule) rebuild(ctx context.Context) (string, error) {
 	return fmt.Sprintf("exec %s done in %s; %s", r.e.Exec[0], took, did), err
 }
 
-// sync is not built yet: the entry is refused at apply (checkWatch).
-func (r *rule) sync(ctx context.Context, ch *changes) (string, error) {
-	return "", errors.New("sync is not supported yet")
-}
-
 // checkWatch judges a spec's watch paths at apply, as the daemon will read
 // them: absolute (a client resolves a relative one against its spec file's
 // directory), and, while watching is on, there, a directory or a file, and
@@ -533,9 +528,6 @@ func checkWatch(sp *spec.Workload) error {
 		if !filepath.IsAbs(e.Path) {
 			errs = append(errs, &spec.FieldError{Field: field, Msg: fmt.Sprintf("%q is relative: flyd apply and up resolve it against the spec file's directory; the API takes an absolute path", e.Path)})
 			continue
-		}
-		if e.Action == spec.WatchSync {
-			errs = append(errs, &spec.FieldError{Field: fmt.Sprintf("watch[%d].action", i), Msg: "sync is not supported yet"})
 		}
 		if !sp.Watching {
 			continue // not read until watching is on
