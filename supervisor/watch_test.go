@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -337,5 +338,56 @@ func TestWatchRefusedAtApply(t *testing.T) {
 			t.Errorf("%s (watching %v): %v; want %s: …%s…", tt.path, tt.watching, err, tt.field, tt.want)
 		}
 		_ = s.Remove(context.Background(), "w", RemoveOptions{})
+	}
+}
+
+// TestWatchKeptAcrossDaemonRestart: watching is in the spec, so the next
+// daemon watches again, with no record of its own.
+func TestWatchKeptAcrossDaemonRestart(t *testing.T) {
+	d := newFakeDriver()
+	dirs := t.TempDir()
+	open := func() *Supervisor {
+		s, err := New(Config{StateDir: dirs + "/state", RunDir: dirs + "/run", Drivers: []driver.Driver{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ctx := context.Background()
+	src := t.TempDir()
+	s := open()
+	sp := fakeSpec("web", "run")
+	sp.Watch = []spec.Watch{{Path: src, Action: spec.WatchRestart}}
+	sp.Watching = true
+	if _, err := s.Apply(ctx, sp, ApplyOptions{Start: true}); err != nil {
+		t.Fatal(err)
+	}
+	first := waitState(t, s, "web", status.Running).PID
+	s.Close() // the run is left to the next daemon
+
+	s = open()
+	defer s.Close()
+	if v := waitState(t, s, "web", status.Running); v.PID != first {
+		t.Fatalf("the run was not adopted: pid %d, was %d", v.PID, first)
+	}
+	waitFor(t, "the next daemon's watch", func() bool {
+		n := 0
+		for _, m := range watchEvents(s, "web", 0) { // both daemons' events
+			if strings.Contains(m, "watching 1 directory") {
+				n++
+			}
+		}
+		return n == 2
+	})
+	seq := s.events.last()
+	if err := os.WriteFile(filepath.Join(src, "app.py"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitWatchEvent(t, s, "web", seq, "restarted")
+	if v := waitState(t, s, "web", status.Running); v.PID == first {
+		t.Error("the edit did not replace the run")
+	}
+	if err := s.Remove(ctx, "web", RemoveOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
