@@ -85,12 +85,12 @@ func (c Client) ReadPath(path string) (*spec.Documents, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := resolveWatch(d, dir); err != nil {
-			return nil, err
-		}
 		out.Workloads = append(out.Workloads, d.Workloads...)
 		out.Networks = append(out.Networks, d.Networks...)
 		out.Policies = append(out.Policies, d.Policies...)
+	}
+	if err := resolveWatch(out, dir); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
