@@ -18,7 +18,7 @@ import (
 // and never kind nix (whose builds run as root) or containerd (whose
 // image's root is the host's), nor mount a host path into a container
 // (flyd mounts it as root, and the path can change between apply and
-// mount); no host port below the kernel's unprivileged start (which
+// mount), nor watch files (flyd would read the tree as root); no host port below the kernel's unprivileged start (which
 // root's servers take), at most
 // maxPeerEndpoints endpoints a workload, and an identity in a workspace of
 // its own, "uid-N" (the default for it), so that it never claims root's
@@ -60,6 +60,9 @@ func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 					return Forbidden(fmt.Sprintf("containerd.volumes[%d]", i), "%q: a caller other than root mounts no host path: flyd would mount it as root, whoever may read it", s)
 				}
 			}
+		}
+		if w.Watches() {
+			return Forbidden("watching", "a caller other than root watches no files here: the daemon would read the tree as root on its behalf, and inotify follows a symlink that the tree's owner could swap in between a check and a watch")
 		}
 		if w.Kind != spec.KindNative {
 			return Forbidden("kind", "a caller other than root may run only native workloads here (%s ones run code as root)", w.Kind)

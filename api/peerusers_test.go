@@ -42,3 +42,26 @@ func TestPeerVolumes(t *testing.T) {
 		t.Errorf("root's host path: %v", err)
 	}
 }
+
+// TestPeerWatching: a caller other than root may declare watch entries,
+// but not turn watching on: the daemon would read the tree as root.
+func TestPeerWatching(t *testing.T) {
+	policy, err := PeerUsersPolicy("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &spec.Workload{Name: "w", Kind: spec.KindNative, Command: []string{"/bin/true"}, User: "nobody",
+		Watch: []spec.Watch{{Path: "/home/nobody/src", Action: spec.WatchRestart}}}
+	peer := Peer{UID: 65534, GID: 65534}
+	if err := policy(peer, w.Clone()); err != nil {
+		t.Errorf("a peer's declared watch: %v", err)
+	}
+	w.Watching = true
+	var e *Error
+	if err := policy(peer, w.Clone()); !errors.As(err, &e) || e.Code != "forbidden" || e.Field != "watching" || !strings.Contains(e.Message, "as root") {
+		t.Errorf("a peer's watching: %v; want forbidden, field watching", err)
+	}
+	if err := policy(Peer{UID: 0}, w.Clone()); err != nil {
+		t.Errorf("root's watching: %v", err)
+	}
+}

@@ -262,6 +262,7 @@ const (
 	EventFollow   = status.EventFollow
 	EventSchedule = status.EventSchedule
 	EventReload   = status.EventReload
+	EventWatch    = status.EventWatch
 	EventLimit    = status.EventLimit
 	EventError    = status.EventError
 	EventFile     = status.EventFile

@@ -31,6 +31,7 @@ func (w *Workload) Clone() *Workload {
 		r.Exec = slices.Clone(w.Reload.Exec)
 		c.Reload = &r
 	}
+	c.Watch = cloneWatch(w.Watch)
 	c.Resources = clonePtr(w.Resources)
 	c.Nix = clonePtr(w.Nix)
 	c.Containerd = clonePtr(w.Containerd)

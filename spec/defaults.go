@@ -32,6 +32,7 @@ func (w *Workload) SetDefaults() {
 	}
 	w.Restart.setDefaults()
 	w.Stop.setDefaults()
+	w.setWatchDefaults()
 	for i := range w.Endpoints {
 		// As codefly core: an endpoint named like an API serves it.
 		if e := &w.Endpoints[i]; e.API == "" && apis[e.Name] && e.Name != "other" {

@@ -81,6 +81,7 @@ func (w *Workload) Validate() error {
 	if w.Registry != nil {
 		w.Registry.validate(&p)
 	}
+	w.validateWatch(&p)
 	return p.err()
 }
 

@@ -78,6 +78,10 @@ type Workload struct {
 	Registry   *Registry   `json:"registry,omitempty"`
 	Nix        *Nix        `json:"nix,omitempty"`
 	Containerd *Containerd `json:"containerd,omitempty"`
+	// Watch restarts, rebuilds or syncs the workload when files change
+	// (watch.go), while Watching is on: flyd up --watch sets it.
+	Watch    []Watch `json:"watch,omitempty"`
+	Watching bool    `json:"watching,omitempty"`
 }
 
 // Identity places the workload in the workspace/module/service hierarchy; it

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,5 +151,33 @@ func TestParseStrict(t *testing.T) {
 	_, err = Parse("w.yaml", []byte("name: a\ncommand: [/bin/a]\nenv_file: x.env\n"), Options{ReadEnvFile: func(string) (map[string]string, error) { return nil, boom }})
 	if !errors.Is(err, boom) {
 		t.Errorf("reader's error: %v", err)
+	}
+}
+
+// TestReadPathResolvesWatch: a relative watch path is the spec file's
+// directory's, as env_file is; an absolute one stays; stdin's are the
+// current directory's.
+func TestReadPathResolvesWatch(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "web.yaml")
+	doc := "name: web\ncommand: [x]\nwatch: [{path: src}, {path: ../lib/x.py}, {path: /srv/abs}]\n"
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Client{}.ReadPath(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{d.Workloads[0].Watch[0].Path, d.Workloads[0].Watch[1].Path, d.Workloads[0].Watch[2].Path}
+	want := []string{filepath.Join(dir, "src"), filepath.Join(filepath.Dir(dir), "lib/x.py"), "/srv/abs"}
+	if !slices.Equal(got, want) {
+		t.Errorf("paths %q, want %q", got, want)
+	}
+	d, err = Client{Stdin: strings.NewReader(doc)}.ReadPath("-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wd, _ := os.Getwd(); d.Workloads[0].Watch[0].Path != filepath.Join(wd, "src") {
+		t.Errorf("stdin's path %q, want the current directory's", d.Workloads[0].Watch[0].Path)
 	}
 }

@@ -87,5 +87,27 @@ func (c Client) ReadPath(path string) (*spec.Documents, error) {
 		}
 		out.Add(d)
 	}
+	if err := resolveWatch(out, dir); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// resolveWatch makes the relative paths of the workloads' watch entries
+// absolute, against dir (the spec file's directory, or the current one for
+// stdin), as compose resolves develop.watch's paths against the project's
+// directory and as env_file is read: the daemon takes absolute paths only.
+func resolveWatch(d *spec.Documents, dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for _, w := range d.Workloads {
+		for i := range w.Watch {
+			if p := w.Watch[i].Path; p != "" && !filepath.IsAbs(p) {
+				w.Watch[i].Path = filepath.Join(abs, p)
+			}
+		}
+	}
+	return nil
 }

@@ -212,6 +212,8 @@ const (
 	// (spec.AfterFollows) ended its run.
 	EventFollow = "follow"
 	EventReload = "reload"
+	// EventWatch is what a watch entry did about files that changed.
+	EventWatch = "watch"
 	// EventLimit is a process killed, or a fork refused, by a limit.
 	EventLimit = "limit"
 	EventError = "error"

@@ -121,6 +121,9 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 	if err := s.checkAfter(sp); err != nil {
 		return nil, err
 	}
+	if err := checkWatch(sp); err != nil {
+		return nil, err
+	}
 	if w, err := s.lookup(sp.Name); err == nil {
 		v := w.snapshot(false)
 		if err := ownedBy(sp.Name, v.Owner, o.Owner, o.Force); err != nil {

@@ -86,6 +86,8 @@ type workload struct {
 	logWoken atomic.Bool
 	// limitsSeen is where the limit watcher's counting stands.
 	limitsSeen seenHits
+	// watch is the armed watch of its spec's watch entries (watch.go).
+	watch *watcher
 
 	mu   sync.Mutex
 	view status.Workload
@@ -94,10 +96,12 @@ type workload struct {
 func (w *workload) loop(first func(*workload)) {
 	defer w.s.wg.Done()
 	defer close(w.exited)
+	defer w.unwatch()
 	if first != nil {
 		onFreshStack(func() { first(w) })
 	}
 	for !w.gone {
+		w.rewatch()
 		var done <-chan struct{}
 		if w.proc != nil {
 			done = w.proc.Done()
@@ -377,6 +381,11 @@ func (w *workload) signal(sig syscall.Signal) error {
 // replace applies a new spec. An equal spec changes nothing but may start
 // a workload that is not running: apply means "make it so".
 func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start bool, by uint32) error {
+	if spec.OnlyWatchingDiffers(w.spec, sp) && samePorts(w.ports, ports) {
+		if err := w.setWatching(sp); err != nil {
+			return err
+		}
+	}
 	// An equal spec whose ports moved (a hashing rule that changed) is a
 	// change: the run must take its new ports.
 	if spec.Equal(w.spec, sp) && samePorts(w.ports, ports) {
@@ -435,6 +444,7 @@ func (w *workload) remove() error {
 		return err
 	}
 	w.gone = true
+	w.unwatch() // before the removal is answered: a down leaves no watch
 	w.s.forget(w)
 	if f, ok := w.s.drivers[w.spec.Kind].(driver.Forgetter); ok {
 		if err := f.Forget(w.s.ctx, w.name); err != nil {

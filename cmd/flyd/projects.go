@@ -18,7 +18,7 @@ import (
 
 func init() {
 	cli.Register("up", "make a project what its files say: apply them, remove what they no longer hold",
-		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--wait [--timeout 1m]] [--start=false]", cmdUp)
+		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--wait [--timeout 1m]] [--watch] [--start=false]", cmdUp)
 	cli.Register("down", "remove everything of a project: workloads, networks, policies (and named volumes with --volumes)", "[-p PROJECT | -f DIR] [--volumes]", cmdDown)
 	cli.Register("run", "bring a project up, run a command in it, and take it down",
 		"[-p PROJECT] -f FILE|DIR [-f ...] [--keep] [--volumes] [--network NET] [--timeout 1m] [--] CMD [ARGS...]", cmdRun)
@@ -30,6 +30,8 @@ type projectFlags struct {
 	files, envFiles, profiles stringList
 	start, force              *bool
 	timeout                   *time.Duration
+	// watch turns on the workloads' watch entries (up --watch).
+	watch bool
 }
 
 func addProjectFlags(fs *flag.FlagSet) *projectFlags {
@@ -88,8 +90,15 @@ func up(ctx context.Context, c *cli.Env, project string, pf *projectFlags, wait 
 		return nil, err
 	}
 	names := make([]string, len(d.Workloads))
+	watching := false
 	for i, w := range d.Workloads {
 		names[i] = fullName(w.Project, w.Name)
+		if pf.watch && len(w.Watch) > 0 {
+			w.Watching, watching = true, true
+		}
+	}
+	if pf.watch && !watching {
+		fmt.Fprintln(c.Stderr, "warning: --watch: no workload of the project has a watch entry")
 	}
 	stop := showProgress(c, ctx, names)
 	ch, err := c.Client.Up(ctx, project, api.Documents{Workloads: d.Workloads, Networks: d.Networks, Policies: d.Policies, Workspaces: d.Workspaces},
@@ -144,6 +153,7 @@ func cmdUp(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	pf := addProjectFlags(fs)
 	wait := fs.Bool("wait", false, "return once every workload is up (running and healthy, or completed), or has failed")
+	fs.BoolVar(&pf.watch, "watch", false, "turn on the workloads' watch entries: the daemon restarts, rebuilds or syncs them as their files change, until an up without --watch or a down")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
