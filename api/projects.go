@@ -18,6 +18,9 @@ type Documents struct {
 	Networks   []*spec.Network   `json:"networks,omitempty"`
 	Policies   []*spec.Policy    `json:"policies,omitempty"`
 	Workspaces []*spec.Workspace `json:"workspaces,omitempty"`
+	// Keep names workloads the files define that this up leaves out (by
+	// profile): kept as they are, not removed, as compose leaves them.
+	Keep []string `json:"keep,omitempty"`
 }
 
 // ProjectChange is what an up or a down did to a project: the outcome of
@@ -55,6 +58,7 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 		Networks   []json.RawMessage `json:"networks"`
 		Policies   []json.RawMessage `json:"policies"`
 		Workspaces []json.RawMessage `json:"workspaces"`
+		Keep       []string          `json:"keep"`
 	}
 	if err := decodeStrict(r, &body); err != nil {
 		writeError(w, err)
@@ -105,6 +109,7 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 		}
 		docs.Workspaces = append(docs.Workspaces, ws)
 	}
+	docs.Keep = body.Keep
 	q := r.URL.Query()
 	c, err := s.backend.Up(r.Context(), r.PathValue("name"), docs, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	respondChange(w, c, err)

@@ -19,6 +19,9 @@ type Documents struct {
 	Networks   []*spec.Network
 	Policies   []*spec.Policy
 	Workspaces []*spec.Workspace
+	// Keep names (bare or full) workloads of the project that Up leaves as
+	// they are: those the files define but their profiles leave out.
+	Keep []string
 }
 
 // ProjectChange is what Up or Down did to a project: each applied
@@ -70,6 +73,9 @@ func (s *Supervisor) Up(ctx context.Context, project string, docs Documents, o A
 
 	out := &ProjectChange{}
 	keep := map[string]bool{}
+	for _, n := range docs.Keep {
+		keep[spec.FullName(project, spec.BareName(n))] = true
+	}
 	// Workspaces first: their configurations reach the workloads' first
 	// runs.
 	for _, ws := range docs.Workspaces {

@@ -58,6 +58,12 @@ func TestUpAndDown(t *testing.T) {
 	if _, err := s.Get(ctx, "p2.old"); err != nil {
 		t.Errorf("p2.old went with p1's: %v", err)
 	}
+	// One its files define but its profiles leave out is kept as it is.
+	kept := docs("db", "app")
+	kept.Keep = []string{"old"}
+	if ch, err := s.Up(ctx, "p2", kept, ApplyOptions{Start: true}); err != nil || len(ch.Removed) != 0 {
+		t.Errorf("up of p2 keeping old: %+v, %v; want nothing removed", ch, err)
+	}
 
 	other := fakeSpec("x", "run")
 	other.Project = "p3"

@@ -85,7 +85,7 @@ func labelOf(s string) string {
 // up makes the project what its files say and reports what changed; with
 // wait it returns once every workload is up, or says which is not.
 func up(ctx context.Context, c *cli.Env, project string, pf *projectFlags, wait bool) ([]string, error) {
-	d, err := loadSpecs(c, pf.files, pf.envFiles, pf.profiles)
+	d, leftOut, err := loadSelected(c, pf.files, pf.envFiles, pf.profiles)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func up(ctx context.Context, c *cli.Env, project string, pf *projectFlags, wait 
 		fmt.Fprintln(c.Stderr, "warning: --watch: no workload of the project has a watch entry")
 	}
 	stop := showProgress(c, ctx, names)
-	ch, err := c.Client.Up(ctx, project, api.Documents{Workloads: d.Workloads, Networks: d.Networks, Policies: d.Policies, Workspaces: d.Workspaces},
+	ch, err := c.Client.Up(ctx, project, api.Documents{Workloads: d.Workloads, Networks: d.Networks, Policies: d.Policies, Workspaces: d.Workspaces, Keep: leftOut},
 		api.ApplyOptions{Start: *pf.start, Force: *pf.force})
 	stop()
 	if err != nil {

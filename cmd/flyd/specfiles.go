@@ -20,9 +20,16 @@ import (
 // workloads left out by profile are said on stdout, or on stderr with
 // --json, where stdout is the results alone.
 func loadSpecs(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Documents, error) {
+	d, _, err := loadSelected(c, files, envFiles, profileFlags)
+	return d, err
+}
+
+// loadSelected is loadSpecs, and the names of the workloads the files
+// define that the profiles leave out.
+func loadSelected(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Documents, []string, error) {
 	profiles, err := specload.Profiles(profileFlags, os.Getenv("FLYD_PROFILES"))
 	if err != nil {
-		return nil, cli.Usagef("%v", err)
+		return nil, nil, cli.Usagef("%v", err)
 	}
 	r := specload.Client{
 		Environ:  os.Environ(),
@@ -34,16 +41,16 @@ func loadSpecs(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Docume
 	for _, f := range files {
 		d, err := r.ReadPath(f)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := inProject(d, c.Project); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
+			return nil, nil, fmt.Errorf("%s: %w", f, err)
 		}
 		all.Add(d)
 	}
 	sel, err := specload.Select(all, profiles)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, p := range sel.Unused {
 		fmt.Fprintf(c.Stderr, "warning: profile %s: no workload has it\n", p)
@@ -52,10 +59,12 @@ func loadSpecs(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Docume
 	if c.JSON {
 		out = c.Stderr
 	}
+	var left []string
 	for _, l := range sel.LeftOut {
 		fmt.Fprintf(out, "%s left out: profiles %s not asked for\n", l.Name, strings.Join(l.Profiles, ", "))
+		left = append(left, l.Name)
 	}
-	return all, nil
+	return all, left, nil
 }
 
 // inProject puts the documents read for -p in its project; one that states
