@@ -190,34 +190,45 @@ func (b *bench) run(ctx context.Context, base string, ns []int, rounds, runs int
 	}
 
 	logf("warm-up: one copy up and down, untimed")
-	if _, err := b.upAll(ctx, []string{"bench-warm"}); err != nil {
+	if _, _, err := b.upAll(ctx, []string{"bench-warm"}); err != nil {
 		return err
 	}
-	if _, err := b.downAll(ctx, []string{"bench-warm"}); err != nil {
+	if _, _, err := b.downAll(ctx, []string{"bench-warm"}); err != nil {
 		return err
 	}
-	ups := map[int][][]time.Duration{}
-	downs := map[int][][]time.Duration{}
+	res := map[int]*result{}
 	for r := 1; r <= rounds; r++ {
 		for _, n := range ns {
 			projects := make([]string, n)
 			for k := range projects {
 				projects[k] = fmt.Sprintf("bench-%d", k)
 			}
-			u, err := b.upAll(ctx, projects)
+			if res[n] == nil {
+				res[n] = &result{}
+			}
+			c := res[n]
+			s0 := b.cpu()
+			u, cliUp, err := b.upAll(ctx, projects)
 			if err != nil {
 				return err
 			}
+			s1 := b.cpu()
 			if err := b.answers(ctx, projects); err != nil {
 				return err
 			}
-			d, err := b.downAll(ctx, projects)
+			s2 := b.cpu()
+			d, cliDown, err := b.downAll(ctx, projects)
 			if err != nil {
 				return err
 			}
-			ups[n] = append(ups[n], u)
-			downs[n] = append(downs[n], d)
-			logf("round %d/%d, %d at once: up %s; down %s", r, rounds, n, msList(u), msList(d))
+			s3 := b.cpu()
+			c.ups, c.downs = append(c.ups, u), append(c.downs, d)
+			c.flydUp += s1.own - s0.own + cliUp
+			c.flydDown += s3.own - s2.own + cliDown
+			c.workloads += s3.children - s0.children
+			c.copies += n
+			logf("round %d/%d, %d at once: up %s; down %s; CPU: daemon %s up, %s down; CLIs %s up, %s down; workloads %s",
+				r, rounds, n, msList(u), msList(d), ms(s1.own-s0.own), ms(s3.own-s2.own), ms(cliUp), ms(cliDown), ms(s3.children-s0.children))
 		}
 	}
 
@@ -226,7 +237,7 @@ func (b *bench) run(ctx context.Context, base string, ns []int, rounds, runs int
 	if err != nil {
 		return err
 	}
-	b.printTable(ns, rounds, runs, ups, downs, direct, updown, runTrue)
+	b.printTable(ns, rounds, runs, res, direct, updown, runTrue)
 	return nil
 }
 
@@ -485,8 +496,9 @@ func (b *bench) cli(ctx context.Context, limit time.Duration, args ...string) ([
 // timedAll runs one CLI call per project at once and times each from its
 // start until it returns. Every call is made ready first, then all are
 // let go together.
-func (b *bench) timedAll(ctx context.Context, projects []string, args func(p string) []string) ([]time.Duration, error) {
+func (b *bench) timedAll(ctx context.Context, projects []string, args func(p string) []string) ([]time.Duration, time.Duration, error) {
 	times := make([]time.Duration, len(projects))
+	cpus := make([]time.Duration, len(projects))
 	errs := make([]error, len(projects))
 	ready, start := sync.WaitGroup{}, make(chan struct{})
 	var wg sync.WaitGroup
@@ -502,6 +514,9 @@ func (b *bench) timedAll(ctx context.Context, projects []string, args func(p str
 			t0 := time.Now()
 			err := cmd.Run()
 			times[k] = time.Since(t0)
+			if cmd.ProcessState != nil {
+				cpus[k] = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			}
 			if err != nil {
 				errs[k] = fmt.Errorf("flyd %s: %v after %s\n%s", strings.Join(args(p), " "), err, times[k].Round(time.Millisecond), out.String())
 			}
@@ -510,10 +525,14 @@ func (b *bench) timedAll(ctx context.Context, projects []string, args func(p str
 	ready.Wait()
 	close(start)
 	wg.Wait()
-	return times, errors.Join(errs...)
+	var cpu time.Duration
+	for _, c := range cpus {
+		cpu += c
+	}
+	return times, cpu, errors.Join(errs...)
 }
 
-func (b *bench) upAll(ctx context.Context, projects []string) ([]time.Duration, error) {
+func (b *bench) upAll(ctx context.Context, projects []string) ([]time.Duration, time.Duration, error) {
 	for _, p := range projects {
 		b.used.Store(p, true)
 	}
@@ -523,10 +542,10 @@ func (b *bench) upAll(ctx context.Context, projects []string) ([]time.Duration, 
 }
 
 // downAll takes the projects down at once, timed, then checks each is gone.
-func (b *bench) downAll(ctx context.Context, projects []string) ([]time.Duration, error) {
-	times, err := b.timedAll(ctx, projects, func(p string) []string { return []string{"down", "-p", p} })
+func (b *bench) downAll(ctx context.Context, projects []string) ([]time.Duration, time.Duration, error) {
+	times, cpu, err := b.timedAll(ctx, projects, func(p string) []string { return []string{"down", "-p", p} })
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var left []error
 	for _, p := range projects {
@@ -534,7 +553,50 @@ func (b *bench) downAll(ctx context.Context, projects []string) ([]time.Duration
 			left = append(left, err)
 		}
 	}
-	return times, errors.Join(left...)
+	return times, cpu, errors.Join(left...)
+}
+
+// result is what was measured at one number of copies: each round's
+// times, and the CPU summed over the rounds.
+type result struct {
+	ups, downs       [][]time.Duration
+	flydUp, flydDown time.Duration // the daemon's (and its log holder's) own, and the CLIs'
+	workloads        time.Duration // the workloads' processes, over their whole lives
+	copies           int           // copies measured, over the rounds
+}
+
+// cpuSnap is the CPU the daemon and its log holder have used themselves,
+// and that of their children waited for: the daemon is the workloads'
+// parent and subreaper, so every workload process that has ended, with
+// what it waited for, is in children.
+type cpuSnap struct{ own, children time.Duration }
+
+func (b *bench) cpu() cpuSnap {
+	var s cpuSnap
+	pids := []int{b.daemon.Process.Pid}
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pids[0] {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if bytes.Contains(cmdline, []byte("log-holder")) && bytes.Contains(cmdline, []byte(b.runDir+"/")) {
+			pids = append(pids, pid)
+		}
+	}
+	tick := time.Second / 100 // USER_HZ
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
+		v := func(i int) time.Duration { n, _ := strconv.ParseInt(f[i], 10, 64); return time.Duration(n) * tick }
+		s.own += v(11) + v(12)      // utime, stime
+		s.children += v(13) + v(14) // cutime, cstime
+	}
+	return s
 }
 
 // gone fails, naming what, if anything of the project is left: a
@@ -714,7 +776,7 @@ func msList(ds []time.Duration) string {
 
 func ratio(a, b time.Duration) string { return fmt.Sprintf("%.2fx", float64(a)/float64(b)) }
 
-func (b *bench) printTable(ns []int, rounds, runs int, ups, downs map[int][][]time.Duration, direct, updown, runTrue []time.Duration) {
+func (b *bench) printTable(ns []int, rounds, runs int, res map[int]*result, direct, updown, runTrue []time.Duration) {
 	// p50: over every copy of every round. max: the slowest copy of a
 	// round (when the last of them is up, or down), the median of the
 	// rounds'.
@@ -739,22 +801,22 @@ func (b *bench) printTable(ns []int, rounds, runs int, ups, downs map[int][][]ti
 	fmt.Printf("machine: %d cores, kernel %s, %s; %s\n", nproc(), unix.ByteSliceToString(uts.Release[:]),
 		time.Now().UTC().Format("2006-01-02T15:04Z"), strings.TrimSpace(string(ver)))
 	fmt.Printf("%d rounds at each number of copies; the small project: %d runs of each, interleaved\n\n", rounds, runs)
-	fmt.Println("| | p50 ms | max ms | ratio |")
-	fmt.Println("| --- | ---: | ---: | ---: |")
-	for _, verb := range []string{"up --wait", "down"} {
-		times := ups
-		if verb == "down" {
-			times = downs
-		}
-		for _, n := range ns {
-			fmt.Printf("| `flyd %s`, %s | %s | %s | %s |\n", verb, copies(n), ms(p50(times[n])), ms(slowest(times[n])),
-				ratio(slowest(times[n]), slowest(times[one])))
-		}
+	fmt.Println("| | p50 ms | max ms | ratio | CPU ms a copy: flyd · workloads |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: |")
+	for _, n := range ns {
+		r := res[n]
+		fmt.Printf("| `flyd up --wait`, %s | %s | %s | %s | %s · %s |\n", copies(n), ms(p50(r.ups)), ms(slowest(r.ups)),
+			ratio(slowest(r.ups), slowest(res[one].ups)), ms(r.flydUp/time.Duration(r.copies)), ms(r.workloads/time.Duration(r.copies)))
+	}
+	for _, n := range ns {
+		r := res[n]
+		fmt.Printf("| `flyd down`, %s | %s | %s | %s | %s |\n", copies(n), ms(p50(r.downs)), ms(slowest(r.downs)),
+			ratio(slowest(r.downs), slowest(res[one].downs)), ms(r.flydDown/time.Duration(r.copies)))
 	}
 	mt, mu, mr := median(direct), median(updown), median(runTrue)
-	fmt.Printf("| `true`, run directly | %s | %s | |\n", ms(mt), ms(slices.Max(direct)))
-	fmt.Printf("| `flyd up --wait` + `flyd down` of the small project | %s | %s | %s `true` |\n", ms(mu), ms(slices.Max(updown)), ratio(mu, mt))
-	fmt.Printf("| `flyd run -- true` of the small project | %s | %s | %s `true` · %s up + down |\n", ms(mr), ms(slices.Max(runTrue)), ratio(mr, mt), ratio(mr, mu))
+	fmt.Printf("| `true`, run directly | %s | %s | | |\n", ms(mt), ms(slices.Max(direct)))
+	fmt.Printf("| `flyd up --wait` + `flyd down` of the small project | %s | %s | %s `true` | |\n", ms(mu), ms(slices.Max(updown)), ratio(mu, mt))
+	fmt.Printf("| `flyd run -- true` of the small project | %s | %s | %s `true` · %s up + down | |\n", ms(mr), ms(slices.Max(runTrue)), ratio(mr, mt), ratio(mr, mu))
 }
 
 func nproc() int {
