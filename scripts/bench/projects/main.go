@@ -106,6 +106,7 @@ type bench struct {
 	daemon                      *exec.Cmd
 	daemonDone                  chan struct{}
 	daemonLog                   string
+	loadStart                   string   // the 1-minute load average when the run began
 	used                        sync.Map // project names that may have something to take down
 }
 
@@ -149,6 +150,7 @@ func findPrograms() (programs, error) {
 
 func (b *bench) run(ctx context.Context, base string, ns []int, rounds, runs int) error {
 	var err error
+	b.loadStart = loadavg()
 	if b.flyd, err = filepath.Abs(b.flyd); err != nil {
 		return err
 	}
@@ -800,7 +802,8 @@ func (b *bench) printTable(ns []int, rounds, runs int, res map[int]*result, dire
 	ver, _ := b.cli(context.Background(), 10*time.Second, "version")
 	fmt.Printf("machine: %d cores, kernel %s, %s; %s\n", nproc(), unix.ByteSliceToString(uts.Release[:]),
 		time.Now().UTC().Format("2006-01-02T15:04Z"), strings.TrimSpace(string(ver)))
-	fmt.Printf("%d rounds at each number of copies; the small project: %d runs of each, interleaved\n\n", rounds, runs)
+	fmt.Printf("%d rounds at each number of copies; the small project: %d runs of each, interleaved; load average %s at the start, %s at the end\n\n",
+		rounds, runs, b.loadStart, loadavg())
 	fmt.Println("| | p50 ms | max ms | ratio | CPU ms a copy: flyd · workloads |")
 	fmt.Println("| --- | ---: | ---: | ---: | ---: |")
 	for _, n := range ns {
@@ -817,6 +820,15 @@ func (b *bench) printTable(ns []int, rounds, runs int, res map[int]*result, dire
 	fmt.Printf("| `true`, run directly | %s | %s | | |\n", ms(mt), ms(slices.Max(direct)))
 	fmt.Printf("| `flyd up --wait` + `flyd down` of the small project | %s | %s | %s `true` | |\n", ms(mu), ms(slices.Max(updown)), ratio(mu, mt))
 	fmt.Printf("| `flyd run -- true` of the small project | %s | %s | %s `true` · %s up + down | |\n", ms(mr), ms(slices.Max(runTrue)), ratio(mr, mt), ratio(mr, mu))
+}
+
+// loadavg is the host's 1-minute load average: what else ran meanwhile.
+func loadavg() string {
+	data, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func nproc() int {
