@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -106,7 +107,8 @@ type bench struct {
 	daemon                      *exec.Cmd
 	daemonDone                  chan struct{}
 	daemonLog                   string
-	loadStart                   string   // the 1-minute load average when the run began
+	loadStart                   string // the 1-minute load average when the run began
+	shmBefore                   map[string]bool
 	used                        sync.Map // project names that may have something to take down
 }
 
@@ -151,6 +153,7 @@ func findPrograms() (programs, error) {
 func (b *bench) run(ctx context.Context, base string, ns []int, rounds, runs int) error {
 	var err error
 	b.loadStart = loadavg()
+	b.shmBefore = pgSegments()
 	if b.flyd, err = filepath.Abs(b.flyd); err != nil {
 		return err
 	}
@@ -822,6 +825,23 @@ func (b *bench) printTable(ns []int, rounds, runs int, res map[int]*result, dire
 	fmt.Printf("| `flyd run -- true` of the small project | %s | %s | %s `true` · %s up + down | |\n", ms(mr), ms(slices.Max(runTrue)), ratio(mr, mt), ratio(mr, mu))
 }
 
+// pgSegments are PostgreSQL's dynamic shared memory segments in /dev/shm,
+// those of the postgres user.
+func pgSegments() map[string]bool {
+	out := map[string]bool{}
+	m, _ := filepath.Glob("/dev/shm/PostgreSQL.*")
+	for _, path := range m {
+		var st unix.Stat_t
+		if unix.Stat(path, &st) != nil {
+			continue
+		}
+		if u, err := user.LookupId(strconv.Itoa(int(st.Uid))); err == nil && u.Username == "postgres" {
+			out[path] = true
+		}
+	}
+	return out
+}
+
 // loadavg is the host's 1-minute load average: what else ran meanwhile.
 func loadavg() string {
 	data, _ := os.ReadFile("/proc/loadavg")
@@ -993,6 +1013,27 @@ func (b *bench) sweep() []string {
 			if strings.HasPrefix(l.Attrs().Alias, b.runDir+"/") {
 				left = append(left, fmt.Sprintf("link %s (%s)", l.Attrs().Name, l.Attrs().Alias))
 				_ = netlink.LinkDel(l)
+			}
+		}
+	}
+	// A PostgreSQL killed before it could clean up (an initdb whose
+	// project went down under it) leaves its dynamic shared memory in
+	// /dev/shm: the segments made during this run that no process maps.
+	if b.shmBefore != nil {
+		mapped := map[string]bool{}
+		procs, _ := os.ReadDir("/proc")
+		for _, e := range procs {
+			data, _ := os.ReadFile("/proc/" + e.Name() + "/maps")
+			for _, line := range strings.Split(string(data), "\n") {
+				if i := strings.Index(line, "/dev/shm/PostgreSQL."); i >= 0 {
+					mapped[strings.TrimSuffix(line[i:], " (deleted)")] = true
+				}
+			}
+		}
+		for path := range pgSegments() {
+			if !b.shmBefore[path] && !mapped[path] {
+				left = append(left, "PostgreSQL's shared memory "+path)
+				_ = os.Remove(path)
 			}
 		}
 	}
