@@ -948,7 +948,7 @@ func (b *bench) sweep() []string {
 		}
 		return dirs
 	}
-	for try := 0; try < 50; try++ {
+	ours := func() map[int]bool {
 		pids := map[int]bool{}
 		for _, root := range cgroups() {
 			_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
@@ -975,13 +975,22 @@ func (b *bench) sweep() []string {
 				pids[pid] = true
 			}
 		}
+		return pids
+	}
+	// What the daemon started may take a moment to follow it out (its log
+	// holder leaves once it holds nothing and its daemon is gone).
+	for deadline := time.Now().Add(5 * time.Second); len(ours()) > 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	for try := 0; try < 50; try++ {
+		pids := ours()
 		if len(pids) == 0 {
 			break
 		}
 		for pid := range pids {
 			if try == 0 {
 				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-				left = append(left, fmt.Sprintf("process %d (%s)", pid, strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))))
+				left = append(left, fmt.Sprintf("process %d, 5s after the daemon exited (%s)", pid, strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))))
 			}
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
