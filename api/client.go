@@ -169,6 +169,14 @@ func (c *Client) List(ctx context.Context) ([]Workload, error) {
 	return ws, c.do(ctx, http.MethodGet, "/v1/workloads", nil, nil, &ws)
 }
 
+// ListProject lists one project's workloads ("" for the default
+// project's): what a wait on a project polls, however many others the
+// host runs.
+func (c *Client) ListProject(ctx context.Context, project string) ([]Workload, error) {
+	var ws []Workload
+	return ws, c.do(ctx, http.MethodGet, "/v1/workloads", url.Values{"project": {project}}, nil, &ws)
+}
+
 func (c *Client) Get(ctx context.Context, name string) (*Workload, error) {
 	var w Workload
 	if err := c.do(ctx, http.MethodGet, workloadPath(name), nil, nil, &w); err != nil {

@@ -328,6 +328,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.backend.List(r.Context())
+	if q := r.URL.Query(); q.Has("project") {
+		ws = slices.DeleteFunc(ws, func(wl Workload) bool { return spec.ProjectOf(wl.Name) != q.Get("project") })
+	}
 	if c := s.callerOf(r); c.confined {
 		// A confined caller sees its own lane: the workloads it applied,
 		// in whatever project.

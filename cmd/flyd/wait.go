@@ -11,6 +11,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 // waitFlags adds --wait and --timeout to a command that starts workloads.
@@ -31,8 +32,14 @@ const failingLogLines = 10
 // time, and the end of each one's log goes to stderr.
 func waitUp(c *cli.Env, ctx context.Context, names []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	// One project's names: its workloads alone are listed each poll.
+	list := c.Client.List
+	if len(names) > 0 && !slices.ContainsFunc(names, func(n string) bool { return spec.ProjectOf(n) != spec.ProjectOf(names[0]) }) {
+		project := spec.ProjectOf(names[0])
+		list = func(ctx context.Context) ([]api.Workload, error) { return c.Client.ListProject(ctx, project) }
+	}
 	for {
-		ws, err := c.Client.List(ctx)
+		ws, err := list(ctx)
 		if err != nil {
 			return err
 		}
