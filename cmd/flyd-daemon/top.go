@@ -23,5 +23,9 @@ func cmdTop(ctx context.Context, c *cli.Env, args []string) error {
 	if !cli.IsTerminal(os.Stdin) {
 		return cli.Usagef("flyd top needs a terminal; for a script, read `flyd events` and `flyd ps --json`")
 	}
-	return top.Run(ctx, c.Client, os.Stdin, c.Stdout)
+	var project *string
+	if c.Project != "" {
+		project = &c.Project
+	}
+	return top.Run(ctx, c.Client, project, os.Stdin, c.Stdout)
 }

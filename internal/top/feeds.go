@@ -3,12 +3,14 @@ package top
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 // Messages the feeds send the model.
@@ -42,7 +44,12 @@ type feeds struct {
 
 	mu        sync.Mutex
 	logCancel context.CancelFunc
+	// project, when set, is the one project shown (-p).
+	project *string
 }
+
+// shows says whether the dashboard shows what is of a project.
+func (f *feeds) shows(project string) bool { return f.project == nil || *f.project == project }
 
 func newFeeds(ctx context.Context, c *api.Client, send func(tea.Msg)) *feeds {
 	return &feeds{ctx: ctx, c: c, send: send}
@@ -98,6 +105,9 @@ func (f *feeds) connect(history uint64) {
 						break stream
 					}
 					after = ev.Seq
+					if !f.shows(ev.Project) {
+						continue
+					}
 					f.send(eventMsg{ev})
 					// One snapshot per burst of events, not one per event.
 					burst.Reset(50 * time.Millisecond)
@@ -140,7 +150,11 @@ func (f *feeds) sleep(d time.Duration) bool {
 }
 
 func (f *feeds) snapshot() {
-	ws, err := f.c.List(f.ctx)
+	list := f.c.List
+	if f.project != nil {
+		list = func(ctx context.Context) ([]api.Workload, error) { return f.c.ListProject(ctx, *f.project) }
+	}
+	ws, err := list(f.ctx)
 	if err != nil {
 		return
 	}
@@ -148,6 +162,7 @@ func (f *feeds) snapshot() {
 	if err != nil {
 		return
 	}
+	ns = slices.DeleteFunc(ns, func(n api.Network) bool { return !f.shows(spec.ProjectOf(n.Name)) })
 	f.send(snapshotMsg{ws, ns})
 }
 

@@ -20,9 +20,10 @@ import (
 )
 
 // Run shows the dashboard on in and out until the user quits or ctx is
-// done. The terminal is restored as it was on every way out: a quit, an
+// done, of every workload, or of one project's when project is not nil.
+// The terminal is restored as it was on every way out: a quit, an
 // interrupt, an error, a panic.
-func Run(ctx context.Context, c *api.Client, in io.Reader, out io.Writer) error {
+func Run(ctx context.Context, c *api.Client, project *string, in io.Reader, out io.Writer) error {
 	// Colours as the terminal offers them, none under NO_COLOR. The
 	// terminal is one (the caller checked): termenv's guess that none is
 	// when CI is set does not hold here.
@@ -32,6 +33,7 @@ func Run(ctx context.Context, c *api.Client, in io.Reader, out io.Writer) error 
 	m := newModel(ctx, c)
 	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen())
 	m.feeds = newFeeds(ctx, c, p.Send)
+	m.feeds.project = project
 	m.feeds.connect(keepEvents)
 	_, err := p.Run()
 	cancel()
