@@ -114,16 +114,22 @@ type reachState struct {
 }
 
 // SetReach puts the tables in force: each namespace's table is made,
-// changed element by element, or deleted when it has no destination, and
-// a namespace not in tables is left as it is. A table a daemon wrote
-// before (one killed included) is taken as the kernel holds it, so a
-// restarted daemon that projects the same tables changes nothing.
+// changed element by element, or deleted when it has no destination. A
+// namespace not in tables is gone (its table with it) and forgotten. A
+// table a daemon wrote before (one killed included) is taken as the
+// kernel holds it, so a restarted daemon that projects the same tables
+// changes nothing.
 func (f *Firewall) SetReach(tree ReachTree, tables []ReachTable) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.reach == nil {
 		f.reach = map[string]*reachState{}
 	}
+	listed := make(map[string]bool, len(tables))
+	for _, t := range tables {
+		listed[t.NS] = true
+	}
+	maps.DeleteFunc(f.reach, func(ns string, _ *reachState) bool { return !listed[ns] })
 	var errs []error
 	for _, t := range tables {
 		if err := f.setReach(tree, t); err != nil {
@@ -135,14 +141,6 @@ func (f *Firewall) SetReach(tree ReachTree, tables []ReachTable) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ForgetReach drops what the firewall knows of a namespace's table, for a
-// namespace that is gone (its table with it).
-func (f *Firewall) ForgetReach(ns string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.reach, ns)
 }
 
 func (f *Firewall) setReach(tree ReachTree, t ReachTable) error {

@@ -70,9 +70,6 @@ func (p ReachPlan) Target(ns string, addr netip.Addr, port int) (Target, bool) {
 	return t, ok
 }
 
-// WhyFlyd is the entry every allow-list has: what is never refused.
-const WhyFlyd = "flyd's own traffic (health checks, registry, flyd exec) and every process that is no workload"
-
 // DeclaredReach derives every endpoint's allow-list and the tables that
 // enforce them. A consumer that a caller other than root applied counts
 // only for a producer the same caller applied, unless a policy selecting

@@ -70,6 +70,9 @@ type Config struct {
 	// writes their way out; nil gives them none.
 	NetworkPool netip.Prefix
 	Firewall    *firewall.Firewall
+	// HostReach puts the endpoints of the host's network under declared
+	// reach (netplane).
+	HostReach bool
 }
 
 // Supervisor owns every workload of one daemon.
@@ -166,6 +169,8 @@ func New(cfg Config) (*Supervisor, error) {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.restore()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
 	// One pass a second over every workload does both checks: a wake-up
 	// and a walk of thousands of workloads each, not two.
 	s.wg.Add(1)
@@ -198,6 +203,7 @@ func (s *Supervisor) prepareDirs() (err error) {
 			}
 			return w.snapshot(false).AppliedBy, true
 		},
+		Cgroups: s.cfg.Cgroups, HostReach: s.cfg.HostReach, Event: s.publish,
 	})
 	return err
 }
