@@ -93,6 +93,9 @@ type Supervisor struct {
 	net *netplane.Plane
 	// owners are the files that own documents (documents.go).
 	owners docOwners
+	// restoredBy says who applied each restored workload, for the
+	// network plane's projections before the workloads are registered.
+	restoredBy map[string]uint32
 
 	logs     logBook
 	logWaker *logfile.Waker // nil without inotify
@@ -199,7 +202,8 @@ func (s *Supervisor) prepareDirs() (err error) {
 		AppliedBy: func(name string) (uint32, bool) {
 			w, err := s.lookup(name)
 			if err != nil {
-				return 0, false
+				by, ok := s.restoredBy[name]
+				return by, ok
 			}
 			return w.snapshot(false).AppliedBy, true
 		},
@@ -216,8 +220,10 @@ func (s *Supervisor) restore() {
 	recs, bad := s.store.loadSpecs()
 	s.quarantineAll(bad)
 	specs := map[string]specRecord{}
+	s.restoredBy = map[string]uint32{}
 	for _, r := range recs {
 		specs[r.Spec.Name] = r
+		s.restoredBy[r.Spec.Name] = r.By
 	}
 	runs := map[string]*recovered{}
 	keep := map[string]bool{}
