@@ -180,15 +180,11 @@ func (f *Firewall) setReach(tree ReachTree, t ReachTable) error {
 		for name, keys := range want {
 			gone, added := diffKeys(have.sets[name], keys)
 			st := &nftables.Set{Table: tbl, Name: name}
-			if len(gone) > 0 {
-				if err := c.SetDeleteElements(st, elements(gone)); err != nil {
-					return err
-				}
+			if err := inChunks(gone, func(ks [][]byte) error { return c.SetDeleteElements(st, elements(ks)) }); err != nil {
+				return err
 			}
-			if len(added) > 0 {
-				if err := c.SetAddElements(st, elements(added)); err != nil {
-					return err
-				}
+			if err := inChunks(added, func(ks [][]byte) error { return c.SetAddElements(st, elements(ks)) }); err != nil {
+				return err
 			}
 			changed = changed || len(gone)+len(added) > 0
 		}
@@ -281,6 +277,23 @@ func cgroupKey(id uint64) []byte { return binaryutil.NativeEndian.PutUint64(id) 
 // portKey is a port as a key's field: two bytes in network order, padded.
 func portKey(port int) []byte { return []byte{byte(port >> 8), byte(port), 0, 0} }
 
+// chunk is how many elements go in one message: a netlink attribute's
+// length is 16 bits, and the list of a message's elements is one
+// attribute (a thousand of the longest keys here take about 28 KiB).
+const chunk = 1000
+
+// inChunks calls f for keys, chunk keys at a time.
+func inChunks(keys [][]byte, f func([][]byte) error) error {
+	for len(keys) > 0 {
+		n := min(chunk, len(keys))
+		if err := f(keys[:n]); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
 func elements(keys [][]byte) []nftables.SetElement {
 	out := make([]nftables.SetElement, len(keys))
 	for i, k := range keys {
@@ -359,17 +372,17 @@ func buildDeclared(c *nftables.Conn, t *nftables.Table, tree ReachTree, elems ma
 	sets := map[string]*nftables.Set{}
 	add := func(name string, kt nftables.SetDatatype, dynamic bool) error {
 		st := &nftables.Set{Table: t, Name: name, KeyType: kt, Concatenation: true}
-		var es []nftables.SetElement
 		if dynamic {
 			st.Dynamic, st.Counter, st.Size = true, true, refusedSize
-		} else {
-			es = elements(elems[name])
 		}
-		if err := c.AddSet(st, es); err != nil {
+		if err := c.AddSet(st, nil); err != nil {
 			return fmt.Errorf("nftables set %s: %w", name, err)
 		}
 		sets[name] = st
-		return nil
+		if dynamic {
+			return nil
+		}
+		return inChunks(elems[name], func(ks [][]byte) error { return c.SetAddElements(st, elements(ks)) })
 	}
 	for _, s := range []struct {
 		name    string

@@ -48,7 +48,7 @@ func TestReachHelperProcess(t *testing.T) {
 // reachLab is a namespace, a listener in it, and workload cgroups whose
 // processes connect.
 type reachLab struct {
-	t    *testing.T
+	t    testing.TB
 	nw   *sandbox.Network
 	cgs  *sandbox.Cgroups
 	tree ReachTree
@@ -58,7 +58,7 @@ type reachLab struct {
 	remote int
 }
 
-func newReachLab(t *testing.T) *reachLab {
+func newReachLab(t testing.TB) *reachLab {
 	t.Helper()
 	testenv.RequireRoot(t, "namespaces, cgroups and rules are the kernel's")
 	cgs, err := sandbox.NewCgroups(fmt.Sprintf("flyd-test-reach-%d", os.Getpid()))
@@ -259,5 +259,31 @@ func TestDeclaredReach(t *testing.T) {
 	}
 	if got, _ := l.connect("app", local); got != "ok" {
 		t.Errorf("app with no reach table: %s", got)
+	}
+}
+
+// A table of 1,000 endpoints with 4 cgroups allowed each (more elements
+// than one netlink attribute holds) is written, read back whole by a new
+// firewall, and changed by one element.
+func TestDeclaredReachMany(t *testing.T) {
+	f, table := testFirewall(t)
+	l := newReachLab(t)
+	tb := ReachTable{NS: l.nw.Path}
+	for i := range 1000 {
+		tb.Local = append(tb.Local, LocalDest{Port: 20000 + i, Allowed: []uint64{uint64(5 + i), uint64(10005 + i), uint64(20005 + i), uint64(30005 + i)}})
+	}
+	if err := f.SetReach(l.tree, []ReachTable{tb}); err != nil {
+		t.Fatal(err)
+	}
+	f2, err := New(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Local[0].Allowed = append(tb.Local[0].Allowed, 99)
+	if err := f2.SetReach(l.tree, []ReachTable{tb}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(f2.reach[l.nw.Path].sets[setLocalAllowed]); got != 4001 {
+		t.Errorf("%d cgroups allowed, want 4001", got)
 	}
 }

@@ -101,6 +101,16 @@ func DeclaredReach(policies map[string]*spec.Policy, w World, r ReachWorld) Reac
 		tables[ns] = &dests{local: map[int][]uint64{}, remote: map[netip.AddrPort][]uint64{}}
 	}
 	plan := ReachPlan{targets: map[destKey]Target{}}
+	// Who uses whom, once: each producer's consumers, in name order.
+	users := map[string][]use{}
+	for _, u := range names {
+		for _, entry := range w.Decls[u].Uses {
+			name, ep, _ := strings.Cut(entry, "/")
+			if name != u && !slices.ContainsFunc(users[name], func(x use) bool { return x.consumer == u && x.endpoint == "" }) {
+				users[name] = append(users[name], use{consumer: u, endpoint: ep, entry: entry})
+			}
+		}
+	}
 	for _, x := range names {
 		d := w.Decls[x]
 		for _, e := range d.Endpoints {
@@ -145,7 +155,7 @@ func DeclaredReach(policies map[string]*spec.Policy, w World, r ReachWorld) Reac
 					add(nsOf[n], r.Addrs[n].Gateway, pub)
 				}
 			}
-			ep.Admits = admits(x, e.Name, names, policies, w)
+			ep.Admits = admits(x, e.Name, users[x], policies, w)
 			// Every way in is guarded; an admitted workload that runs
 			// is allowed the ways of its own namespace.
 			allow := func(k destKey, ids ...uint64) {
@@ -193,33 +203,30 @@ func DeclaredReach(policies map[string]*spec.Policy, w World, r ReachWorld) Reac
 	return plan
 }
 
+// use is a consumer's entry in uses naming a producer (and, when not "",
+// one of its endpoints).
+type use struct{ consumer, endpoint, entry string }
+
 // admits is the allow-list of x's endpoint e, by workload, with where
-// each entry comes from.
-func admits(x, e string, names []string, policies map[string]*spec.Policy, w World) []status.ReachAdmit {
+// each entry comes from: x itself, then its users.
+func admits(x, e string, users []use, policies map[string]*spec.Policy, w World) []status.ReachAdmit {
 	out := []status.ReachAdmit{{Workload: x, Why: "itself"}}
 	open := ""
-	for _, u := range names {
-		if u == x {
+	for _, u := range users {
+		if u.endpoint != "" && u.endpoint != e || len(out) > 1 && out[len(out)-1].Workload == u.consumer {
 			continue
 		}
-		for _, use := range w.Decls[u].Uses {
-			name, ep, _ := strings.Cut(use, "/")
-			if name != x || ep != "" && ep != e {
-				continue
+		why := "uses: [" + spec.BareName(u.entry) + "]"
+		if !w.sameLane(u.consumer, x) {
+			if open == "" {
+				open = peersPolicy(x, w.Decls[x].Network, policies)
 			}
-			why := "uses: [" + spec.BareName(use) + "]"
-			if !w.sameLane(u, x) {
-				if open == "" {
-					open = peersPolicy(x, w.Decls[x].Network, policies)
-				}
-				if open == "-" {
-					continue // a peer's uses never opens what another applied
-				}
-				why += fmt.Sprintf(" (a peer's, opened by policy %s)", open)
+			if open == "-" {
+				continue // a peer's uses never opens what another applied
 			}
-			out = append(out, status.ReachAdmit{Workload: u, Why: why})
-			break
+			why += fmt.Sprintf(" (a peer's, opened by policy %s)", open)
 		}
+		out = append(out, status.ReachAdmit{Workload: u.consumer, Why: why})
 	}
 	return out
 }
