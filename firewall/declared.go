@@ -65,6 +65,16 @@ type ReachTable struct {
 	NS     string
 	Local  []LocalDest
 	Remote []RemoteDest
+	// Gateways, of the host's table, are the networks' links and the
+	// host's address on each: a network reaches a Local destination of
+	// the host's only at its gateway, where its own table guards it.
+	Gateways []Gateway
+}
+
+// Gateway is a network's link and the host's address on it.
+type Gateway struct {
+	Link string
+	Addr netip.Addr
 }
 
 // LocalDest is a port reached through the namespace's loopback, and the
@@ -238,11 +248,17 @@ const (
 	setRemoteAllowed = "remote-allowed" // cgroup . addr . port
 	setRefusedLocal  = "refused-local"  // cgroup . port, dynamic, counted
 	setRefusedRemote = "refused-remote" // cgroup . addr . port, dynamic, counted
+	setLinks         = "links"          // link
+	setGateways      = "gateways"       // link . addr
 )
+
+// staticSets are the sets a reach table's elements are diffed in.
+var staticSets = []string{setLocal, setLocalAllowed, setRemote, setRemoteAllowed, setLinks, setGateways}
 
 var (
 	localKeyType         = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
 	localAllowedKeyType  = nftables.MustConcatSetType(nftables.TypeCGroupV2, nftables.TypeInetService)
+	gatewayKeyType       = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr)
 	remoteKeyType        = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService)
 	remoteAllowedKeyType = nftables.MustConcatSetType(nftables.TypeCGroupV2, nftables.TypeIPAddr, nftables.TypeInetService)
 )
@@ -251,7 +267,15 @@ var (
 // holds them (each field padded to 32 bits; a cgroup id in host order, as
 // the socket expression loads it).
 func declaredElements(t ReachTable) map[string][][]byte {
-	out := map[string][][]byte{setLocal: {}, setLocalAllowed: {}, setRemote: {}, setRemoteAllowed: {}}
+	out := map[string][][]byte{}
+	for _, name := range staticSets {
+		out[name] = [][]byte{}
+	}
+	for _, g := range t.Gateways {
+		a := g.Addr.As4()
+		out[setLinks] = append(out[setLinks], ifnameKey(g.Link))
+		out[setGateways] = append(out[setGateways], slices.Concat(ifnameKey(g.Link), a[:]))
+	}
 	for _, d := range t.Local {
 		out[setLocal] = append(out[setLocal], tcpKey(d.Port))
 		for _, id := range d.Allowed {
@@ -353,7 +377,7 @@ func readReach(c *nftables.Conn, tbl *nftables.Table) (*reachState, error) {
 		return nil, nil
 	}
 	st := &reachState{tree: tree, sets: map[string][][]byte{}}
-	for _, name := range []string{setLocal, setLocalAllowed, setRemote, setRemoteAllowed} {
+	for _, name := range staticSets {
 		elems, err := c.GetSetElements(&nftables.Set{Table: tbl, Name: name})
 		if err != nil {
 			return nil, nil //nolint:nilerr // a set missing: rewritten whole
@@ -371,7 +395,7 @@ func readReach(c *nftables.Conn, tbl *nftables.Table) (*reachState, error) {
 func buildDeclared(c *nftables.Conn, t *nftables.Table, tree ReachTree, elems map[string][][]byte) error {
 	sets := map[string]*nftables.Set{}
 	add := func(name string, kt nftables.SetDatatype, dynamic bool) error {
-		st := &nftables.Set{Table: t, Name: name, KeyType: kt, Concatenation: true}
+		st := &nftables.Set{Table: t, Name: name, KeyType: kt, Concatenation: len(nftables.ConcatSetTypeElements(kt)) > 1}
 		if dynamic {
 			st.Dynamic, st.Counter, st.Size = true, true, refusedSize
 		}
@@ -392,6 +416,7 @@ func buildDeclared(c *nftables.Conn, t *nftables.Table, tree ReachTree, elems ma
 		{setLocal, localKeyType, false}, {setLocalAllowed, localAllowedKeyType, false},
 		{setRemote, remoteKeyType, false}, {setRemoteAllowed, remoteAllowedKeyType, false},
 		{setRefusedLocal, localAllowedKeyType, true}, {setRefusedRemote, remoteAllowedKeyType, true},
+		{setLinks, nftables.TypeIFName, false}, {setGateways, gatewayKeyType, false},
 	} {
 		if err := add(s.name, s.kt, s.dynamic); err != nil {
 			return err
@@ -447,6 +472,17 @@ func buildDeclared(c *nftables.Conn, t *nftables.Table, tree ReachTree, elems ma
 	rule(check, nil, ipv4, cg, daddr(r0+2), dport(r0+3), lookup(sets[setRemoteAllowed]), acceptV)
 	rule(check, nil, guardedRemote, cg, daddr(r0+2), dport(r0+3), update(sets[setRefusedRemote]))
 	rule(check, nil, guardedRemote, reset)
+
+	// On the host: a network reaches a guarded port of the host's at its
+	// gateway, which its own table guards, and at no other address of
+	// the host's (before the NAT that would take a published port on).
+	pre := c.AddChain(&nftables.Chain{Name: "reach-gateways", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityMangle, Policy: &accept})
+	iif := &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: r0}
+	rule(pre, nil, synOnly(), []expr.Any{iif, &expr.Lookup{SourceRegister: r0, SetName: sets[setLinks].Name, SetID: sets[setLinks].ID}},
+		ipv4, []expr.Any{iif}, daddr(r0+4), lookup(sets[setGateways]), acceptV)
+	rule(pre, nil, synOnly(), []expr.Any{iif, &expr.Lookup{SourceRegister: r0, SetName: sets[setLinks].Name, SetID: sets[setLinks].ID}},
+		toLocal(), protoPortTo(r0), lookup(sets[setLocal]), reset)
 	return nil
 }
 

@@ -162,7 +162,8 @@ func TestReachDeclaredInNetwork(t *testing.T) {
 // TestReachDeclaredOnHost: the same on the host's network (--reach-host
 // declared), where a process that is no workload (this test) still
 // reaches pg; and from an isolated network, a workload that uses pg
-// reaches it at its gateway while one that does not is refused.
+// reaches it at its gateway while one that does not is refused, there
+// and at another address of the host's.
 func TestReachDeclaredOnHost(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
@@ -173,25 +174,37 @@ func TestReachDeclaredOnHost(t *testing.T) {
 name: far
 command: ["@PROG@", "signals"]
 network: ci-far
+---
+name: near
+command: ["@PROG@", "signals"]
+network: ci-near
 `))
 	d.waitState(t, "far", api.StateRunning)
-	gw := d.gateways(t)["ci-far"]
+	d.waitState(t, "near", api.StateRunning)
+	gws := d.gateways(t)
+	// far-sneak dials another address of the host's (near's gateway),
+	// where far's own table does not look: the host refuses it.
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "far.yaml", fmt.Sprintf(`
 name: far-user
-command: ["@PROG@", "dial", "%[1]s:%[2]d", "100ms"]
+command: ["@PROG@", "dial", "%[1]s:%[3]d", "100ms"]
 uses: [pg]
 network: ci-far
 ---
 name: far-side
-command: ["@PROG@", "dial", "%[1]s:%[2]d", "100ms"]
+command: ["@PROG@", "dial", "%[1]s:%[3]d", "100ms"]
 network: ci-far
-`, gw, port)))
+---
+name: far-sneak
+command: ["@PROG@", "dial", "%[2]s:%[3]d", "100ms"]
+network: ci-far
+`, gws["ci-far"], gws["ci-near"], port)))
 	reachChecks(t, d, events, port)
 	if o, _, code := runCmd(t, exec.Command(d.prog, "get", "127.0.0.1:"+strconv.Itoa(port))); code != 0 || !strings.Contains(o, "hello from testprog") {
 		t.Errorf("a process that is no workload was refused pg: %s", o)
 	}
 	d.waitLog(t, "far-user", "dial ok")
 	d.requireRefusedAtOnce(t, "far-side")
+	d.requireRefusedAtOnce(t, "far-sneak")
 	table := instance.Name(d.runDir) + "-reach"
 	if s := reachTable(t, "", table); !strings.Contains(s, "remote") {
 		t.Errorf("no reach table on the host:\n%s", s)

@@ -198,6 +198,15 @@ func DeclaredReach(policies map[string]*spec.Policy, w World, r ReachWorld) Reac
 		for _, ap := range aps {
 			t.Remote = append(t.Remote, firewall.RemoteDest{Addr: ap.Addr(), Port: int(ap.Port()), Allowed: ids(d.remote[ap])})
 		}
+		if ns == "" && len(t.Local) > 0 {
+			// The networks reach the host's guarded ports at their
+			// gateways alone, where their own tables guard them.
+			for _, n := range sortedKeys(r.Addrs) {
+				if l, ok := w.Links[n]; ok {
+					t.Gateways = append(t.Gateways, firewall.Gateway{Link: l, Addr: r.Addrs[n].Gateway})
+				}
+			}
+		}
 		plan.Tables = append(plan.Tables, t)
 	}
 	return plan

@@ -67,6 +67,9 @@ func tablesText(ts []firewall.ReachTable) string {
 		for _, d := range t.Remote {
 			fmt.Fprintf(&b, "%s %v:%d %v\n", ns, d.Addr, d.Port, d.Allowed)
 		}
+		for _, g := range t.Gateways {
+			fmt.Fprintf(&b, "%s gateway %s %v\n", ns, g.Link, g.Addr)
+		}
 	}
 	return b.String()
 }
@@ -91,6 +94,9 @@ func admitsText(eps []status.ReachEndpoint) string {
 }
 
 func TestDeclaredReach(t *testing.T) {
+	// With a port of the host's guarded, the networks reach the host at
+	// their gateways alone.
+	const gateways = "host gateway fly-1 10.0.0.1\nhost gateway fly-2 10.0.0.5\n"
 	openToPeers := map[string]*spec.Policy{"peers-in": {Name: "peers-in", Select: spec.Selector{Workloads: []string{"pg"}},
 		Ingress: &[]spec.IngressRule{{From: spec.Peers{Users: true, Peers: true}}}}}
 	for _, tt := range []struct {
@@ -108,7 +114,7 @@ func TestDeclaredReach(t *testing.T) {
 			// from the host (at the network's address and the published
 			// port); c2 from the other network, at its gateway and the
 			// published port; pg itself at its own published port.
-			tables: "host lo:15432 [6]\nhost 10.0.0.2:5432 [6]\nhost 10.0.0.2:9000 [6]\n" +
+			tables: "host lo:15432 [6]\nhost 10.0.0.2:5432 [6]\nhost 10.0.0.2:9000 [6]\n" + gateways +
 				"/run/netns/ci lo:5432 [1 2]\n/run/netns/ci lo:9000 [1]\n/run/netns/ci 10.0.0.1:15432 [1 2]\n" +
 				"/run/netns/other 10.0.0.5:15432 [5]\n",
 			admits: "api/http off\npg/tcp: pg(itself) api(uses: [pg]) app(uses: [pg/tcp]) c2(uses: [pg])\npg/admin: pg(itself) api(uses: [pg]) c2(uses: [pg])\n",
@@ -116,14 +122,14 @@ func TestDeclaredReach(t *testing.T) {
 		{
 			name:   "the host's network: loopback, and every network at its gateway",
 			change: func(w *World, r *ReachWorld) { r.Declared[spec.NetworkHost] = true },
-			tables: "host lo:8080 [6]\n/run/netns/ci 10.0.0.1:8080 []\n/run/netns/other 10.0.0.5:8080 [5]\n",
+			tables: "host lo:8080 [6]\n" + gateways + "/run/netns/ci 10.0.0.1:8080 []\n/run/netns/other 10.0.0.5:8080 [5]\n",
 			admits: "api/http: api(itself) c2(uses: [api])\npg/tcp off\npg/admin off\n",
 		},
 		{
 			name:     "a policy opens pg to its peers' users",
 			change:   func(w *World, r *ReachWorld) { r.Declared["ci"] = true },
 			policies: openToPeers,
-			tables: "host lo:15432 [6]\nhost 10.0.0.2:5432 [6]\nhost 10.0.0.2:9000 [6]\n" +
+			tables: "host lo:15432 [6]\nhost 10.0.0.2:5432 [6]\nhost 10.0.0.2:9000 [6]\n" + gateways +
 				"/run/netns/ci lo:5432 [1 2 4]\n/run/netns/ci lo:9000 [1 4]\n/run/netns/ci 10.0.0.1:15432 [1 2 4]\n" +
 				"/run/netns/other 10.0.0.5:15432 [5]\n",
 			admits: "api/http off\n" +
@@ -137,7 +143,7 @@ func TestDeclaredReach(t *testing.T) {
 				delete(r.Cgroups, "app")
 				w.Decls["pg"] = Declaration{Network: "ci", Endpoints: w.Decls["pg"].Endpoints[:1]}
 			},
-			tables: "host lo:15432 [6]\nhost 10.0.0.2:5432 [6]\n" +
+			tables: "host lo:15432 [6]\nhost 10.0.0.2:5432 [6]\n" + gateways +
 				"/run/netns/ci lo:5432 [1]\n/run/netns/ci 10.0.0.1:15432 [1]\n/run/netns/other 10.0.0.5:15432 [5]\n",
 			admits: "api/http off\npg/tcp: pg(itself) api(uses: [pg]) app(uses: [pg/tcp])! c2(uses: [pg])\n",
 		},
