@@ -182,7 +182,7 @@ func (f *Firewall) setReach(tree ReachTree, t ReachTable) error {
 	case have == nil || have.tree != tree:
 		c.AddTable(tbl)
 		c.DelTable(tbl)
-		if err := buildDeclared(c, c.AddTable(tbl), tree, want); err != nil {
+		if err := buildDeclared(c, c.AddTable(tbl), tree, want, t.NS == ""); err != nil {
 			return err
 		}
 	default:
@@ -392,7 +392,7 @@ func readReach(c *nftables.Conn, tbl *nftables.Table) (*reachState, error) {
 }
 
 // buildDeclared adds a reach table's chains, sets and rules.
-func buildDeclared(c *nftables.Conn, t *nftables.Table, tree ReachTree, elems map[string][][]byte) error {
+func buildDeclared(c *nftables.Conn, t *nftables.Table, tree ReachTree, elems map[string][][]byte, host bool) error {
 	sets := map[string]*nftables.Set{}
 	add := func(name string, kt nftables.SetDatatype, dynamic bool) error {
 		st := &nftables.Set{Table: t, Name: name, KeyType: kt, Concatenation: len(nftables.ConcatSetTypeElements(kt)) > 1}
@@ -475,7 +475,12 @@ func buildDeclared(c *nftables.Conn, t *nftables.Table, tree ReachTree, elems ma
 
 	// On the host: a network reaches a guarded port of the host's at its
 	// gateway, which its own table guards, and at no other address of
-	// the host's (before the NAT that would take a published port on).
+	// the host's (before the NAT that would take a published port on). A
+	// network's namespace has no such chain: every packet it receives
+	// would pay for it.
+	if !host {
+		return nil
+	}
 	pre := c.AddChain(&nftables.Chain{Name: "reach-gateways", Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityMangle, Policy: &accept})
 	iif := &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: r0}

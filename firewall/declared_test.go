@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -58,10 +59,12 @@ type reachLab struct {
 	remote int
 }
 
+var labs atomic.Int64
+
 func newReachLab(t testing.TB) *reachLab {
 	t.Helper()
 	testenv.RequireRoot(t, "namespaces, cgroups and rules are the kernel's")
-	cgs, err := sandbox.NewCgroups(fmt.Sprintf("flyd-test-reach-%d", os.Getpid()))
+	cgs, err := sandbox.NewCgroups(fmt.Sprintf("flyd-test-reach-%d-%d", os.Getpid(), labs.Add(1)))
 	if err != nil {
 		testenv.Skip(t, err.Error())
 	}
