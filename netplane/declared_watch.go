@@ -89,6 +89,14 @@ func (p *Plane) readRefusals(now time.Time) {
 	if err != nil {
 		p.log.Debug("cannot read every reach table's refusals", zap.Error(err))
 	}
+	p.noteRefusals(rs, now)
+}
+
+// noteRefusals takes counts read at now: each workload's first refusal to
+// an endpoint is an event at once, later ones a count at most every
+// reachRepeat; a count lower than the last read began again (its table
+// was made again).
+func (p *Plane) noteRefusals(rs []firewall.Refusal, now time.Time) {
 	b := &p.declared.watch
 	var events []status.Event
 	b.mu.Lock()
