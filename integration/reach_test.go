@@ -264,3 +264,42 @@ func reachTable(t *testing.T, ns, name string) string {
 	}
 	return b.String()
 }
+
+// TestReachContainerd: a container is told apart like a native workload
+// (runc puts it in the v2 tree at its cgroup's path, on a hybrid host
+// too): refused while it declares nothing, admitted once it uses pg.
+func TestReachContainerd(t *testing.T) {
+	t.Parallel()
+	ctrd, _, archive := privateContainerd(t)
+	d := startDaemon(t, withArgs("--containerd-socket", ctrd.Socket))
+	port := freePort(t)
+	box := func(uses string) string {
+		return fmt.Sprintf(`
+name: box
+kind: containerd
+containerd: {image: "docker.io/library/bbox:latest", archive: %s}
+command: ["sh", "-c", "while :; do if nc -w 2 127.0.0.1 %d </dev/null; then echo dial ok; else echo dial refused; fi; sleep 0.2; done"]
+network: ci-cbox
+%s`, archive, port, uses)
+	}
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "stack.yaml", fmt.Sprintf(`
+kind: network
+name: ci-cbox
+reach: declared
+---
+name: pg
+command: ["@PROG@", "serve", "127.0.0.1:${PORT_SQL}"]
+endpoints: [{name: sql, api: tcp, port: %d}]
+network: ci-cbox
+---`, port)+box("")))
+	d.waitState(t, "box", api.StateRunning)
+	d.waitLog(t, "box", "dial refused")
+	eventually(t, "box named by flyd reach", func() error {
+		if o := d.mustCLI(t, "reach", "pg"); !strings.Contains(o, "refused box:") {
+			return fmt.Errorf("flyd reach pg:\n%s", o)
+		}
+		return nil
+	})
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "box.yaml", box("uses: [pg]\n")))
+	d.waitLog(t, "box", "dial ok")
+}
