@@ -49,6 +49,7 @@ type Config struct {
 	LogGenerations   int
 	AdvertiseAddress string
 	NetworkPool      string
+	ReachHost        string // declared or off (empty): the host network's reach
 	CgroupParent     string // empty: named after the run dir
 	ContainerdSocket string
 	Registry         string
@@ -170,6 +171,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		l.Close()
 		return err
 	}
+	reachHost, err := hostReach(cfg, fw, cgroups)
+	if err != nil {
+		l.Close()
+		return err
+	}
 	pipes := openLogPipes(cfg.RunDir, log)
 	if pipes != nil {
 		defer pipes.Close() // after the supervisor's: the holder keeps the pipes
@@ -191,6 +197,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		AdvertiseAddress: cfg.AdvertiseAddress,
 		NetworkPool:      pool,
 		Firewall:         fw,
+		HostReach:        reachHost,
 	})
 	if err != nil {
 		l.Close()
@@ -200,7 +207,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	gid := lookupGroup(cfg.SocketGroup)
 	backend := NewBackend(sup)
 	m := metrics.New(backend)
-	opts := []api.Option{api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count)}
+	opts := []api.Option{api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count), api.WithRoute("GET /v1/reach", api.ReachHandler(backend))}
 	if policy != nil {
 		opts = append(opts, api.WithSpecPolicy(policy))
 	}

@@ -69,6 +69,9 @@ type Firewall struct {
 	served map[string][]int
 	// proj is what the policies and visibilities ask (guard.go).
 	proj Projection
+	// reach is each namespace's reach table as written (declared.go), by
+	// namespace file ("" the host's); nil for one known to have none.
+	reach map[string]*reachState
 }
 
 // New checks that the kernel offers nf_tables to flyd and returns an
@@ -167,15 +170,15 @@ func (f *Firewall) writeInside(name string, n Net) error {
 // Table is the name of the firewall's table.
 func (f *Firewall) Table() string { return f.table }
 
-// Purge deletes a table of flyd's, both families.
+// Purge deletes a table of flyd's, both families, and its reach table.
 func Purge(table string) error {
 	c, err := nftables.New()
 	if err != nil {
 		return unavailable(err)
 	}
 	defer c.CloseLasting()
-	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
-		t := &nftables.Table{Name: table, Family: fam}
+	for _, t := range []*nftables.Table{{Name: table, Family: nftables.TableFamilyIPv4},
+		{Name: table, Family: nftables.TableFamilyIPv6}, {Name: table + "-reach", Family: nftables.TableFamilyINet}} {
 		c.AddTable(t) // so that the delete cannot fail for a missing table
 		c.DelTable(t)
 	}

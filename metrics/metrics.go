@@ -32,6 +32,7 @@ var (
 	regDesiredDesc = prometheus.NewDesc("flyd_registry_instances", "Registry instances that should be registered, and that are.", []string{"kind"}, nil)
 	regBeatsDesc   = prometheus.NewDesc("flyd_registry_heartbeats_total", "Heartbeats sent to the registry.", nil, nil)
 	regFailsDesc   = prometheus.NewDesc("flyd_registry_failures_total", "Registry requests that failed.", nil, nil)
+	reachDesc      = prometheus.NewDesc("flyd_reach_refused_total", "Connections declared reach refused, by the workload that tried (from) and the endpoint it tried (to, WORKLOAD/ENDPOINT).", []string{"from", "to"}, nil)
 )
 
 // Handler serves /metrics for backend, and wraps next (the API) so that
@@ -92,7 +93,7 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 type collector struct{ backend api.Backend }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{workloadsDesc, restartsDesc, healthyDesc, oomDesc, pidsDesc, notifyDesc, portsDesc, regDesiredDesc, regBeatsDesc, regFailsDesc} {
+	for _, d := range []*prometheus.Desc{workloadsDesc, restartsDesc, healthyDesc, oomDesc, pidsDesc, notifyDesc, portsDesc, regDesiredDesc, regBeatsDesc, regFailsDesc, reachDesc} {
 		ch <- d
 	}
 }
@@ -140,5 +141,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(regDesiredDesc, prometheus.GaugeValue, float64(r.Failing), "failing")
 		ch <- prometheus.MustNewConstMetric(regBeatsDesc, prometheus.CounterValue, float64(r.Heartbeats))
 		ch <- prometheus.MustNewConstMetric(regFailsDesc, prometheus.CounterValue, float64(r.Failures))
+	}
+	if src, ok := c.backend.(api.ReachSource); ok {
+		if eps, err := src.Reach(ctx, ""); err == nil {
+			for _, e := range eps {
+				for _, r := range e.Refused {
+					ch <- prometheus.MustNewConstMetric(reachDesc, prometheus.CounterValue, float64(r.Count), r.Workload, e.Workload+"/"+e.Endpoint)
+				}
+			}
+		}
 	}
 }

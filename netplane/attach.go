@@ -265,7 +265,7 @@ func (p *Plane) Detach(w *spec.Workload) {
 	p.Release(w.Name, "")
 	p.undeclare(w.Name)
 	p.Drop(w.Network)
-	if declaredOf(w).ShapesGuards() {
+	if declaredOf(w).ShapesGuards() || len(w.Uses) > 0 {
 		p.rewriteGuards()
 	}
 }

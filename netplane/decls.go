@@ -25,7 +25,9 @@ func (p *Plane) declare(w *spec.Workload) (reproject bool) {
 	if had && reflect.DeepEqual(old, d) {
 		return false
 	}
-	return d.ShapesGuards() || had && old.ShapesGuards()
+	// Uses shape the allow-lists of declared reach wherever the
+	// workload runs.
+	return d.ShapesGuards() || had && old.ShapesGuards() || !slices.Equal(old.Uses, d.Uses)
 }
 
 // declaredOf is w's declaration.

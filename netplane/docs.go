@@ -150,11 +150,22 @@ func (p *Plane) PutNetwork(n *spec.Network) (*status.Network, error) {
 	if err := n.Validate(); err != nil {
 		return nil, err
 	}
+	if n.DeclaredReach() {
+		if err := p.ReachAvailable(); err != nil {
+			return nil, fmt.Errorf("network %s: %w", n.Name, err)
+		}
+	}
+	was := p.Doc(n.Name).DeclaredReach()
 	if err := p.setDoc(n.Name, n); err != nil {
 		return nil, err
 	}
 	if err := p.WriteRules(n.Name); err != nil {
 		return nil, err
+	}
+	if was != n.DeclaredReach() {
+		if err := p.writeGuards(); err != nil {
+			return nil, err
+		}
 	}
 	ns, err := p.Networks()
 	if err != nil {
@@ -171,10 +182,17 @@ func (p *Plane) PutNetwork(n *spec.Network) (*status.Network, error) {
 // ForgetNetwork drops a network's document: the network keeps its
 // workloads and takes the defaults.
 func (p *Plane) ForgetNetwork(name string) error {
+	was := p.Doc(name).DeclaredReach()
 	if err := p.setDoc(name, nil); err != nil {
 		return err
 	}
-	return p.WriteRules(name)
+	if err := p.WriteRules(name); err != nil {
+		return err
+	}
+	if was {
+		return p.writeGuards()
+	}
+	return nil
 }
 
 // DeleteNetwork deletes an isolated network that no workload uses, and
@@ -198,7 +216,14 @@ func (p *Plane) DeleteNetwork(name string) error {
 		return err
 	}
 	p.forgetLink(name)
-	return p.setDoc(name, nil)
+	was := p.Doc(name).DeclaredReach()
+	if err := p.setDoc(name, nil); err != nil {
+		return err
+	}
+	if was {
+		p.rewriteGuards()
+	}
+	return nil
 }
 
 // Networks lists the isolated networks and who uses them, and the

@@ -12,6 +12,7 @@ import (
 	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // DocStore keeps documents durably, one record (JSON) a document: the
@@ -48,6 +49,12 @@ type Config struct {
 	Users func(network string) []string
 	// AppliedBy says who applied a workload, for the policies' `users`.
 	AppliedBy func(workload string) (uint32, bool)
+	// Cgroups tells the workloads' sockets apart for declared reach;
+	// HostReach puts the host's network under it; Event reports what it
+	// refuses.
+	Cgroups   *sandbox.Cgroups
+	HostReach bool
+	Event     func(status.Event)
 }
 
 // Plane owns flyd's networks: their namespaces and links, the ports
@@ -80,6 +87,9 @@ type Plane struct {
 	// decls are the workloads' specs as the projection needs them.
 	declMu sync.Mutex
 	decls  map[string]Declaration
+
+	// declared is declared reach's state (declared_plane.go).
+	declared reachPlane
 }
 
 // Open opens the namespaces and reservations an earlier daemon left; the

@@ -84,8 +84,12 @@ func (p *Plane) writeGuardsOf(policies map[string]*spec.Policy) error {
 	if p.fw == nil {
 		return nil
 	}
-	pr := Project(policies, p.world())
-	return p.fw.SetProjection(firewall.Projection{Guards: pr.Guards, Reach: pr.Reach})
+	w := p.world()
+	pr := Project(policies, w)
+	if err := p.fw.SetProjection(firewall.Projection{Guards: pr.Guards, Reach: pr.Reach}); err != nil {
+		return err
+	}
+	return p.writeReach(policies, w)
 }
 
 // coalescer runs f for its callers, one run at a time; a caller is

@@ -57,6 +57,10 @@ type Cgroup struct {
 	// in says which hierarchies the cgroup is made in: all of them on v2,
 	// on v1 the primary and those of the controllers its limits need.
 	in []bool
+	// sockDir is the cgroup in the tree its sockets are told apart by
+	// (cgroup_socket.go): dirs[0] on v2, a directory of the bare v2 tree
+	// beside the v1 hierarchies of a hybrid host, "" on v1 alone.
+	sockDir string
 }
 
 // NewCgroups creates the parent (for example "flyd", or
@@ -90,6 +94,10 @@ func newCgroups(parent string, l layout) (*Cgroups, error) {
 	if l.version == 2 {
 		if c.ctrls, err = enableControllers(l.hier[0].mount, p); err != nil {
 			return nil, err
+		}
+	} else if l.sock != nil {
+		if err := os.MkdirAll(filepath.Join(l.sock.mount, p), 0o755); err != nil {
+			return nil, fmt.Errorf("create cgroup parent %q in the cgroup2 tree: %w: %w", p, err, errdefs.ErrUnavailable)
 		}
 	}
 	return c, nil
@@ -155,6 +163,12 @@ func (c *Cgroups) Create(name string, l Limits) (*Cgroup, error) {
 		if i == 0 {
 			g.Fresh = err == nil
 		}
+	}
+	if err := g.makeSockDir(); err != nil {
+		if created {
+			_ = g.Delete()
+		}
+		return nil, fmt.Errorf("create cgroup %q: %w", name, err)
 	}
 	sets = slices.DeleteFunc(sets, func(s setting) bool { return g.dirFor(s.ctrl) == "" })
 	// Shared: a start may go on meanwhile, but a kill's freeze must not
@@ -255,7 +269,11 @@ func (c *Cgroups) Claim() (release func(), err error) {
 // cgroup remains under it. A missing parent is not an error.
 func (c *Cgroups) RemoveParent() error {
 	var errs []error
-	for _, h := range c.l.hier {
+	hier := c.l.hier
+	if c.l.version == 1 && c.l.sock != nil {
+		hier = append(slices.Clone(hier), *c.l.sock)
+	}
+	for _, h := range hier {
 		err := unix.Rmdir(filepath.Join(h.mount, c.parent))
 		switch {
 		case errors.Is(err, unix.ENOENT):
@@ -274,7 +292,7 @@ func (c *Cgroups) RemoveParent() error {
 func (g *Cgroup) Delete() error {
 	unlock := lockCgroup(g.Path, true)
 	defer unlock()
-	for _, d := range g.dirs {
+	for _, d := range g.allDirs() {
 		pids, err := readInts(filepath.Join(d, "cgroup.procs"))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -288,8 +306,9 @@ func (g *Cgroup) Delete() error {
 	}
 	// The primary goes last: while it exists, Open finds the cgroup and a
 	// second Delete can finish what a failed one left.
-	for i := len(g.dirs) - 1; i >= 0; i-- {
-		err := unix.Rmdir(g.dirs[i])
+	all := g.allDirs()
+	for i := len(all) - 1; i >= 0; i-- {
+		err := unix.Rmdir(all[i])
 		switch {
 		case errors.Is(err, unix.ENOENT):
 		case errors.Is(err, unix.EBUSY):
@@ -323,6 +342,12 @@ func (c *Cgroups) cgroup(name string) (*Cgroup, error) {
 		g.dirs = append(g.dirs, filepath.Join(h.mount, c.parent, dirOf(name)))
 	}
 	g.Path, g.in[0] = g.dirs[0], true
+	switch {
+	case c.l.version == 2:
+		g.sockDir = g.dirs[0]
+	case c.l.sock != nil:
+		g.sockDir = filepath.Join(c.l.sock.mount, c.parent, dirOf(name))
+	}
 	return g, nil
 }
 

@@ -49,9 +49,13 @@ func (h hierarchy) dir(p string) (string, bool) {
 }
 
 // layout is what a host offers: one v2 tree, or v1 trees by controller.
+// sock is the v2 tree where a workload's sockets are told apart (see
+// cgroup_socket.go): the one tree on v2, a hybrid host's bare "unified"
+// tree beside its v1 hierarchies, none on a host of v1 alone.
 type layout struct {
 	version int
 	hier    []hierarchy
+	sock    *hierarchy
 }
 
 // discoverLayout reads a mount table (/proc/self/mountinfo). v2 wins when
@@ -91,15 +95,20 @@ func discoverLayout(mountinfo string) (layout, error) {
 	}
 	switch {
 	case unified != nil:
-		return layout{version: 2, hier: []hierarchy{{mount: unified.point, root: unified.root}}}, nil
+		h := hierarchy{mount: unified.point, root: unified.root}
+		return layout{version: 2, hier: []hierarchy{h}, sock: &h}, nil
 	case len(v1.hier) > 0:
 		slices.SortStableFunc(v1.hier, func(a, b hierarchy) int {
 			return slices.Index(v1Controllers, a.ctrl) - slices.Index(v1Controllers, b.ctrl)
 		})
 		v1.version = 1
+		if bare != nil {
+			v1.sock = &hierarchy{mount: bare.point, root: bare.root}
+		}
 		return v1, nil
 	case bare != nil:
-		return layout{version: 2, hier: []hierarchy{{mount: bare.point, root: bare.root}}}, nil
+		h := hierarchy{mount: bare.point, root: bare.root}
+		return layout{version: 2, hier: []hierarchy{h}, sock: &h}, nil
 	}
 	return layout{}, errors.New("no cgroup filesystem is mounted")
 }

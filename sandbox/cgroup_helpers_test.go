@@ -81,7 +81,8 @@ func testLayouts(tb testing.TB) []testLayout {
 		}
 		for _, m := range mounts {
 			if m.v2 {
-				out = append(out, testLayout{"unified-v2", layout{version: 2, hier: []hierarchy{{mount: m.point, root: m.root}}}})
+				h := hierarchy{mount: m.point, root: m.root}
+				out = append(out, testLayout{"unified-v2", layout{version: 2, hier: []hierarchy{h}, sock: &h}})
 				break
 			}
 		}

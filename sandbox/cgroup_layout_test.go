@@ -43,6 +43,13 @@ func TestDiscoverLayout(t *testing.T) {
 		{"pids", "/sys/fs/cgroup/pids", "/"},
 		{"cpu", "/sys/fs/cgroup/cpu,cpuacct", "/"},
 	}}
+	// A hybrid host's bare tree is where its workloads' sockets are told
+	// apart.
+	wantHybrid := wantV1
+	wantHybrid.sock = &hierarchy{"", bare, "/"}
+	v2At := func(point string) layout {
+		return layout{2, []hierarchy{{"", point, "/"}}, &hierarchy{"", point, "/"}}
+	}
 	tests := []struct {
 		name    string
 		lines   []string
@@ -50,15 +57,14 @@ func TestDiscoverLayout(t *testing.T) {
 		wantErr bool
 	}{
 		{"pure v2", []string{"25 1 0:22 / / rw - ext4 /dev/vda rw", v2("30", "/sys/fs/cgroup")},
-			layout{2, []hierarchy{{"", "/sys/fs/cgroup", "/"}}}, false},
-		{"hybrid, unified tree has no controllers", append(hybridV1, v2("38", bare)), wantV1, false},
-		{"hybrid, unified tree has the controllers", append(hybridV1, v2("38", full)),
-			layout{2, []hierarchy{{"", full, "/"}}}, false},
+			v2At("/sys/fs/cgroup"), false},
+		{"hybrid, unified tree has no controllers", append(hybridV1, v2("38", bare)), wantHybrid, false},
+		{"hybrid, unified tree has the controllers", append(hybridV1, v2("38", full)), v2At(full), false},
 		{"v1 only", hybridV1, wantV1, false},
-		{"only a bare cgroup2", []string{v2("38", bare)}, layout{2, []hierarchy{{"", bare, "/"}}}, false},
+		{"only a bare cgroup2", []string{v2("38", bare)}, v2At(bare), false},
 		{"no cgroups", []string{"25 1 0:22 / / rw - ext4 /dev/vda rw"}, layout{}, true},
 		{"escaped mount point", []string{v1("35", `/sys/fs/cgroup/mem\040ory`, "memory")},
-			layout{1, []hierarchy{{"memory", "/sys/fs/cgroup/mem ory", "/"}}}, false},
+			layout{1, []hierarchy{{"memory", "/sys/fs/cgroup/mem ory", "/"}}, nil}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,6 +30,10 @@ import (
 // running other goroutines. start then runs on another goroutine (a panic
 // is re-raised here) and must not call runtime.UnlockOSThread.
 //
+// On a hybrid host (v1 hierarchies and a bare v2 tree beside them) the
+// child is also born, by that flag, into the cgroup's directory of the v2
+// tree, where its sockets are told apart (cgroup_socket.go).
+//
 // On v1 the daemon is, for that moment, a member of the cgroup: its thread
 // counts against PidsMax (a limit of 1 leaves no room for the child) and
 // CPUMax, and a cgroup already at its memory limit could make the OOM
@@ -68,6 +72,13 @@ func (g *Cgroup) StartIn(attr *syscall.SysProcAttr, start func() error) error {
 			return fmt.Errorf("start in cgroup %q: it is %s, and the starting thread would freeze too: %w", g.Name, s, errdefs.ErrConflict)
 		}
 	}
+	// A hybrid host's v2 tree, where sockets are told apart, takes the
+	// child by flag: a thread cannot move there alone.
+	cleanup, err := g.intoSockDir(attr)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
 	return onCgroupThread(g, start)
 }
 

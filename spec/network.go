@@ -25,10 +25,23 @@ type Network struct {
 	// root's. Without it a caller other than root uses only networks that
 	// hold its own workloads alone.
 	Peers bool `json:"peers,omitempty"`
+	// Reach is "declared" to have the network's endpoints admit only
+	// their own workload and the workloads that use them; "off" (the
+	// default) admits every process that reaches the port.
+	Reach string `json:"reach,omitempty"`
 }
+
+// Reach settings of a network document.
+const (
+	ReachOff      = "off"
+	ReachDeclared = "declared"
+)
 
 // AllowsEgress is Egress with its default.
 func (n *Network) AllowsEgress() bool { return n == nil || n.Egress == nil || *n.Egress }
+
+// DeclaredReach says whether the network is under declared reach.
+func (n *Network) DeclaredReach() bool { return n != nil && n.Reach == ReachDeclared }
 
 // Validate checks a network document.
 func (n *Network) Validate() error {
@@ -38,6 +51,9 @@ func (n *Network) Validate() error {
 	}
 	if n.Name == NetworkHost || !validFull(n.Name) {
 		p.add("name", "must be a network name of %s, not %q", nameRule, NetworkHost)
+	}
+	if n.Reach != "" && n.Reach != ReachOff && n.Reach != ReachDeclared {
+		p.add("reach", "must be %q or %q, not %q", ReachDeclared, ReachOff, n.Reach)
 	}
 	validateDocProject(&p, n.Project, n.Name)
 	return p.err()

@@ -197,10 +197,14 @@ func TestParseAllNetworks(t *testing.T) {
 		"kind: network\nname: ci-1\negres: false\n":  "line 3: egres: unknown field",
 		"kind: network\nname: host\n":                "line 2: name: must be a network name",
 		"kind: network\nname: ci-1\negress: maybe\n": "egress",
+		"kind: network\nname: ci-1\nreach: some\n":   "line 3: reach: must be \"declared\" or \"off\"",
 	} {
 		if _, err := ParseAll([]byte(src)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", src, err, want)
 		}
+	}
+	if d, err := ParseAll([]byte("kind: network\nname: ci-1\nreach: declared\n")); err != nil || !d.Networks[0].DeclaredReach() {
+		t.Errorf("reach: declared: %+v, %v", d, err)
 	}
 	if _, err := Parse([]byte("kind: network\nname: ci-1\n")); err == nil || !strings.Contains(err.Error(), "flyd apply") {
 		t.Errorf("Parse of a network document: %v", err)

@@ -23,6 +23,10 @@ func (s *Supervisor) cgroup(name string, l sandbox.Limits) (*sandbox.Cgroup, err
 	if err != nil {
 		return nil, err
 	}
+	// Under declared reach, the rules name its cgroup before it runs.
+	if err := s.net.Placed(name); err != nil {
+		return nil, err
+	}
 	if cg.Fresh {
 		return cg, nil
 	}

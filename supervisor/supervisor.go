@@ -70,6 +70,9 @@ type Config struct {
 	// writes their way out; nil gives them none.
 	NetworkPool netip.Prefix
 	Firewall    *firewall.Firewall
+	// HostReach puts the endpoints of the host's network under declared
+	// reach (netplane).
+	HostReach bool
 }
 
 // Supervisor owns every workload of one daemon.
@@ -92,6 +95,9 @@ type Supervisor struct {
 	owners docOwners
 	// workspaces are the workspace documents (workspaces.go).
 	workspaces workspaces
+	// restoredBy says who applied each restored workload, for the
+	// network plane's projections before the workloads are registered.
+	restoredBy map[string]uint32
 
 	logs     logBook
 	logWaker *logfile.Waker // nil without inotify
@@ -168,6 +174,8 @@ func New(cfg Config) (*Supervisor, error) {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.restore()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
 	// One pass a second over every workload does both checks: a wake-up
 	// and a walk of thousands of workloads each, not two.
 	s.wg.Add(1)
@@ -196,10 +204,12 @@ func (s *Supervisor) prepareDirs() (err error) {
 		AppliedBy: func(name string) (uint32, bool) {
 			w, err := s.lookup(name)
 			if err != nil {
-				return 0, false
+				by, ok := s.restoredBy[name]
+				return by, ok
 			}
 			return w.snapshot(false).AppliedBy, true
 		},
+		Cgroups: s.cfg.Cgroups, HostReach: s.cfg.HostReach, Event: s.publish,
 	})
 	return err
 }
@@ -212,8 +222,10 @@ func (s *Supervisor) restore() {
 	recs, bad := s.store.loadSpecs()
 	s.quarantineAll(bad)
 	specs := map[string]specRecord{}
+	s.restoredBy = map[string]uint32{}
 	for _, r := range recs {
 		specs[r.Spec.Name] = r
+		s.restoredBy[r.Spec.Name] = r.By
 	}
 	runs := map[string]*recovered{}
 	keep := map[string]bool{}

@@ -33,6 +33,7 @@ type daemonConfig struct {
 	logGens     int
 	advertise   string
 	networkPool string
+	reachHost   string
 
 	cgroupParent    string
 	containerdSock  string
@@ -68,6 +69,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.registryTLSKey, "registry-tls-key", "", "the --registry-tls-cert's private key (PEM)")
 	fs.StringVar(&cfg.advertise, "advertise-address", "127.0.0.1", "address published as the public instance of host-network endpoints")
 	fs.StringVar(&cfg.networkPool, "network-pool", daemon.DefaultNetworkPool, "IPv4 prefix the isolated networks' links take a /30 each from; off leaves them islands with only loopback")
+	fs.StringVar(&cfg.reachHost, "reach-host", "off", "declared: an endpoint on the host's network admits only its own workload, the workloads that use it and every process that is no workload; off admits all")
 	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
 	return fs
 }
@@ -110,7 +112,7 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 		Socket: cfg.socket, SocketGroup: cfg.socketGroup, PeerUsers: cfg.peerUsers,
 		StateDir: cfg.stateDir, RunDir: cfg.runDir, WorkloadsDir: cfg.workloadsDir, StopOnExit: cfg.stopOnExit,
 		LogMaxSize: int64(maxSize), LogGenerations: cfg.logGens, AdvertiseAddress: cfg.advertise,
-		NetworkPool: cfg.networkPool, CgroupParent: cfg.cgroupParent, ContainerdSocket: cfg.containerdSock,
+		NetworkPool: cfg.networkPool, ReachHost: cfg.reachHost, CgroupParent: cfg.cgroupParent, ContainerdSocket: cfg.containerdSock,
 		Registry: cfg.registry, RegistryKeyFile: cfg.registryKeyFile, RegistryCA: cfg.registryCA, RegistryListen: cfg.registryListen,
 		RegistryTLSCert: cfg.registryTLSCert, RegistryTLSKey: cfg.registryTLSKey,
 		Version: cli.Version,

@@ -3,6 +3,9 @@
 //
 //	serve ADDR             HTTP server; GET / answers its pid; "got SIGTERM" then exit 0 on SIGTERM
 //	get ADDR               prints the answer to GET http://ADDR/, or fails
+//	dial ADDR EVERY        connects to the TCP address ADDR every EVERY, forever, and
+//	                       prints each outcome that differs from the last: "dial ok",
+//	                       "dial refused after Nus", "dial failed after Nus: ERR"
 //	hog                    allocates and touches memory, 8 MiB at a time, forever
 //	forkbomb               starts sleeping copies of itself as fast as it can, forever
 //	print N                N numbered lines on stdout and stderr, interleaved, then sleep
@@ -38,6 +41,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -158,6 +162,13 @@ func main() {
 	case "get":
 		need(args, 1)
 		get(args[0])
+	case "dial":
+		need(args, 2)
+		every, err := time.ParseDuration(args[1])
+		if err != nil {
+			fail(err.Error())
+		}
+		dial(args[0], every)
 	case "hog":
 		hog()
 	case "forkbomb":
@@ -180,6 +191,32 @@ func get(addr string) {
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(os.Stdout, resp.Body)
+}
+
+// dial connects to addr again and again, as a client that calls a
+// dependency does, saying how each attempt went when it changed.
+func dial(addr string, every time.Duration) {
+	last := ""
+	for {
+		start := time.Now()
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		took := time.Since(start).Microseconds()
+		var now string
+		switch {
+		case err == nil:
+			c.Close()
+			now = "dial ok"
+		case errors.Is(err, syscall.ECONNREFUSED):
+			now = fmt.Sprintf("dial refused after %dus", took)
+		default:
+			now = fmt.Sprintf("dial failed after %dus: %v", took, err)
+		}
+		if head, _, _ := strings.Cut(now, " after"); head != last {
+			fmt.Println(now)
+			last = head
+		}
+		time.Sleep(every)
+	}
 }
 
 func hog() {
