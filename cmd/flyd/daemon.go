@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"github.com/flyd-dev/flyd/internal/cli"
@@ -21,6 +22,11 @@ import (
 const daemonProgram = "flyd-daemon"
 
 func init() {
+	// The main goroutine stays on the process's first thread, so that
+	// execDaemon execs from it: what the kernel keeps per thread and a
+	// thread born later lacks (a parent-death signal set for the process
+	// that runs `flyd daemon`) goes on to the daemon.
+	runtime.LockOSThread()
 	for _, c := range []struct{ name, summary, usage string }{
 		{"daemon", "run the daemon in the foreground", "[flags] (flyd daemon -h lists them)"},
 		{"top", "a live view of the workloads, their logs and events, with keys to act on them", ""},

@@ -117,6 +117,18 @@ func main() {
 	case "env":
 		printEnv()
 		sleep()
+	case "parent":
+		// Starts ARGS as a child told SIGTERM when this process dies,
+		// prints its pid, and waits to be killed.
+		need(args, 1)
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		if err := cmd.Start(); err != nil {
+			fail(err.Error())
+		}
+		fmt.Println("child", cmd.Process.Pid)
+		_ = cmd.Wait()
 	case "env-then-get":
 		// The environment, then what the address one variable of it
 		// holds answers: a consumer dialling what it was given.
