@@ -171,7 +171,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 		if err != nil {
 			return nil, err
 		}
-		w, created := s.register(sp, ports, status.Pending, func(w *workload) { w.createErr = w.create(o.Start, o.Owner, o.By) })
+		w, created := s.register(sp, ports, status.Workload{State: status.Pending}, func(w *workload) { w.createErr = w.create(o.Start, o.Owner, o.By) })
 		if created {
 			s.publish(status.Event{Type: status.EventApplied, Workload: sp.Name, Message: "created"})
 			err := w.call(ctx, func() error { return w.createErr })

@@ -290,10 +290,12 @@ func (s *Supervisor) restore() {
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
 		// Until its loop has looked, a workload that is to run shows
-		// pending, and one at rest the state it was left in.
-		initial := status.Pending
+		// pending, and one at rest the state it was left in, with how
+		// its last run ended: never the one without the other.
+		initial := status.Workload{State: status.Pending}
 		if !r.Running {
-			initial = cmp.Or(r.Rest, status.Stopped)
+			initial = status.Workload{State: cmp.Or(r.Rest, status.Stopped), Reason: r.Reason,
+				LastError: r.LastError, LastExit: r.LastExit.exit(), Restarts: r.Restarts}
 		}
 		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restoreScheduled(r, run) })
 	}
@@ -324,7 +326,7 @@ func (s *Supervisor) sweepCarriers(keep map[string]bool) {
 // register adds a workload and starts its loop, unless one of that name
 // exists: then it returns that one. first runs on the loop before any
 // command, so nothing can overtake it.
-func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, initial status.State, first func(*workload)) (*workload, bool) {
+func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, initial status.Workload, first func(*workload)) (*workload, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w, ok := s.workloads[sp.Name]; ok {
@@ -339,7 +341,8 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		exited: make(chan struct{}),
 		log:    workloadLog{s.log, sp.Name},
 	}
-	w.view = status.Workload{Name: sp.Name, State: initial, Since: time.Now()}
+	w.view = initial
+	w.view.Name, w.view.Since = sp.Name, time.Now()
 	w.setSpec(sp, ports)
 	s.trackDependentLocked(w, sp)
 	s.workloads[sp.Name] = w
