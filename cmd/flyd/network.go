@@ -57,45 +57,15 @@ func cmdPorts(ctx context.Context, c *cli.Env, args []string) error {
 }
 
 func cmdNetworks(ctx context.Context, c *cli.Env, args []string) error {
-	pos, err := c.Parse(c.Flags(), args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) == 2 && pos[0] == "rm":
-		name := c.FullName(pos[1])
-		if err := c.Client.DeleteNetwork(ctx, name); err != nil {
-			return err
-		}
-		return removed(c, "network", name)
-	case len(pos) > 0:
-		return cli.Usagef("unexpected argument %q", pos[0])
-	}
-	ns, err := c.Client.Networks(ctx)
-	if err != nil {
-		return err
-	}
-	if c.Project != "" {
-		ns = slices.DeleteFunc(ns, func(n api.Network) bool { return !c.InProject(n.Name) })
-	}
-	if c.JSON {
-		return printJSON(c.Stdout, ns)
-	}
-	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NETWORK\tADDRESS\tEGRESS\tPUBLISHED\tWORKLOADS\tPATH")
-	for _, n := range ns {
-		users := strings.Join(n.Workloads, ",")
-		if users == "" {
-			users = "-"
-		}
-		pub := make([]string, len(n.Published))
-		for i, p := range n.Published {
-			pub[i] = fmt.Sprintf("%d->%s:%d", p.HostPort, p.Workload, p.Port)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\n", n.Name, cmp.Or(n.Address, "-"), n.Egress,
-			cmp.Or(strings.Join(pub, ","), "-"), users, n.Path)
-	}
-	return tw.Flush()
+	return documentsCmd(ctx, c, args, "network", (*api.Client).DeleteNetwork, (*api.Client).Networks, func(n api.Network) string { return n.Name },
+		"NETWORK\tADDRESS\tEGRESS\tPUBLISHED\tWORKLOADS\tPATH", func(n api.Network) string {
+			pub := make([]string, len(n.Published))
+			for i, p := range n.Published {
+				pub[i] = fmt.Sprintf("%d->%s:%d", p.HostPort, p.Workload, p.Port)
+			}
+			return fmt.Sprintf("%s\t%s\t%t\t%s\t%s\t%s", n.Name, cmp.Or(n.Address, "-"), n.Egress,
+				cmp.Or(strings.Join(pub, ","), "-"), cmp.Or(strings.Join(n.Workloads, ","), "-"), n.Path)
+		})
 }
 
 // cmdExec replaces this process with CMD inside the network's namespace:

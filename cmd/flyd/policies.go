@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/cli"
@@ -20,36 +19,11 @@ func init() {
 }
 
 func cmdPolicies(ctx context.Context, c *cli.Env, args []string) error {
-	pos, err := c.Parse(c.Flags(), args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) == 2 && pos[0] == "rm":
-		name := c.FullName(pos[1])
-		if err := c.Client.DeletePolicy(ctx, name); err != nil {
-			return err
-		}
-		return removed(c, "policy", name)
-	case len(pos) > 0:
-		return cli.Usagef("unexpected argument %q", pos[0])
-	}
-	ps, err := c.Client.Policies(ctx)
-	if err != nil {
-		return err
-	}
-	if c.Project != "" {
-		ps = slices.DeleteFunc(ps, func(p api.Policy) bool { return !c.InProject(p.Name) })
-	}
-	if c.JSON {
-		return printJSON(c.Stdout, ps)
-	}
-	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POLICY\tGUARDS\tINGRESS\tEGRESS\tNOT IN FORCE")
-	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, list(p.Guards), direction(p.Spec.Ingress != nil, ingressRules(p)), direction(p.Spec.Egress != nil, egressRules(p)), list(p.Problems))
-	}
-	return tw.Flush()
+	return documentsCmd(ctx, c, args, "policy", (*api.Client).DeletePolicy, (*api.Client).Policies, func(p api.Policy) string { return p.Name },
+		"POLICY\tGUARDS\tINGRESS\tEGRESS\tNOT IN FORCE", func(p api.Policy) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p.Name, list(p.Guards), direction(p.Spec.Ingress != nil, ingressRules(p)),
+				direction(p.Spec.Egress != nil, egressRules(p)), list(p.Problems))
+		})
 }
 
 func list(xs []string) string {
@@ -94,34 +68,8 @@ func printPolicyApplied(stderr, stdout io.Writer, p *api.Policy) {
 }
 
 func cmdWorkspaces(ctx context.Context, c *cli.Env, args []string) error {
-	pos, err := c.Parse(c.Flags(), args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) == 2 && pos[0] == "rm":
-		name := c.FullName(pos[1])
-		if err := c.Client.DeleteWorkspace(ctx, name); err != nil {
-			return err
-		}
-		return removed(c, "workspace", name)
-	case len(pos) > 0:
-		return cli.Usagef("unexpected argument %q", pos[0])
-	}
-	ws, err := c.Client.Workspaces(ctx)
-	if err != nil {
-		return err
-	}
-	if c.Project != "" {
-		ws = slices.DeleteFunc(ws, func(w spec.Workspace) bool { return !c.InProject(w.Name) })
-	}
-	if c.JSON {
-		return printJSON(c.Stdout, ws)
-	}
-	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKSPACE\tCONFIGURATIONS\tSECRET")
-	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", w.Name, list(slices.Sorted(maps.Keys(w.Configuration))), list(slices.Sorted(maps.Keys(w.SecretConfiguration))))
-	}
-	return tw.Flush()
+	return documentsCmd(ctx, c, args, "workspace", (*api.Client).DeleteWorkspace, (*api.Client).Workspaces, func(w spec.Workspace) string { return w.Name },
+		"WORKSPACE\tCONFIGURATIONS\tSECRET", func(w spec.Workspace) string {
+			return fmt.Sprintf("%s\t%s\t%s", w.Name, list(slices.Sorted(maps.Keys(w.Configuration))), list(slices.Sorted(maps.Keys(w.SecretConfiguration))))
+		})
 }
