@@ -32,6 +32,9 @@ type Backend interface {
 	// a stop in progress.
 	Kill(ctx context.Context, name string) (*Workload, error)
 	Restart(ctx context.Context, name string) (*Workload, error)
+	// Scale applies a workload, or a group of replicas, again with that
+	// many replicas; it answers with the first replica's state.
+	Scale(ctx context.Context, name string, replicas int, o ApplyOptions) (*Workload, error)
 	Signal(ctx context.Context, name string, sig syscall.Signal) error
 	// Remove stops and removes a workload.
 	Remove(ctx context.Context, name string, o RemoveOptions) error

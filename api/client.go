@@ -233,6 +233,17 @@ func (c *Client) Restart(ctx context.Context, name string) (*Workload, error) {
 	return c.lifecycle(ctx, name, "restart", nil)
 }
 
+func (c *Client) Scale(ctx context.Context, name string, replicas int, o ApplyOptions) (*Workload, error) {
+	q := url.Values{"replicas": {strconv.Itoa(replicas)}}
+	if !o.Start {
+		q.Set("start", "false")
+	}
+	if o.Force {
+		q.Set("force", "true")
+	}
+	return c.lifecycle(ctx, name, "scale", q)
+}
+
 func (c *Client) Signal(ctx context.Context, name string, sig syscall.Signal) error {
 	return c.do(ctx, http.MethodPost, workloadPath(name, "signal"), url.Values{"sig": {strconv.Itoa(int(sig))}}, nil, nil)
 }

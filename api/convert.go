@@ -17,7 +17,7 @@ func FromWorkload(w status.Workload) Workload {
 		PID: w.PID, ContainerID: w.ContainerID, StartedAt: w.StartedAt, Restarts: w.Restarts,
 		LastExit: fromExit(w.LastExit), LastError: w.LastError, NextStart: w.NextStart,
 		Healthy: w.Healthy, Ports: FromPorts(w.Ports), Spec: w.Spec, Owner: w.Owner, NotifyRefused: w.NotifyRefused,
-		AppliedBy: w.AppliedBy,
+		AppliedBy: w.AppliedBy, Group: w.Group,
 	}
 	out.Up, out.NotUp = w.Readiness(time.Now())
 	if h := w.LimitHits; h != nil {

@@ -135,6 +135,7 @@ func (s *Server) routes() {
 	})
 	m.HandleFunc("POST /v1/workloads/{name}/restart", s.lifecycle(Backend.Restart))
 	m.HandleFunc("POST /v1/workloads/{name}/signal", s.signal)
+	m.HandleFunc("POST /v1/workloads/{name}/scale", s.scale)
 	m.HandleFunc("GET /v1/workloads/{name}/logs", s.logs)
 	m.HandleFunc("GET /v1/events", s.events)
 	m.HandleFunc("POST /v1/batch/apply", s.applyBatch)
@@ -393,6 +394,25 @@ func (s *Server) lifecycle(op func(Backend, context.Context, string) (*Workload,
 		}
 		writeJSON(w, http.StatusOK, wl)
 	}
+}
+
+func (s *Server) scale(w http.ResponseWriter, r *http.Request) {
+	if !s.admitApply(w, r) {
+		return
+	}
+	defer s.doneApply(r)
+	q := r.URL.Query()
+	n, err := strconv.Atoi(q.Get("replicas"))
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: replicas: %q is not a number", errdefs.ErrInvalid, q.Get("replicas")))
+		return
+	}
+	wl, err := s.backend.Scale(r.Context(), r.PathValue("name"), n, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wl)
 }
 
 func (s *Server) signal(w http.ResponseWriter, r *http.Request) {

@@ -96,6 +96,8 @@ type Workload struct {
 	// AppliedBy is the uid of the caller that applied it (0: root, or the
 	// workloads directory).
 	AppliedBy uint32 `json:"applied_by"`
+	// Group is the group of replicas it is one of (a spec's replicas).
+	Group string `json:"group,omitempty"`
 }
 
 // PortMapping publishes one endpoint's allocation.

@@ -91,6 +91,10 @@ func (b *Backend) Restart(ctx context.Context, name string) (*api.Workload, erro
 	return workload(b.s.Restart(withCaller(ctx), name))
 }
 
+func (b *Backend) Scale(ctx context.Context, name string, replicas int, o api.ApplyOptions) (*api.Workload, error) {
+	return workload(b.s.Scale(ctx, name, replicas, applyOptions(ctx, o)))
+}
+
 func (b *Backend) Signal(ctx context.Context, name string, sig syscall.Signal) error {
 	return b.s.Signal(withCaller(ctx), name, sig)
 }

@@ -54,9 +54,11 @@ type Net struct {
 // Forward takes TCP connections to a host port to a port of a network:
 // at every address of the host when Exposed, else at loopback and from
 // the host's networks only (an internal endpoint's, never at an address
-// beyond the host).
+// beyond the host). With Balance, each new connection goes to the next
+// of its ports in turn instead (a group of replicas, each on its own).
 type Forward struct {
 	HostPort, Port int
+	Balance        []int
 	Exposed        bool
 }
 
@@ -210,7 +212,9 @@ func (f *Firewall) writeWith(nets map[string]Net, p Projection) error {
 		}
 		buildGuards(c, tt, p.Guards)
 		if len(nets) > 0 {
-			build(c, tt, sorted(nets), links)
+			if err := build(c, tt, sorted(nets), links); err != nil {
+				return err
+			}
 		}
 	}
 	// The networks are IPv4; what the host serves on IPv6 is guarded in

@@ -36,6 +36,8 @@ func TestTableFollowsNetworks(t *testing.T) {
 	island := Net{Link: "fly-9991", Subnet: netip.MustParsePrefix("198.18.250.4/30")}
 	published := island
 	published.Inner, published.Published = netip.MustParseAddr("198.18.250.6"), []Forward{{HostPort: 19000, Port: 80, Exposed: true}}
+	balanced := published
+	balanced.Published = []Forward{{HostPort: 19000, Balance: []int{8001, 8002, 8003}}}
 	for _, tt := range []struct {
 		change func() error
 		rules  int // 0: no table
@@ -47,6 +49,8 @@ func TestTableFollowsNetworks(t *testing.T) {
 		{func() error { return f.Set("island", island) }, 7},
 		// a published port: prerouting, output, and its masquerade.
 		{func() error { return f.Set("island", published) }, 10},
+		// balanced across replicas: the same rules, each with its map.
+		{func() error { return f.Set("island", balanced) }, 10},
 		{func() error { return f.Remove("out") }, 9},
 		{func() error { return f.Sync(map[string]Net{"out": out}) }, 4},
 		{func() error { return f.Remove("out") }, 0},

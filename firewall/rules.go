@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 
@@ -28,7 +29,7 @@ import (
 // What arrives from "the host's networks" is matched against links, the
 // set of this daemon's own links: another daemon's networks are not its
 // to let in.
-func build(c *nftables.Conn, t *nftables.Table, nets []Net, links *nftables.Set) {
+func build(c *nftables.Conn, t *nftables.Table, nets []Net, links *nftables.Set) error {
 	chain := func(name string, typ nftables.ChainType, hook *nftables.ChainHook, prio *nftables.ChainPriority) *nftables.Chain {
 		accept := nftables.ChainPolicyAccept
 		return c.AddChain(&nftables.Chain{Name: name, Table: t, Type: typ, Hooknum: hook, Priority: prio, Policy: &accept})
@@ -61,14 +62,27 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net, links *nftables.Set)
 	rule(forward, ifname(expr.MetaKeyIIFNAME, LinkPrefix, false), ifname(expr.MetaKeyOIFNAME, LinkPrefix, false), refuse())
 	for _, n := range nets {
 		for _, p := range n.Published {
-			to := dnat(n.Inner, p.Port)
-			if p.Exposed {
-				rule(pre, toLocal(), tcpDport(p.HostPort), to)
-				rule(out, toLocal(), tcpDport(p.HostPort), to)
-				continue
+			// A balancing map is bound to the one rule that uses it:
+			// each rule gets its own.
+			var err error
+			to := func() []expr.Any {
+				if len(p.Balance) < 2 {
+					return dnat(n.Inner, p.Port)
+				}
+				e, merr := dnatBalanced(c, t, n.Inner, p.Balance)
+				err = cmp.Or(err, merr)
+				return e
 			}
-			rule(pre, inSet(expr.MetaKeyIIFNAME, links), toLocal(), tcpDport(p.HostPort), to)
-			rule(out, addrIn(16, loopbackNet), tcpDport(p.HostPort), to)
+			if p.Exposed {
+				rule(pre, toLocal(), tcpDport(p.HostPort), to())
+				rule(out, toLocal(), tcpDport(p.HostPort), to())
+			} else {
+				rule(pre, inSet(expr.MetaKeyIIFNAME, links), toLocal(), tcpDport(p.HostPort), to())
+				rule(out, addrIn(16, loopbackNet), tcpDport(p.HostPort), to())
+			}
+			if err != nil {
+				return err
+			}
 		}
 		if len(n.Published) > 0 {
 			rule(post, ifname(expr.MetaKeyOIFNAME, n.Link, false), dnatted(), masquerade())
@@ -80,6 +94,7 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net, links *nftables.Set)
 		rule(input, ifname(expr.MetaKeyIIFNAME, n.Link, false), replies(), verdict(expr.VerdictAccept))
 		rule(input, ifname(expr.MetaKeyIIFNAME, n.Link, false), refuse())
 	}
+	return nil
 }
 
 var loopbackNet = netip.MustParsePrefix("127.0.0.0/8")
@@ -204,6 +219,29 @@ func dnat(addr netip.Addr, port int) []expr.Any {
 		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
 	}
+}
+
+// dnatBalanced sends each new connection to addr at the next of ports in
+// turn: a counter modulo their number, looked up in a map of port by
+// count (nft's "dnat to ADDR : numgen inc mod N map { 0 : P0, … }"). A
+// connection keeps its replica: NAT is decided on its first packet.
+func dnatBalanced(c *nftables.Conn, t *nftables.Table, addr netip.Addr, ports []int) ([]expr.Any, error) {
+	m := &nftables.Set{Table: t, Anonymous: true, Constant: true, IsMap: true,
+		KeyType: nftables.TypeInteger, DataType: nftables.TypeInetService}
+	elems := make([]nftables.SetElement, len(ports))
+	for i, p := range ports {
+		elems[i] = nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(i)), Val: binaryutil.BigEndian.PutUint16(uint16(p))}
+	}
+	if err := c.AddSet(m, elems); err != nil {
+		return nil, fmt.Errorf("nftables map of %d replicas' ports: %w", len(ports), err)
+	}
+	a := addr.As4()
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: a[:]},
+		&expr.Numgen{Register: 2, Modulus: uint32(len(ports)), Type: unix.NFT_NG_INCREMENTAL},
+		&expr.Lookup{SourceRegister: 2, DestRegister: 2, IsDestRegSet: true, SetName: m.Name, SetID: m.ID},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
+	}, nil
 }
 
 // dnatted matches connections whose destination a rule rewrote.

@@ -58,7 +58,7 @@ func (p *Plane) reserve(ctx context.Context, w *spec.Workload) (_ []status.PortM
 	if w.Network != spec.NetworkHost {
 		// Published ports are the workload's reservations in the host's
 		// table, held by the same rules as a host endpoint's.
-		if pub, err = p.ports.Assign(ctx, spec.NetworkHost, nil, w.Name, p.publishRequests(w)); err != nil {
+		if pub, err = p.ports.Assign(ctx, spec.NetworkHost, nil, holder(w), p.publishRequests(w)); err != nil {
 			p.restoreReservations(ctx, w, nw, prior)
 			return nil, false, err
 		}
@@ -253,7 +253,7 @@ func (p *Plane) Mappings(w *spec.Workload) []status.PortMapping {
 	}
 	var pub []netalloc.Reservation
 	if w.Network != spec.NetworkHost {
-		pub = p.ports.Held(spec.NetworkHost, w.Name)
+		pub = p.ports.Held(spec.NetworkHost, holder(w))
 	}
 	return p.mappings(w, res, pub)
 }
@@ -264,6 +264,9 @@ func (p *Plane) Mappings(w *spec.Workload) []status.PortMapping {
 func (p *Plane) Detach(w *spec.Workload) {
 	p.Release(w.Name, "")
 	p.undeclare(w.Name)
+	if w.ReplicaOf != "" && p.groupLeft(w.ReplicaOf) {
+		p.Release(w.ReplicaOf, spec.NetworkHost)
+	}
 	p.Drop(w.Network)
 	if declaredOf(w).ShapesGuards() || len(w.Uses) > 0 {
 		p.rewriteGuards()

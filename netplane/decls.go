@@ -33,13 +33,14 @@ func (p *Plane) declare(w *spec.Workload) (reproject bool) {
 // declaredOf is w's declaration.
 func declaredOf(w *spec.Workload) Declaration {
 	return Declaration{Network: w.Network, Module: ModuleKey(w),
-		Endpoints: slices.Clone(w.Endpoints), Uses: slices.Clone(w.Uses)}
+		Endpoints: slices.Clone(w.Endpoints), Uses: slices.Clone(w.Uses), Group: w.ReplicaOf}
 }
 
 func (p *Plane) undeclare(name string) {
 	p.declMu.Lock()
 	defer p.declMu.Unlock()
 	delete(p.decls, name)
+	delete(p.serving, name)
 }
 
 // exposed says whether a workload's endpoint is exposed beyond the host.

@@ -1,6 +1,7 @@
 package netplane
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/firewall"
+	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -95,17 +97,20 @@ func (p *Plane) WriteRules(network string) error {
 
 // publishedIn lists a network's published ports, by host port.
 func (p *Plane) publishedIn(network string) []status.Published {
-	inner := map[[2]string]int{}
+	// Inner ports by their published ports' holder: a replica's are its
+	// group's.
+	inner := map[[2]string][]netalloc.Reservation{}
 	for _, r := range p.ports.In(network) {
-		inner[[2]string{r.Workload, r.Endpoint}] = r.Port
+		k := [2]string{cmp.Or(p.groupOfDecl(r.Workload), r.Workload), r.Endpoint}
+		inner[k] = append(inner[k], r)
 	}
 	var out []status.Published
 	for _, r := range p.ports.In(spec.NetworkHost) {
-		if port, ok := inner[[2]string{r.Workload, r.Endpoint}]; ok {
-			out = append(out, status.Published{HostPort: r.Port, Port: port, Workload: r.Workload, Endpoint: r.Endpoint})
+		for _, in := range inner[[2]string{r.Workload, r.Endpoint}] {
+			out = append(out, status.Published{HostPort: r.Port, Port: in.Port, Workload: in.Workload, Endpoint: r.Endpoint})
 		}
 	}
-	slices.SortFunc(out, func(a, b status.Published) int { return a.HostPort - b.HostPort })
+	slices.SortFunc(out, func(a, b status.Published) int { return cmp.Or(a.HostPort-b.HostPort, a.Port-b.Port) })
 	return out
 }
 
@@ -116,8 +121,16 @@ func (p *Plane) rulesOf(network string, l *sandbox.Link) firewall.Net {
 	for _, r := range p.ports.In(network) {
 		n.Served = append(n.Served, r.Port)
 	}
+	balance := p.balance(network)
 	for _, pub := range p.publishedIn(network) {
-		n.Published = append(n.Published, firewall.Forward{HostPort: pub.HostPort, Port: pub.Port, Exposed: p.exposed(pub.Workload, pub.Endpoint)})
+		f := firewall.Forward{HostPort: pub.HostPort, Port: pub.Port, Exposed: p.exposed(pub.Workload, pub.Endpoint)}
+		if i := len(n.Published) - 1; i >= 0 && n.Published[i].HostPort == f.HostPort {
+			continue // a group's: one forward, balanced
+		}
+		if b := balance[[2]string{p.groupOfDecl(pub.Workload), pub.Endpoint}]; len(b) > 0 {
+			f.Port, f.Balance = b[0], b
+		}
+		n.Published = append(n.Published, f)
 	}
 	return n
 }

@@ -87,6 +87,8 @@ type Plane struct {
 	// decls are the workloads' specs as the projection needs them.
 	declMu sync.Mutex
 	decls  map[string]Declaration
+	// serving are the replicas ready for connections (replicas.go).
+	serving map[string]bool
 
 	// declared is declared reach's state (declared_plane.go).
 	declared reachPlane
@@ -116,7 +118,7 @@ func Open(cfg Config) (*Plane, error) {
 		return nil, err
 	}
 	return &Plane{cfg: cfg, log: cfg.Logger, fw: cfg.Firewall, nets: nets, ports: ports,
-		links: map[string]*sandbox.Link{}, policies: map[string]*spec.Policy{}, decls: map[string]Declaration{}}, nil
+		links: map[string]*sandbox.Link{}, policies: map[string]*spec.Policy{}, decls: map[string]Declaration{}, serving: map[string]bool{}}, nil
 }
 
 // Restore takes up what an earlier daemon left: its documents, the
@@ -159,7 +161,17 @@ func (p *Plane) sweep(specs map[string]*spec.Workload, kept map[string]bool) {
 			}
 		}
 	}
+	// A group holds its published ports while a replica of it is kept.
+	groups := map[string]bool{}
+	for name, w := range specs {
+		if w.ReplicaOf != "" && kept[name] && len(p.publishRequests(w)) > 0 {
+			groups[w.ReplicaOf] = true
+		}
+	}
 	for _, r := range p.ports.List() {
+		if r.Network == spec.NetworkHost && groups[r.Workload] {
+			continue
+		}
 		w, ok := specs[r.Workload]
 		publishes := ok && r.Network == spec.NetworkHost && len(p.publishRequests(w)) > 0
 		if !kept[r.Workload] || ok && w.Network != r.Network && !publishes {

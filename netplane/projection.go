@@ -25,6 +25,8 @@ type Declaration struct {
 	Network, Module string
 	Endpoints       []spec.Endpoint
 	Uses            []string
+	// Group is the group of replicas the workload is one of, or "".
+	Group string
 }
 
 // ShapesGuards says whether the declaration can change the projection: a

@@ -31,9 +31,13 @@ func OrderBatch(ws []*Workload) ([][]*Workload, error) {
 // batch can be applied level by level. Names outside the set are assumed
 // to exist already. A cycle is an error naming it.
 func Order(ws []*Workload) ([][]*Workload, error) {
-	byName := make(map[string]*Workload, len(ws))
+	// A group's name stands for its replicas.
+	byName := make(map[string][]*Workload, len(ws))
 	for _, w := range ws {
-		byName[w.Name] = w
+		byName[w.Name] = append(byName[w.Name], w)
+		if w.ReplicaOf != "" {
+			byName[w.ReplicaOf] = append(byName[w.ReplicaOf], w)
+		}
 	}
 	level := map[string]int{}
 	visiting := map[string]bool{}
@@ -48,15 +52,13 @@ func Order(ws []*Workload) ([][]*Workload, error) {
 		visiting[w.Name] = true
 		l := 0
 		for _, dep := range AfterNames(w.Prerequisites()) {
-			d, ok := byName[dep]
-			if !ok {
-				continue
+			for _, d := range byName[dep] {
+				dl, err := visit(d, append(path, w.Name))
+				if err != nil {
+					return 0, err
+				}
+				l = max(l, dl+1)
 			}
-			dl, err := visit(d, append(path, w.Name))
-			if err != nil {
-				return 0, err
-			}
-			l = max(l, dl+1)
 		}
 		visiting[w.Name] = false
 		level[w.Name] = l

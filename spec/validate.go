@@ -56,6 +56,7 @@ func (w *Workload) Validate() error {
 	}
 	w.Restart.validate(&p)
 	w.validateSchedule(&p)
+	w.validateReplicas(&p)
 	w.Stop.validate(&p)
 	if w.Health != nil {
 		w.validateHealth(&p)

@@ -73,6 +73,13 @@ type Workload struct {
 	// time zone unless a CRON_TZ= prefix names another. Applying it arms
 	// the schedule; it does not start a run.
 	Schedule string `json:"schedule,omitempty"`
+	// Replicas runs the workload as a group of that many, NAME-1 to
+	// NAME-N (replicas.go), each with ports of its own and a published
+	// port balanced across the ready ones. Without it, one workload NAME.
+	Replicas int `json:"replicas,omitempty"`
+	// ReplicaOf is the group a replica belongs to: flyd's own, set on the
+	// replicas it makes and refused from a caller.
+	ReplicaOf string `json:"replica_of,omitempty"`
 	// Reload is what `flyd reload` does; without it, reload is refused.
 	Reload     *Reload     `json:"reload,omitempty"`
 	Registry   *Registry   `json:"registry,omitempty"`

@@ -69,6 +69,8 @@ type Workload struct {
 	AppliedBy uint32
 	// Owner is the workloads-directory file the workload comes from.
 	Owner string
+	// Group is the group of replicas it is one of, or "".
+	Group string
 }
 
 // Exit is how a run ended.

@@ -154,6 +154,7 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 			}
 			seen[n] = true
 		}
+		names = s.memberNames(names)
 	}
 	outs := make([]Outcome, len(names))
 	if stopping {

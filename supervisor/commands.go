@@ -105,13 +105,34 @@ func (s *Supervisor) Get(ctx context.Context, name string) (*status.Workload, er
 // Apply creates or replaces a workload. Replacing with an equal spec
 // changes nothing. With Start, it returns after the first start attempt,
 // with its outcome in the returned state.
+//
+// A spec with replicas applies its group (applyGroup); one without, where
+// a group of its name runs, replaces the group's replicas.
 func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOptions) (*status.Workload, error) {
+	if sp.ReplicaOf != "" {
+		return nil, &spec.FieldError{Field: "replica_of", Msg: "is flyd's own: a replica is made by replicas: on its group"}
+	}
 	sp = sp.Clone()
 	sp.SetDefaults()
 	if err := sp.Validate(); err != nil {
 		return nil, err
 	}
 	sp.Qualify()
+	if w, err := s.lookup(sp.Name); err == nil && w.group != "" {
+		return nil, fmt.Errorf("%w: %s is a replica of %s: apply or scale the group", errdefs.ErrConflict, sp.Name, w.group)
+	}
+	if sp.Replicated() {
+		return s.applyGroup(ctx, sp, o)
+	}
+	rm := removal{owner: o.Owner, force: o.Force, by: o.By, confined: o.Confined}
+	if err := s.removeGroup(ctx, sp.Name, rm, nil); err != nil {
+		return nil, fmt.Errorf("%s stops being a group of replicas: %w", sp.Name, err)
+	}
+	return s.applyOne(ctx, sp, o)
+}
+
+// applyOne applies one workload's spec, defaulted, valid and qualified.
+func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOptions) (*status.Workload, error) {
 	if err := s.runtime(ctx, sp.Kind); err != nil {
 		return nil, err
 	}
@@ -313,6 +334,9 @@ type removal struct {
 func (s *Supervisor) remove(ctx context.Context, name string, o removal) error {
 	w, err := s.lookup(name)
 	if err != nil {
+		if len(s.replicas(name)) > 0 {
+			return s.removeGroup(ctx, name, o, err)
+		}
 		return s.removeQuarantined(ctx, name, o, err)
 	}
 	if v := w.snapshot(false); ownedBy(name, v.Owner, o.owner, o.force) == nil && confinedTo(name, v.AppliedBy, o.by, o.confined) == nil {

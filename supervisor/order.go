@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,7 @@ import (
 // close a cycle with the workloads there are.
 func (s *Supervisor) checkAfter(sp *spec.Workload) error {
 	for i, dep := range spec.AfterNames(sp.After) {
-		if _, err := s.lookup(dep); err != nil {
+		if len(s.members(dep)) == 0 {
 			return &spec.FieldError{Field: fmt.Sprintf("after[%d]", i), Msg: fmt.Sprintf("%q names no workload (apply it first)", dep)}
 		}
 	}
@@ -40,28 +41,41 @@ func (s *Supervisor) checkAfter(sp *spec.Workload) error {
 func (s *Supervisor) unready(after []string) (waiting []string, never string) {
 	for _, entry := range after {
 		dep, cond := spec.ParseAfter(entry)
-		w, err := s.lookup(dep)
-		if err != nil {
+		ms := s.members(dep)
+		if len(ms) == 0 {
 			waiting = append(waiting, dep)
 			continue
 		}
-		v := w.snapshot(true)
-		healthy := v.Spec == nil || v.Spec.Health == nil || (v.Healthy != nil && *v.Healthy)
-		// A scheduled one-shot between runs completed if its last run did.
-		completed := (v.State == status.Exited || v.State == status.Scheduled) && v.LastExit.Succeeded()
-		switch {
-		case v.State == status.Failed:
-			return nil, fmt.Sprintf("%s, which it waits for, failed: %s", dep, v.LastError)
-		case cond == spec.AfterCompleted && v.State == status.Exited && !completed:
-			return nil, fmt.Sprintf("%s, which it waits for to complete, ended with %s", dep, v.LastExit)
-		case cond == spec.AfterCompleted && completed:
-		case cond == spec.AfterCompleted:
-			waiting = append(waiting, dep)
-		case v.State != status.Running, cond == spec.AfterHealthy && !healthy:
-			waiting = append(waiting, dep)
+		// A group is ready when each of its replicas is.
+		for _, w := range ms {
+			ready, why := readyBy(w, cond)
+			if why != "" {
+				return nil, why
+			}
+			if !ready {
+				waiting = append(waiting, w.name)
+			}
 		}
 	}
 	return waiting, ""
+}
+
+// readyBy judges one prerequisite by its entry's condition, and says
+// why when it will never be ready.
+func readyBy(w *workload, cond string) (ready bool, never string) {
+	v := w.snapshot(true)
+	healthy := v.Spec == nil || v.Spec.Health == nil || (v.Healthy != nil && *v.Healthy)
+	// A scheduled one-shot between runs completed if its last run did.
+	completed := (v.State == status.Exited || v.State == status.Scheduled) && v.LastExit.Succeeded()
+	switch {
+	case v.State == status.Failed:
+		return false, fmt.Sprintf("%s, which it waits for, failed: %s", w.name, v.LastError)
+	case cond == spec.AfterCompleted && v.State == status.Exited && !completed:
+		return false, fmt.Sprintf("%s, which it waits for to complete, ended with %s", w.name, v.LastExit)
+	case cond == spec.AfterCompleted:
+		return completed, ""
+	}
+	return v.State == status.Running && (cond != spec.AfterHealthy || healthy), ""
 }
 
 // trackDependent keeps s.dependents up to date with w's spec sp.
@@ -91,8 +105,9 @@ func (s *Supervisor) kickDependents(name string) {
 		deps = append(deps, w)
 	}
 	s.mu.Unlock()
+	group := s.groupOf(name)
 	for _, w := range deps {
-		if !w.waitsFor(name) {
+		if !w.waitsFor(name) && (group == "" || !w.waitsFor(group)) {
 			continue
 		}
 		go func() {
@@ -117,10 +132,11 @@ func (s *Supervisor) stopFollowers(name string) {
 		deps = append(deps, w)
 	}
 	s.mu.Unlock()
+	group := s.groupOf(name)
 	for _, w := range deps {
 		if !slices.ContainsFunc(w.specNow().After, func(e string) bool {
 			n, _ := spec.ParseAfter(e)
-			return n == name && spec.Follows(e)
+			return (n == name || n == group && group != "") && spec.Follows(e)
 		}) {
 			continue
 		}
@@ -167,7 +183,7 @@ func (s *Supervisor) Owned(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	for _, w := range s.all() {
 		if o := w.snapshot(false).Owner; o != "" {
-			out[w.name] = o
+			out[cmp.Or(w.group, w.name)] = o // a group is its file's
 		}
 	}
 	return out, nil

@@ -170,7 +170,9 @@ func (s *Supervisor) prune(ctx context.Context, project string, keep map[string]
 	c := callerOf(ctx)
 	var names []string
 	for _, w := range s.all() {
-		if spec.ProjectOf(w.name) == project && !keep[w.name] {
+		// A kept group keeps its replicas: its apply removed those
+		// beyond its count.
+		if spec.ProjectOf(w.name) == project && !keep[w.name] && (w.group == "" || !keep[w.group]) {
 			names = append(names, w.name)
 		}
 	}
@@ -202,7 +204,7 @@ func (s *Supervisor) prune(ctx context.Context, project string, keep map[string]
 		// A network that a kept workload uses stays, with or without
 		// a document of its own.
 		if spec.ProjectOf(n.Name) != project || keep[spec.KindNetwork+"/"+n.Name] ||
-			slices.ContainsFunc(n.Workloads, func(w string) bool { return keep[w] }) {
+			slices.ContainsFunc(n.Workloads, func(w string) bool { return keep[w] || keep[s.groupOf(w)] }) {
 			continue
 		}
 		if err := s.DeleteNetwork(ctx, n.Name); err != nil {

@@ -18,7 +18,8 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 	if st != status.Running || len(ports) == 0 {
 		return nil
 	}
-	name, ttl := w.Name, int64(defaultRegistryTTL)
+	// Replicas are instances of their group's one service.
+	name, ttl := cmp.Or(w.ReplicaOf, w.Name), int64(defaultRegistryTTL)
 	var tags []string
 	meta := map[string]string{}
 	if r := w.Registry; r != nil {
@@ -90,6 +91,11 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 // publishInstances tells the registrar what the workload should have
 // registered now. It never blocks on the registry.
 func (w *workload) publishInstances(st status.State) {
+	if w.group != "" {
+		// A replica takes connections of its group's published ports
+		// when it would be announced healthy.
+		w.s.net.Serving(w.name, st == status.Running && (w.spec.Health == nil || w.s.healthOf(w.name)))
+	}
 	if w.s.cfg.Registrar == nil {
 		return
 	}

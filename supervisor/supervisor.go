@@ -335,6 +335,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 	w := &workload{
 		s:      s,
 		name:   sp.Name,
+		group:  sp.ReplicaOf,
 		spec:   sp,
 		cmds:   make(chan func()),
 		hurry:  make(chan struct{}, 1),
@@ -342,7 +343,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		log:    workloadLog{s.log, sp.Name},
 	}
 	w.view = initial
-	w.view.Name, w.view.Since = sp.Name, time.Now()
+	w.view.Name, w.view.Since, w.view.Group = sp.Name, time.Now(), sp.ReplicaOf
 	w.setSpec(sp, ports)
 	s.trackDependentLocked(w, sp)
 	s.workloads[sp.Name] = w

@@ -11,19 +11,32 @@ import (
 // wired is the supervisor as package wiring reads it.
 type wired struct{ s *Supervisor }
 
+// Lookup finds a workload by name, and a group by its name as its first
+// replica: its published ports are the group's, and the plane gives its
+// consumers the balanced address.
 func (v wired) Lookup(name string) (wiring.Workload, bool) {
-	w, err := v.s.lookup(name)
-	if err != nil {
+	ms := v.s.members(name)
+	if len(ms) == 0 {
 		return wiring.Workload{}, false
 	}
-	return wiring.Workload{Spec: w.specNow(), Ports: w.snapshot(false).Ports}, true
+	return wiring.Workload{Spec: ms[0].specNow(), Ports: ms[0].snapshot(false).Ports}, true
 }
 
+// All is every workload, a group once (as Lookup gives it): its replicas
+// share their identity.
 func (v wired) All() []wiring.Workload {
 	ws := v.s.all()
-	out := make([]wiring.Workload, len(ws))
-	for i, w := range ws {
-		out[i] = wiring.Workload{Spec: w.specNow(), Ports: w.snapshot(false).Ports}
+	out := make([]wiring.Workload, 0, len(ws))
+	seen := map[string]bool{}
+	for _, w := range ws {
+		if w.group != "" {
+			if seen[w.group] {
+				continue
+			}
+			seen[w.group] = true
+			w = v.s.members(w.group)[0]
+		}
+		out = append(out, wiring.Workload{Spec: w.specNow(), Ports: w.snapshot(false).Ports})
 	}
 	return out
 }

@@ -29,7 +29,9 @@ var errRemoved = errors.New("workload removed")
 type workload struct {
 	s    *Supervisor
 	name string
-	log  workloadLog
+	// group is the group it is a replica of (replicas.go), or "".
+	group string
+	log   workloadLog
 
 	cmds   chan func()
 	exited chan struct{}

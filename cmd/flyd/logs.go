@@ -42,6 +42,13 @@ func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {
 	for i, n := range pos {
 		names[i] = c.FullName(n)
 	}
+	if len(names) > 0 {
+		// A group's logs are its replicas' (a daemon not there yet, for
+		// -f to wait for, knows none).
+		if ws, err := c.Client.List(ctx); err == nil {
+			names = groupMembers(ws, names)
+		}
+	}
 	if *all {
 		if len(pos) > 0 {
 			return cli.Usagef("names or --all, not both")

@@ -48,7 +48,8 @@ func waitUp(c *cli.Env, ctx context.Context, names []string, timeout time.Durati
 			by[w.Name] = w
 		}
 		var failed, pending, why []string
-		for _, n := range names {
+		members := groupMembers(ws, names)
+		for _, n := range members {
 			w, ok := by[n]
 			switch up, reason := isUp(w, ok); {
 			case reason != "":
@@ -63,7 +64,7 @@ func waitUp(c *cli.Env, ctx context.Context, names []string, timeout time.Durati
 		}
 		if len(pending) == 0 {
 			if !c.JSON {
-				for _, n := range names {
+				for _, n := range members {
 					fmt.Fprintf(c.Stdout, "%s up: %s\n", n, upState(by[n]))
 				}
 			}
@@ -129,4 +130,25 @@ func isUp(w api.Workload, exists bool) (up bool, why string) {
 		return false, "removed"
 	}
 	return w.Up, w.NotUp
+}
+
+// groupMembers is names with each group's name (one no workload has)
+// replaced by its replicas' names, as ws lists them.
+func groupMembers(ws []api.Workload, names []string) []string {
+	have, groups := make(map[string]bool, len(ws)), map[string][]string{}
+	for _, w := range ws {
+		have[w.Name] = true
+		if w.Group != "" {
+			groups[w.Group] = append(groups[w.Group], w.Name)
+		}
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if !have[n] && len(groups[n]) > 0 {
+			out = append(out, groups[n]...)
+		} else {
+			out = append(out, n)
+		}
+	}
+	return out
 }

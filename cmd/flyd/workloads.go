@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ func init() {
 	cli.Register("rm", "stop and remove workloads", "NAME...|--all [--force]", cmdRm)
 	cli.Register("reload", "have workloads take their configuration again, as their spec's reload says", "NAME...|--all", lifecycleCmd(api.ActionReload))
 	cli.Register("signal", "send a signal to workloads", "NAME...|--all SIGNAL", cmdSignal)
+	cli.Register("scale", "run a workload as N replicas, NAME-1…NAME-N, replacing those that ran one at a time", "NAME N [--force] [--wait [--timeout 1m]]", cmdScale)
 	cli.Register("status", "show the daemon's status", "", cmdStatus)
 }
 
@@ -146,6 +148,38 @@ func cmdInspect(ctx context.Context, c *cli.Env, args []string) error {
 		return err
 	}
 	return printJSON(c.Stdout, w)
+}
+
+func cmdScale(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
+	force := fs.Bool("force", false, "scale a group that belongs to a file of the workloads directory")
+	wait, timeout := waitFlags(fs)
+	pos, err := c.Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return cli.Usagef("a workload's name and a number of replicas are needed")
+	}
+	n, err := strconv.Atoi(pos[1])
+	if err != nil {
+		return cli.Usagef("%q is not a number of replicas", pos[1])
+	}
+	name := c.FullName(pos[0])
+	w, err := c.Client.Scale(ctx, name, n, api.ApplyOptions{Start: true, Force: *force})
+	if err != nil {
+		return err
+	}
+	if !c.JSON && !*wait {
+		fmt.Fprintf(c.Stdout, "%s: %d replicas, %s-1 to %s-%d\n", name, n, name, name, n)
+	}
+	if *wait {
+		return waitUp(c, ctx, []string{name}, *timeout)
+	}
+	if c.JSON {
+		return printJSON(c.Stdout, w)
+	}
+	return nil
 }
 
 func cmdStatus(ctx context.Context, c *cli.Env, args []string) error {

@@ -1,0 +1,93 @@
+package netplane
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// A group of replicas publishes as one: its published ports are held in
+// the host's table by the group's name, taken by its first replica's
+// attach and freed by its last one's detach, and each forwards to the
+// ports of the group's replicas that are ready, in turn.
+
+// holder is who holds w's published ports: its group, or itself.
+func holder(w *spec.Workload) string {
+	if w.ReplicaOf != "" {
+		return w.ReplicaOf
+	}
+	return w.Name
+}
+
+// Serving tells the plane whether a replica is ready for connections (it
+// runs and, with a health check, has passed it): a group's published
+// ports forward only to those that are. It rewrites its network's rules
+// when that changes, and is a no-op for any other workload.
+func (p *Plane) Serving(workload string, ready bool) {
+	p.declMu.Lock()
+	d, ok := p.decls[workload]
+	changed := ok && d.Group != "" && p.serving[workload] != ready
+	if changed {
+		p.serving[workload] = ready
+	}
+	p.declMu.Unlock()
+	if !changed || d.Network == spec.NetworkHost {
+		return
+	}
+	if err := p.WriteRules(d.Network); err != nil {
+		p.log.Warn("cannot balance a group's published ports", zap.String("workload", workload), zap.Error(err))
+	}
+}
+
+// groupLeft says whether group has no replica declared any more.
+func (p *Plane) groupLeft(group string) bool {
+	p.declMu.Lock()
+	defer p.declMu.Unlock()
+	for _, d := range p.decls {
+		if d.Group == group {
+			return false
+		}
+	}
+	return true
+}
+
+// balance is, by group, the inner ports of its replicas' endpoint in
+// network that a published port forwards to: those of the ready ones, or
+// of all while none is (a connection then reaches one that may answer,
+// rather than nothing).
+func (p *Plane) balance(network string) map[[2]string][]int {
+	p.declMu.Lock()
+	group, ready := map[string]string{}, map[string]bool{}
+	for name, d := range p.decls {
+		if d.Group != "" && d.Network == network {
+			group[name], ready[name] = d.Group, p.serving[name]
+		}
+	}
+	p.declMu.Unlock()
+	if len(group) == 0 {
+		return nil
+	}
+	all, up := map[[2]string][]int{}, map[[2]string][]int{}
+	for _, r := range p.ports.In(network) {
+		g, ok := group[r.Workload]
+		if !ok {
+			continue
+		}
+		k := [2]string{g, r.Endpoint}
+		all[k] = append(all[k], r.Port)
+		if ready[r.Workload] {
+			up[k] = append(up[k], r.Port)
+		}
+	}
+	for k, ports := range up {
+		all[k] = ports
+	}
+	return all
+}
+
+// groupOfDecl is the group of a declared workload, "" for none.
+func (p *Plane) groupOfDecl(workload string) string {
+	p.declMu.Lock()
+	defer p.declMu.Unlock()
+	return p.decls[workload].Group
+}
