@@ -11,6 +11,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
@@ -121,7 +122,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 	if err := s.checkAfter(sp); err != nil {
 		return nil, err
 	}
-	if err := checkWatch(sp); err != nil {
+	if err := devwatch.Check(sp.Watch, sp.Watching); err != nil {
 		return nil, err
 	}
 	if w, err := s.lookup(sp.Name); err == nil {

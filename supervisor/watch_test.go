@@ -11,57 +11,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
-
-// TestBurstIsOneAction: changes closer than the quiet period are one
-// burst, acted on a quiet period after the last; changes that never pause
-// are acted on at the burst's longest wait.
-func TestBurstIsOneAction(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	b := burst{quiet: 300 * time.Millisecond, max: 2 * time.Second}
-	var due time.Time
-	for i := range 20 { // 20 saves 10 ms apart
-		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-		if i > 0 && !now.Before(due) {
-			t.Fatalf("save %d at +%s came after the action was due (+%s): two actions", i, now.Sub(t0), due.Sub(t0))
-		}
-		due = b.add(now)
-	}
-	if want := t0.Add(190*time.Millisecond + 300*time.Millisecond); !due.Equal(want) {
-		t.Errorf("due at +%s, want +%s: a quiet period after the last save", due.Sub(t0), want.Sub(t0))
-	}
-
-	b.reset()
-	for i := range 100 { // a save every 100 ms for 10 s: never quiet
-		due = b.add(t0.Add(time.Duration(i) * 100 * time.Millisecond))
-		if due.After(t0.Add(2 * time.Second)) {
-			t.Fatalf("due at +%s: a stream of changes waits at most 2s", due.Sub(t0))
-		}
-	}
-}
-
-func TestChangesString(t *testing.T) {
-	var c changes
-	c.add("b.py")
-	if got := c.String(); got != "b.py changed" {
-		t.Errorf("%q", got)
-	}
-	c.add("a.py")
-	c.add("b.py")
-	for _, n := range []string{"c.py", "d.py", "e.py"} {
-		c.add(n)
-	}
-	if got := c.String(); got != "a.py, b.py, c.py and 2 more changed" {
-		t.Errorf("%q", got)
-	}
-	if got := (&changes{lost: true}).String(); !strings.Contains(got, "overflowed") {
-		t.Errorf("%q", got)
-	}
-}
 
 // watchEvents are the watch events of a workload since seq.
 func watchEvents(s *Supervisor, name string, since uint64) []string {
@@ -152,7 +107,7 @@ func TestWatchRestarts(t *testing.T) {
 		t.Errorf("event %q does not say what changed", m)
 	}
 	waitFor(t, "the new run", func() bool { return pid() != first && pid() != 0 })
-	time.Sleep(2 * watchQuiet)
+	time.Sleep(2 * devwatch.Quiet)
 	if n := d.startCount() - starts; n != 1 {
 		t.Errorf("20 saves gave %d starts, want 1", n)
 	}
@@ -164,7 +119,7 @@ func TestWatchRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(3 * watchQuiet)
+	time.Sleep(3 * devwatch.Quiet)
 	if n := d.startCount() - starts; n != 0 || len(watchEvents(s, "web", seq)) != 0 {
 		t.Errorf("ignored files gave %d starts and events %q", n, watchEvents(s, "web", seq))
 	}
@@ -216,7 +171,7 @@ func TestWatchRestarts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "app.py"), []byte("off"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * watchQuiet)
+	time.Sleep(3 * devwatch.Quiet)
 	if pid() != running {
 		t.Errorf("a change restarted a workload that is not watching")
 	}
@@ -304,7 +259,7 @@ func TestWatchRefusedAtApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := t.TempDir()
-	for i := range maxWatchDirs + 1 {
+	for i := range devwatch.MaxDirs + 1 {
 		if err := os.Mkdir(filepath.Join(big, "d"+itoa(i)), 0o755); err != nil {
 			t.Fatal(err)
 		}

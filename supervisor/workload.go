@@ -87,7 +87,7 @@ type workload struct {
 	// limitsSeen is where the limit watcher's counting stands.
 	limitsSeen seenHits
 	// watch is the armed watch of its spec's watch entries (watch.go).
-	watch *watcher
+	watch *armedWatch
 
 	mu   sync.Mutex
 	view status.Workload
