@@ -33,6 +33,7 @@ import (
 	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -341,6 +342,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		exited: make(chan struct{}),
 		log:    workloadLog{s.log, sp.Name},
 	}
+	w.sched = schedule.New(w.showNext)
 	w.view = initial
 	w.view.Name, w.view.Since = sp.Name, time.Now()
 	w.setSpec(sp, ports)

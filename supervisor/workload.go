@@ -14,6 +14,7 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
+	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -52,7 +53,7 @@ type workload struct {
 	// another attempt at adopting an earlier daemon's run.
 	timer *time.Timer
 	due   func()
-	sched schedule // spec.Schedule's timer and state (schedule.go)
+	sched *schedule.Timer // spec.Schedule's times (schedule.go)
 	// unadopted is the record of an earlier daemon's run that could not be
 	// adopted yet: while it is set the run may be alive, so none is started.
 	unadopted  *runRecord
@@ -113,7 +114,7 @@ func (w *workload) loop(first func(*workload)) {
 		select {
 		case f := <-w.cmds:
 			onFreshStack(f)
-		case <-w.sched.wakeC():
+		case <-w.sched.C():
 			onFreshStack(w.onSchedule)
 		case <-done:
 			onFreshStack(w.onExit)
@@ -234,7 +235,7 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 		v.State, v.Reason = st, msg
 		v.Since = since
 		if st != status.Backoff {
-			v.NextStart = w.sched.shown()
+			v.NextStart = w.sched.Next()
 		}
 	})
 	w.publishInstances(st)
@@ -283,7 +284,7 @@ func (w *workload) persist(rest status.State, reason string) error {
 	w.mu.Lock()
 	lastErr, lastExit, restarts := w.view.LastError, w.view.LastExit, w.view.Restarts
 	w.mu.Unlock()
-	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.record()}
+	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.Through()}
 	if !w.desired {
 		rec.Rest, rec.LastError, rec.Reason = rest, lastErr, reason
 		rec.LastExit, rec.Restarts = recordExit(lastExit), restarts
