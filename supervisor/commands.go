@@ -52,7 +52,7 @@ func (s *Supervisor) Status(ctx context.Context) status.Daemon {
 		States:    map[status.State]int{},
 		Runtimes:  map[string]bool{},
 		Registry:  status.Registry{URL: s.cfg.RegistryURL, KeyFile: s.cfg.RegistryKeyFile},
-		LastEvent: s.events.last(),
+		LastEvent: s.events.Last(),
 	}
 	if r := s.cfg.Registrar; r != nil {
 		rs := r.Stats()
@@ -347,7 +347,7 @@ func (s *Supervisor) Logs(ctx context.Context, name string, q logfile.Query, out
 // replays the kept events numbered after it. The channel is closed when the
 // stream ends, a reader too slow to keep up dropped included.
 func (s *Supervisor) Events(ctx context.Context, after uint64) <-chan status.Event {
-	return s.events.subscribe(ctx, after)
+	return s.events.Subscribe(ctx, after)
 }
 
 // Ports is every endpoint's allocation.

@@ -61,7 +61,7 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 		t.Errorf("a refused policy left an owner: %v", owned)
 	}
 	var events []string
-	s.events.replay(s.events.path, 0, s.events.last(), func(ev status.Event) bool {
+	s.events.Replay(0, s.events.Last(), func(ev status.Event) bool {
 		if ev.Type == status.EventNetwork {
 			events = append(events, ev.Message)
 		}
@@ -195,7 +195,7 @@ func TestRestartReloadAndReadings(t *testing.T) {
 		t.Fatal(err)
 	}
 	reloaded := false
-	s.events.replay(s.events.path, 0, s.events.last(), func(ev status.Event) bool {
+	s.events.Replay(0, s.events.Last(), func(ev status.Event) bool {
 		reloaded = reloaded || ev.Type == status.EventReload && ev.Message == "reloaded by signal SIGHUP"
 		return true
 	})

@@ -27,6 +27,7 @@ import (
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
@@ -82,7 +83,7 @@ type Supervisor struct {
 	log      *zap.Logger
 	store    *store
 	drivers  map[spec.Kind]driver.Driver
-	events   *bus
+	events   *events.Bus
 	started  time.Time
 	hostname string
 	logDir   string
@@ -139,7 +140,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
-	events, err := newBus(filepath.Join(cfg.StateDir, "events.log"))
+	bus, err := events.Open(filepath.Join(cfg.StateDir, "events.log"))
 	if err != nil {
 		st.close()
 		return nil, fmt.Errorf("event history: %w", err)
@@ -150,7 +151,7 @@ func New(cfg Config) (*Supervisor, error) {
 		log:          cfg.Logger,
 		store:        st,
 		drivers:      map[spec.Kind]driver.Driver{},
-		events:       events,
+		events:       bus,
 		started:      time.Now(),
 		hostname:     hostname(),
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
@@ -296,7 +297,7 @@ func (s *Supervisor) restore() {
 		initial := status.Workload{State: status.Pending}
 		if !r.Running {
 			initial = status.Workload{State: cmp.Or(r.Rest, status.Stopped), Reason: r.Reason,
-				LastError: r.LastError, LastExit: r.LastExit.exit(), Restarts: r.Restarts}
+				LastError: r.LastError, LastExit: r.LastExit.Exit(), Restarts: r.Restarts}
 		}
 		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restoreScheduled(r, run) })
 	}
@@ -408,7 +409,7 @@ func (s *Supervisor) publish(ev status.Event) {
 	if ev.Project == "" {
 		ev.Project = spec.ProjectOf(ev.Workload)
 	}
-	if err := s.events.publish(ev); err != nil {
+	if err := s.events.Publish(ev); err != nil {
 		s.log.Warn("cannot keep events for readers that resume; they still go to those reading now", zap.Error(err))
 	}
 }
@@ -461,7 +462,7 @@ func (s *Supervisor) Close() {
 		_ = s.logWaker.Close()
 	}
 	s.logs.close()
-	s.events.close()
+	s.events.Close()
 	if err := s.store.close(); err != nil {
 		s.log.Warn("closing the state journal", zap.Error(err))
 	}

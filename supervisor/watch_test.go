@@ -21,7 +21,7 @@ import (
 // watchEvents are the watch events of a workload since seq.
 func watchEvents(s *Supervisor, name string, since uint64) []string {
 	var out []string
-	s.events.replay(s.events.path, since, s.events.last(), func(ev status.Event) bool {
+	s.events.Replay(since, s.events.Last(), func(ev status.Event) bool {
 		if ev.Type == status.EventWatch && ev.Workload == name {
 			out = append(out, ev.Message)
 		}
@@ -80,7 +80,7 @@ func TestWatchRestarts(t *testing.T) {
 	sp := fakeSpec("web", "run")
 	sp.Watch = []spec.Watch{{Path: src, Action: spec.WatchRestart, Ignore: []string{"*.log"}}}
 	sp.Watching = true
-	seq := s.events.last()
+	seq := s.events.Last()
 	if _, err := s.Apply(ctx, sp, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestWatchRestarts(t *testing.T) {
 	pid := func() int { v, _ := s.Get(ctx, "web"); return v.PID }
 	first := pid()
 	starts := d.startCount()
-	seq = s.events.last()
+	seq = s.events.Last()
 	for i := range 20 {
 		if err := os.WriteFile(filepath.Join(src, "app.py"), []byte{byte(i)}, 0o644); err != nil {
 			t.Fatal(err)
@@ -113,7 +113,7 @@ func TestWatchRestarts(t *testing.T) {
 	}
 
 	// Ignored, by the entry and by default: nothing.
-	starts, seq = d.startCount(), s.events.last()
+	starts, seq = d.startCount(), s.events.Last()
 	for _, f := range []string{"server.log", ".app.py.swp", "pkg/__pycache__"} {
 		if err := os.WriteFile(filepath.Join(src, f), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
@@ -125,12 +125,12 @@ func TestWatchRestarts(t *testing.T) {
 	}
 
 	// A directory made now is watched, and what it holds counts.
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.MkdirAll(filepath.Join(src, "new", "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	waitWatchEvent(t, s, "web", seq, "restarted")
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "new", "sub", "x.py"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestWatchRestarts(t *testing.T) {
 	if _, err := s.Stop(ctx, "web"); err != nil {
 		t.Fatal(err)
 	}
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "app.py"), []byte("stopped"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestWatchRestarts(t *testing.T) {
 	running := waitState(t, s, "web", status.Running).PID
 	off := sp.Clone()
 	off.Watching = false
-	seq = s.events.last()
+	seq = s.events.Last()
 	if _, err := s.Apply(ctx, off, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -207,14 +207,14 @@ func TestWatchExec(t *testing.T) {
 	sp := fakeSpec("api", "run")
 	sp.Watch = []spec.Watch{{Path: src, Action: spec.WatchExec, Exec: []string{"/bin/sh", "-c", "if [ -e " + flag + " ]; then echo syntax error >&2; exit 2; fi"}}}
 	sp.Watching = true
-	seq := s.events.last()
+	seq := s.events.Last()
 	if _, err := s.Apply(ctx, sp, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
 	first := waitState(t, s, "api", status.Running).PID
 	waitWatchEvent(t, s, "api", seq, "watching")
 
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("broken"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestWatchExec(t *testing.T) {
 	if err := os.Remove(flag); err != nil {
 		t.Fatal(err)
 	}
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("fixed"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestWatchKeptAcrossDaemonRestart(t *testing.T) {
 		}
 		return n == 2
 	})
-	seq := s.events.last()
+	seq := s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "app.py"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}

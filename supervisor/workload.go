@@ -13,6 +13,7 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
@@ -287,7 +288,7 @@ func (w *workload) persist(rest status.State, reason string) error {
 	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.Through()}
 	if !w.desired {
 		rec.Rest, rec.LastError, rec.Reason = rest, lastErr, reason
-		rec.LastExit, rec.Restarts = recordExit(lastExit), restarts
+		rec.LastExit, rec.Restarts = events.RecordExit(lastExit), restarts
 	}
 	if err := w.s.store.saveSpec(rec); err != nil {
 		w.log.Error("cannot persist desired state", zap.Error(err))
