@@ -360,4 +360,4 @@ func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping {
 }
 
 // Stats samples the running workloads' usage, at most once an interval.
-func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.stats() }
+func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.usage.Sample() }

@@ -11,6 +11,7 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // TestDocumentsOwnedByFiles: a network document a file puts is the file's:
@@ -211,7 +212,7 @@ func TestRestartReloadAndReadings(t *testing.T) {
 	if ns, err := s.Networks(ctx); err != nil || len(ns) != 0 {
 		t.Errorf("networks %+v, %v; want none", ns, err)
 	}
-	if st := s.Stats(ctx); st.Interval != statsInterval || len(st.Workloads) != 0 {
+	if st := s.Stats(ctx); st.Interval != usage.Interval || len(st.Workloads) != 0 {
 		t.Errorf("stats without cgroups: %+v", st)
 	}
 	if ps := s.Policies(ctx); len(ps) != 0 {

@@ -37,6 +37,7 @@ import (
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // Config is what a supervisor is built from.
@@ -104,7 +105,7 @@ type Supervisor struct {
 	logs     logBook
 	logWaker *logfile.Waker // nil without inotify
 
-	statsCache statsCache
+	usage *usage.Sampler
 
 	mu           sync.Mutex
 	workloads    map[string]*workload
@@ -164,6 +165,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cancel:       cancel,
 	}
 	s.logs = logBook{s: s, logs: map[string]*logfile.Log{}}
+	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	for _, d := range cfg.Drivers {
 		s.drivers[d.Kind()] = d
 	}
@@ -374,6 +376,17 @@ func (s *Supervisor) unsorted() []*workload {
 		ws = append(ws, w)
 	}
 	return ws
+}
+
+// running names the workloads with a run now.
+func (s *Supervisor) running() []string {
+	var names []string
+	for _, w := range s.unsorted() {
+		if w.snapshot(false).PID != 0 {
+			names = append(names, w.name)
+		}
+	}
+	return names
 }
 
 // all is every workload, sorted by name.

@@ -18,6 +18,7 @@ import (
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // killWait bounds the wait for a run to end after SIGKILL.
@@ -86,8 +87,8 @@ type workload struct {
 	logs     logCheck
 	newRun   atomic.Bool
 	logWoken atomic.Bool
-	// limitsSeen is where the limit watcher's counting stands.
-	limitsSeen seenHits
+	// limitHits is where the limit watcher's counting stands.
+	limitHits usage.Hits
 	// watch is the armed watch of its spec's watch entries (watch.go).
 	watch *armedWatch
 
