@@ -340,7 +340,7 @@ func (s *Supervisor) Logs(ctx context.Context, name string, q logfile.Query, out
 	if err := mayAct(ctx, w); err != nil {
 		return err
 	}
-	return s.logs.of(name).Read(ctx, q, out)
+	return s.logs.Of(name).Read(ctx, q, out)
 }
 
 // Events streams events until ctx is done; with after > 0 it first

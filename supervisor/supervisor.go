@@ -102,7 +102,7 @@ type Supervisor struct {
 	// network plane's projections before the workloads are registered.
 	restoredBy map[string]uint32
 
-	logs     logBook
+	logs     *logfile.Book
 	logWaker *logfile.Waker // nil without inotify
 
 	usage *usage.Sampler
@@ -164,7 +164,7 @@ func New(cfg Config) (*Supervisor, error) {
 		ctx:          ctx,
 		cancel:       cancel,
 	}
-	s.logs = logBook{s: s, logs: map[string]*logfile.Log{}}
+	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
 	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	for _, d := range cfg.Drivers {
 		s.drivers[d.Kind()] = d
@@ -413,10 +413,6 @@ func (s *Supervisor) carrierDir(name string) string {
 	return filepath.Join(s.carrierRoot, name+"."+hex.EncodeToString(b[:]))
 }
 
-func (s *Supervisor) logPath(name string) string {
-	return filepath.Join(s.logDir, name+".log")
-}
-
 func (s *Supervisor) publish(ev status.Event) {
 	ev.Time = time.Now()
 	if ev.Project == "" {
@@ -474,7 +470,7 @@ func (s *Supervisor) Close() {
 	if s.logWaker != nil {
 		_ = s.logWaker.Close()
 	}
-	s.logs.close()
+	s.logs.Close()
 	s.events.Close()
 	if err := s.store.close(); err != nil {
 		s.log.Warn("closing the state journal", zap.Error(err))

@@ -456,7 +456,7 @@ func (w *workload) remove() error {
 	}
 	w.s.deleteCgroup(w.name)
 	w.s.net.Detach(w.spec)
-	w.s.logs.remove(w.name)
+	w.s.removeLog(w.name)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil
 }
