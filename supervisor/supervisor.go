@@ -94,8 +94,6 @@ type Supervisor struct {
 
 	// net is the network plane: networks, ports, documents and rules.
 	net *netplane.Plane
-	// owners are the files that own documents (documents.go).
-	owners docOwners
 	// workspaces are the workspace documents (workspaces.go).
 	workspaces workspaces
 	// restoredBy says who applied each restored workload, for the
@@ -110,6 +108,8 @@ type Supervisor struct {
 	mu           sync.Mutex
 	workloads    map[string]*workload
 	fileProblems map[string]string
+	// owners are the files that own documents, by DocKey (documents.go).
+	owners map[string]string
 	// projects serialize each project's ups and downs (projects.go).
 	projects map[string]chan struct{}
 	// dependents are the workloads whose spec names prerequisites: the
