@@ -11,6 +11,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
@@ -51,7 +52,7 @@ func (s *Supervisor) Status(ctx context.Context) status.Daemon {
 		States:    map[status.State]int{},
 		Runtimes:  map[string]bool{},
 		Registry:  status.Registry{URL: s.cfg.RegistryURL, KeyFile: s.cfg.RegistryKeyFile},
-		LastEvent: s.events.last(),
+		LastEvent: s.events.Last(),
 	}
 	if r := s.cfg.Registrar; r != nil {
 		rs := r.Stats()
@@ -142,7 +143,7 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 	if err := s.checkAfter(sp); err != nil {
 		return nil, err
 	}
-	if err := checkWatch(sp); err != nil {
+	if err := devwatch.Check(sp.Watch, sp.Watching); err != nil {
 		return nil, err
 	}
 	if w, err := s.lookup(sp.Name); err == nil {
@@ -363,14 +364,14 @@ func (s *Supervisor) Logs(ctx context.Context, name string, q logfile.Query, out
 	if err := mayAct(ctx, w); err != nil {
 		return err
 	}
-	return s.logs.of(name).Read(ctx, q, out)
+	return s.logs.Of(name).Read(ctx, q, out)
 }
 
 // Events streams events until ctx is done; with after > 0 it first
 // replays the kept events numbered after it. The channel is closed when the
 // stream ends, a reader too slow to keep up dropped included.
 func (s *Supervisor) Events(ctx context.Context, after uint64) <-chan status.Event {
-	return s.events.subscribe(ctx, after)
+	return s.events.Subscribe(ctx, after)
 }
 
 // Ports is every endpoint's allocation.
@@ -383,4 +384,4 @@ func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping {
 }
 
 // Stats samples the running workloads' usage, at most once an interval.
-func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.stats() }
+func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.usage.Sample() }

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -29,12 +28,6 @@ const docOwnersFile = "document-owners.json"
 
 // ownerKind is the store's kind of an owner's record, keyed by DocKey.
 const ownerKind = "owner"
-
-// docOwners is the owning file of each file-owned document, by DocKey.
-type docOwners struct {
-	mu sync.Mutex
-	m  map[string]string
-}
 
 // DocKey names a document of a kind: "network/NAME", "policy/NAME".
 func DocKey(kind, name string) string { return kind + "/" + name }
@@ -63,21 +56,24 @@ func (s *Supervisor) loadDocOwners() {
 		}
 	}
 	maps.Copy(m, old)
-	s.owners.m = m
+	s.mu.Lock()
+	s.owners = m
+	s.mu.Unlock()
 }
 
 func (s *Supervisor) docOwner(kind, name string) string {
-	s.owners.mu.Lock()
-	defer s.owners.mu.Unlock()
-	return s.owners.m[DocKey(kind, name)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owners[DocKey(kind, name)]
 }
 
 // setDocOwner records owner as the document's ("" for none) before the
 // change it goes with is made: a daemon killed between the two leaves the
-// watcher a document to put again or delete, never one it forgot.
+// watcher a document to put again or delete, never one it forgot. s.mu
+// orders the changes, as a workspace's: documents change seldom.
 func (s *Supervisor) setDocOwner(kind, name, owner string) error {
-	s.owners.mu.Lock()
-	defer s.owners.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var b []byte
 	if owner != "" {
 		b, _ = json.Marshal(owner)
@@ -86,9 +82,9 @@ func (s *Supervisor) setDocOwner(kind, name, owner string) error {
 		return fmt.Errorf("cannot record the owner of %s %s: %w", kind, name, err)
 	}
 	if owner == "" {
-		delete(s.owners.m, DocKey(kind, name))
+		delete(s.owners, DocKey(kind, name))
 	} else {
-		s.owners.m[DocKey(kind, name)] = owner
+		s.owners[DocKey(kind, name)] = owner
 	}
 	return nil
 }
@@ -103,9 +99,9 @@ func (s *Supervisor) undoDocOwner(kind, name, had string) {
 
 // OwnedDocuments lists the documents files own: DocKey → file.
 func (s *Supervisor) OwnedDocuments(ctx context.Context) (map[string]string, error) {
-	s.owners.mu.Lock()
-	defer s.owners.mu.Unlock()
-	return maps.Clone(s.owners.m), nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.owners), nil
 }
 
 // docOwnedBy refuses a change of a document by another than its owner: a

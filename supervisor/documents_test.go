@@ -11,6 +11,7 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // TestDocumentsOwnedByFiles: a network document a file puts is the file's:
@@ -61,7 +62,7 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 		t.Errorf("a refused policy left an owner: %v", owned)
 	}
 	var events []string
-	s.events.replay(s.events.path, 0, s.events.last(), func(ev status.Event) bool {
+	s.events.Replay(0, s.events.Last(), func(ev status.Event) bool {
 		if ev.Type == status.EventNetwork {
 			events = append(events, ev.Message)
 		}
@@ -195,7 +196,7 @@ func TestRestartReloadAndReadings(t *testing.T) {
 		t.Fatal(err)
 	}
 	reloaded := false
-	s.events.replay(s.events.path, 0, s.events.last(), func(ev status.Event) bool {
+	s.events.Replay(0, s.events.Last(), func(ev status.Event) bool {
 		reloaded = reloaded || ev.Type == status.EventReload && ev.Message == "reloaded by signal SIGHUP"
 		return true
 	})
@@ -211,7 +212,7 @@ func TestRestartReloadAndReadings(t *testing.T) {
 	if ns, err := s.Networks(ctx); err != nil || len(ns) != 0 {
 		t.Errorf("networks %+v, %v; want none", ns, err)
 	}
-	if st := s.Stats(ctx); st.Interval != statsInterval || len(st.Workloads) != 0 {
+	if st := s.Stats(ctx); st.Interval != usage.Interval || len(st.Workloads) != 0 {
 		t.Errorf("stats without cgroups: %+v", st)
 	}
 	if ps := s.Policies(ctx); len(ps) != 0 {

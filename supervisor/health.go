@@ -178,7 +178,7 @@ func (w *workload) prepareRun(env map[string]string) error {
 		}
 	case h.Log != "":
 		w.self.logFrom = nil
-		if end, err := logEnd(w.s.logs.of(w.name)); err == nil {
+		if end, err := logEnd(w.s.logs.Of(w.name)); err == nil {
 			w.self.logFrom = &end
 		} else {
 			w.log.Warn("where the run's output begins in its log is not known: its log check reads what comes next", zap.Error(err))
@@ -238,7 +238,7 @@ func (w *workload) startLogCheck(gen int) {
 		w.log.Warn("no log check", zap.Error(err)) // validated at apply
 		return
 	}
-	l := w.s.logs.of(w.name)
+	l := w.s.logs.Of(w.name)
 	pos := int64(-1) // not known: where the log ends when first read
 	if w.self.logFrom != nil {
 		pos = *w.self.logFrom

@@ -2,54 +2,15 @@ package supervisor
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/status"
 )
 
-// seenHits is what a workload's cgroup counters said at the last look.
-type seenHits struct {
-	mu        sync.Mutex
-	known     bool
-	oom, pids int
-}
-
-// baseline takes the counters of a cgroup this daemon did not watch yet
-// as the point from which hits are news: hits an earlier daemon saw are
-// not this one's. A run's launch takes it before the run begins, so that
-// a hit in the run's first moments is news.
-func (h *seenHits) baseline(cg *sandbox.Cgroup) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.known || cg == nil {
-		return
-	}
-	oom, oerr := cg.OOMKills()
-	pids, perr := cg.PidsRefusals()
-	if oerr == nil && perr == nil {
-		h.known, h.oom, h.pids = true, oom, pids
-	}
-}
-
-// since returns how many hits the counters gained since the last look;
-// the first look at a cgroup adopted from an earlier daemon only takes a
-// baseline.
-func (h *seenHits) since(oom, pids int) (newOOM, newPids int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.known {
-		newOOM, newPids = max(oom-h.oom, 0), max(pids-h.pids, 0)
-	}
-	h.known, h.oom, h.pids = true, oom, pids
-	return newOOM, newPids
-}
-
-// checkLimits reads, every second (everyWorkload), the OOM kill and pids refusal
-// counters of a workload with a memory or pids limit, and makes every new
+// checkLimits looks, every second (everyWorkload), at the OOM kill and
+// pids refusal counters of a workload with a memory or pids limit, and makes every new
 // hit an event and a count in its state: the kill of a process that is not
 // the main one leaves the workload running, and would otherwise go unseen.
 func (s *Supervisor) checkLimits(w *workload, now time.Time) {
@@ -65,13 +26,8 @@ func (s *Supervisor) checkLimits(w *workload, now time.Time) {
 	if err != nil {
 		return // no run yet
 	}
-	oom, oerr := cg.OOMKills()
-	pids, perr := cg.PidsRefusals()
-	if oerr != nil || perr != nil {
-		return
-	}
-	newOOM, newPids := w.limitsSeen.since(oom, pids)
-	if newOOM == 0 && newPids == 0 {
+	newOOM, newPids, err := w.limitHits.Look(cg)
+	if err != nil || newOOM == 0 && newPids == 0 {
 		return
 	}
 	w.update(func(v *status.Workload) {

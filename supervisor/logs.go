@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,45 +34,11 @@ const (
 	maxLogCheck = 8 * time.Second
 )
 
-// logBook holds the daemon's one logfile.Log per workload name: its
-// rotation and its readers must share it.
-type logBook struct {
-	mu   sync.Mutex
-	s    *Supervisor
-	logs map[string]*logfile.Log
-}
-
-func (b *logBook) of(name string) *logfile.Log {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, ok := b.logs[name]
-	if !ok {
-		l = logfile.NewLog(b.s.logPath(name), b.s.cfg.LogMaxSize, b.s.cfg.LogGenerations)
-		b.logs[name] = l
-	}
-	return l
-}
-
-// remove deletes name's log files; a workload of that name created
-// later starts a new log.
-func (b *logBook) remove(name string) {
-	b.mu.Lock()
-	l, ok := b.logs[name]
-	delete(b.logs, name)
-	b.mu.Unlock()
-	if !ok {
-		l = logfile.NewLog(b.s.logPath(name), b.s.cfg.LogMaxSize, b.s.cfg.LogGenerations)
-	}
-	if err := l.Remove(); err != nil {
-		b.s.log.Warn("cannot remove logs", zap.String("workload", name), zap.Error(err))
-	}
-}
-
-func (b *logBook) close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, l := range b.logs {
-		_ = l.Close()
+// removeLog deletes a workload's log files; a workload of that name
+// created later starts a new log.
+func (s *Supervisor) removeLog(name string) {
+	if err := s.logs.Remove(name); err != nil {
+		s.log.Warn("cannot remove logs", zap.String("workload", name), zap.Error(err))
 	}
 }
 
@@ -125,7 +90,7 @@ func (s *Supervisor) checkLog(w *workload, now time.Time) {
 	if now.Before(c.next) {
 		return
 	}
-	l := s.logs.of(w.name)
+	l := s.logs.Of(w.name)
 	size, err := l.Mark()
 	if err != nil {
 		w.log.Warn("cannot date the log", zap.Error(err))
@@ -168,14 +133,14 @@ func (s *Supervisor) runLog(name string, d driver.Driver) (f *os.File, piped boo
 	if _, fileOnly := d.(driver.FileLogs); !fileOnly && s.cfg.LogPipes != nil {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
-		f, err := s.cfg.LogPipes.New(name+"."+hex.EncodeToString(b[:]), pipeSink{s.logs.of(name)})
+		f, err := s.cfg.LogPipes.New(name+"."+hex.EncodeToString(b[:]), pipeSink{s.logs.Of(name)})
 		if err == nil {
 			return f, true, nil
 		}
 		// A run is not refused for its log: it writes the file itself.
 		s.log.Error("no log pipe: the run writes its log file itself", zap.String("workload", name), zap.Error(err))
 	}
-	f, err = logfile.Open(s.logPath(name))
+	f, err = logfile.Open(s.logs.Path(name))
 	if err != nil {
 		return nil, false, fmt.Errorf("log file: %w", err)
 	}
@@ -210,6 +175,6 @@ func (s *Supervisor) adoptPipes(specs map[string]specRecord) {
 		if _, ok := specs[key[:i]]; !ok && s.quarantine[key[:i]] == nil {
 			return nil
 		}
-		return pipeSink{s.logs.of(key[:i])}
+		return pipeSink{s.logs.Of(key[:i])}
 	})
 }

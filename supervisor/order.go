@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
@@ -243,14 +242,13 @@ func (s *Supervisor) inStopOrder(names []string, parallelAll bool, f func(name s
 		levels = s.stopLevels(names)
 	}
 	byName := make(map[string]Outcome, len(names))
-	var mu sync.Mutex
 	for _, level := range levels {
-		parallel(len(level), func(i int) {
-			o := f(level[i])
-			mu.Lock()
-			byName[level[i]] = o
-			mu.Unlock()
-		})
+		// Each call has its own slot: no lock between them.
+		outs := make([]Outcome, len(level))
+		parallel(len(level), func(i int) { outs[i] = f(level[i]) })
+		for i, n := range level {
+			byName[n] = outs[i]
+		}
 	}
 	out := make([]Outcome, len(names))
 	for i, n := range names {

@@ -210,7 +210,7 @@ func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o remov
 	if n := q.bad.network; n != "" {
 		s.net.Drop(n)
 	}
-	s.logs.remove(name)
+	s.removeLog(name)
 	s.log.Info("removed a quarantined workload", zap.String("workload", name))
 	s.publish(status.Event{Type: status.EventRemoved, Workload: name, Message: "quarantined record removed"})
 	return nil

@@ -62,7 +62,7 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 			st = status.Stopped
 		}
 		w.update(func(v *status.Workload) {
-			v.LastError, v.LastExit, v.Restarts = rec.LastError, rec.LastExit.exit(), rec.Restarts
+			v.LastError, v.LastExit, v.Restarts = rec.LastError, rec.LastExit.Exit(), rec.Restarts
 		})
 		w.setState(st, rec.Reason)
 	default:

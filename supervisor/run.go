@@ -91,7 +91,7 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.limitsSeen.baseline(cg)
+	w.limitHits.Baseline(cg)
 	log, piped, err := w.s.runLog(w.name, w.s.drivers[w.spec.Kind])
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func (w *workload) noteStartFailure(err error) {
 	w.log.Warn("start failed", zap.Error(err))
 	w.update(func(v *status.Workload) { v.LastError = err.Error() })
 	w.publish(status.Event{Type: status.EventError, Message: err.Error()})
-	if lerr := w.s.logs.of(w.name).Append([]byte(fmt.Sprintf("flyd: start failed: %v\n", err))); lerr != nil {
+	if lerr := w.s.logs.Of(w.name).Append([]byte(fmt.Sprintf("flyd: start failed: %v\n", err))); lerr != nil {
 		w.log.Warn("cannot write the start failure to the log", zap.Error(lerr))
 	}
 }

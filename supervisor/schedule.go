@@ -2,13 +2,10 @@ package supervisor
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
 
@@ -21,102 +18,21 @@ import (
 // skipped, with an event. Between runs the workload is `scheduled`, its
 // next time in NextStart.
 //
-// While armed, the workload's record keeps the instant up to which the
-// schedule's times were handled (specRecord.ScheduledThrough): a daemon
-// that starts after a time passed while none ran runs it once, however
-// many passed.
-
-// maxScheduleSleep bounds one wait for a schedule's next time: a timer
-// counts the monotonic clock and a schedule names wall-clock times, so a
-// clock that is set (NTP at boot, a resumed machine) is noticed within it.
-const maxScheduleSleep = time.Minute
-
-// schedule is a workload's spec.Schedule at work, kept by its loop; only
-// next is read elsewhere.
-type schedule struct {
-	expr string        // the spec's schedule, as parsed into cron
-	cron cron.Schedule // nil: the workload has none
-	// armed says the schedule starts runs at its times.
-	armed bool
-	// through is the instant up to which every time of the schedule has
-	// been handled: run, skipped, or folded into one missed run.
-	through time.Time
-	timer   *time.Timer
-	// next is the time the timer waits for, while armed.
-	next atomic.Pointer[time.Time]
-}
-
-// wakeC is what the loop waits on for the schedule's timer.
-func (sc *schedule) wakeC() <-chan time.Time {
-	if sc.timer == nil {
-		return nil
-	}
-	return sc.timer.C
-}
-
-// shown is the schedule's next time, for NextStart; nil when disarmed.
-func (sc *schedule) shown() *time.Time { return sc.next.Load() }
-
-// record is what the workload's record keeps of the schedule: where its
-// handling stands while armed, nil otherwise.
-func (sc *schedule) record() *time.Time {
-	if !sc.armed {
-		return nil
-	}
-	t := sc.through
-	return &t
-}
+// The times are the schedule package's (w.sched); what a time does to the
+// workload is here. While armed, the workload's record keeps the instant
+// up to which the schedule's times were handled
+// (specRecord.ScheduledThrough): a daemon that starts after a time passed
+// while none ran runs it once, however many passed.
 
 // scheduled says whether the workload's spec has a schedule, making
 // w.sched the spec's: a changed schedule is parsed anew, disarmed.
 func (w *workload) scheduled() bool {
-	if w.sched.expr != w.spec.Schedule || (w.sched.cron == nil && w.spec.Schedule != "") {
-		w.disarm()
-		w.sched.expr, w.sched.cron = w.spec.Schedule, nil
-		if w.spec.Schedule != "" {
-			c, err := spec.ParseSchedule(w.spec.Schedule)
-			if err != nil { // validated at apply: a zone gone from the host since
-				w.log.Error("the schedule does not parse", zap.Error(err))
-				w.publish(status.Event{Type: status.EventError, Message: "schedule: " + err.Error()})
-			}
-			w.sched.cron = c
-		}
+	has, err := w.sched.Follow(w.spec.Schedule)
+	if err != nil {
+		w.log.Error("the schedule does not parse", zap.Error(err))
+		w.publish(status.Event{Type: status.EventError, Message: "schedule: " + err.Error()})
 	}
-	return w.sched.cron != nil
-}
-
-// disarm stops the schedule: no time of it starts a run.
-func (w *workload) disarm() {
-	if w.sched.timer != nil {
-		w.sched.timer.Stop()
-		w.sched.timer = nil
-	}
-	w.sched.armed = false
-	if w.sched.next.Swap(nil) != nil {
-		w.showNext(nil)
-	}
-}
-
-// armFrom arms the schedule: its times after from start runs, none before.
-func (w *workload) armFrom(from time.Time) {
-	w.sched.armed, w.sched.through = true, from
-	w.wake(time.Now())
-}
-
-// wake sets the timer for the schedule's first time after through.
-func (w *workload) wake(now time.Time) {
-	if w.sched.timer != nil {
-		w.sched.timer.Stop()
-	}
-	next := w.sched.cron.Next(w.sched.through.Local())
-	if next.IsZero() {
-		w.disarm()
-		w.publish(status.Event{Type: status.EventSchedule, Message: "the schedule names no later time; disarmed"})
-		return
-	}
-	w.sched.timer = time.NewTimer(min(max(next.Sub(now), 0), maxScheduleSleep))
-	w.sched.next.Store(&next)
-	w.showNext(&next)
+	return has
 }
 
 // showNext shows the schedule's next time as NextStart, but for a
@@ -129,30 +45,25 @@ func (w *workload) showNext(next *time.Time) {
 	})
 }
 
+// sayIfDisarmed says what became of the schedule when its timer was set,
+// if it named no later time and was disarmed.
+func (w *workload) sayIfDisarmed(err error) {
+	if err != nil {
+		w.publish(status.Event{Type: status.EventSchedule, Message: err.Error()})
+	}
+}
+
 // onSchedule is the schedule's timer: its time has come, or the timer's
 // longest wait has passed.
 func (w *workload) onSchedule() {
-	w.sched.timer = nil
-	if !w.sched.armed || !w.scheduled() {
+	if !w.scheduled() {
 		return
 	}
-	now := time.Now()
-	due, runs := scheduleDue(w.sched.cron, w.sched.through, now)
-	if !runs {
-		w.wake(now)
-		return
+	due, runs, err := w.sched.Due(time.Now())
+	w.sayIfDisarmed(err)
+	if runs {
+		w.fire(due, false)
 	}
-	w.sched.through = now
-	w.wake(now)
-	w.fire(due, false)
-}
-
-// scheduleDue says whether a time of sched after through has come by now,
-// and which is the first of them: however many have come (a daemon that
-// was down, a loop held up), they are one run.
-func scheduleDue(sched cron.Schedule, through, now time.Time) (due time.Time, runs bool) {
-	due = sched.Next(through.Local())
-	return due, !due.IsZero() && !due.After(now)
 }
 
 // fire starts the run for the schedule's time due, or skips that time
@@ -197,8 +108,8 @@ func (w *workload) fire(due time.Time, missed bool) {
 // armed (from now, unless it was), and no run started; it is at rest,
 // scheduled, unless a run it had goes on.
 func (w *workload) armAtApply() error {
-	if !w.sched.armed {
-		w.armFrom(time.Now())
+	if !w.sched.Armed() {
+		w.sayIfDisarmed(w.sched.ArmFrom(time.Now()))
 	}
 	if w.proc != nil || w.unadopted != nil {
 		return w.persist("", "")
@@ -206,7 +117,7 @@ func (w *workload) armAtApply() error {
 	w.cancelTimer()
 	w.desired = false
 	if err := w.persist(status.Scheduled, ""); err != nil {
-		w.disarm()
+		w.sched.Disarm()
 		w.setState(status.Stopped, "its schedule could not be recorded")
 		return err
 	}
@@ -217,7 +128,7 @@ func (w *workload) armAtApply() error {
 // armIfDisarmed is the apply of an unchanged scheduled workload: armed
 // if it was not, else left as it is, a run in progress included.
 func (w *workload) armIfDisarmed() error {
-	if w.sched.armed {
+	if w.sched.Armed() {
 		return nil
 	}
 	return w.armAtApply()
@@ -226,8 +137,8 @@ func (w *workload) armIfDisarmed() error {
 // armAtStart arms a scheduled workload that a user starts, from now; the
 // start runs it once.
 func (w *workload) armAtStart() {
-	if w.scheduled() && !w.sched.armed {
-		w.armFrom(time.Now())
+	if w.scheduled() && !w.sched.Armed() {
+		w.sayIfDisarmed(w.sched.ArmFrom(time.Now()))
 	}
 }
 
@@ -245,10 +156,10 @@ func (w *workload) applyStart() error {
 func (w *workload) restScheduled(st status.State, reason string) (status.State, string) {
 	switch {
 	case st == status.Stopped:
-		w.disarm()
-	case w.sched.armed && st == status.Exited:
+		w.sched.Disarm()
+	case w.sched.Armed() && st == status.Exited:
 		return status.Scheduled, "last run: " + reason
-	case w.sched.armed && st == status.Failed:
+	case w.sched.Armed() && st == status.Failed:
 		return status.Scheduled, "last run failed: " + reason
 	}
 	return st, reason
@@ -260,22 +171,15 @@ func (w *workload) restScheduled(st status.State, reason string) (status.State, 
 // no daemon ran is run, once.
 func (w *workload) restoreScheduled(rec specRecord, run *recovered) {
 	now := time.Now()
-	armed := w.scheduled() && w.s.drivers[rec.Spec.Kind] != nil && (rec.ScheduledThrough != nil || rec.Running)
-	if armed {
-		w.sched.armed, w.sched.through = true, now
-		if t := rec.ScheduledThrough; t != nil && !t.After(now) {
-			w.sched.through = *t // after now: the clock was set back since
-		}
+	if w.scheduled() && w.s.drivers[rec.Spec.Kind] != nil && (rec.ScheduledThrough != nil || rec.Running) {
+		w.sched.Resume(rec.ScheduledThrough, now)
 	}
 	w.restore(rec, run)
-	if !w.sched.armed {
+	if !w.sched.Armed() {
 		return
 	}
-	due, missed := scheduleDue(w.sched.cron, w.sched.through, now)
-	if missed {
-		w.sched.through = now
-	}
-	w.wake(now)
+	due, missed, err := w.sched.Due(now)
+	w.sayIfDisarmed(err)
 	if missed {
 		w.fire(due, true)
 	}

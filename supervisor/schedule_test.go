@@ -14,47 +14,6 @@ import (
 	"github.com/flyd-dev/flyd/status"
 )
 
-// TestScheduleDue: a time comes once the clock reaches it; of several
-// that came while nothing looked, the first is named and they are one.
-func TestScheduleDue(t *testing.T) {
-	every5, err := spec.ParseSchedule("CRON_TZ=UTC */5 * * * *")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hm := func(h, m, s int) time.Time { return time.Date(2026, 3, 10, h, m, s, 0, time.UTC) }
-	through := hm(10, 0, 30)
-	for _, tt := range []struct {
-		now  time.Time
-		due  time.Time
-		runs bool
-	}{
-		{hm(10, 4, 59), hm(10, 5, 0), false},
-		{hm(10, 5, 0), hm(10, 5, 0), true},
-		{hm(10, 5, 1), hm(10, 5, 0), true},
-		{hm(13, 2, 0), hm(10, 5, 0), true}, // 35 times passed: one run
-	} {
-		due, runs := scheduleDue(every5, through, tt.now)
-		if !due.Equal(tt.due) || runs != tt.runs {
-			t.Errorf("at %s: due %s, runs %v; want %s, %v", tt.now.Format(time.TimeOnly), due.UTC(), runs, tt.due, tt.runs)
-		}
-	}
-	// Handled through now, the next is the first after now, not one of
-	// those that passed.
-	if due, _ := scheduleDue(every5, hm(13, 2, 0), hm(13, 2, 0)); !due.Equal(hm(13, 5, 0)) {
-		t.Errorf("after folding: next %s, want 13:05", due.UTC())
-	}
-	// In the daemon's zone: the parser reads a schedule without a zone in
-	// the zone of the time it is given, which is made local first.
-	daily, err := spec.ParseSchedule("0 3 * * *")
-	if err != nil {
-		t.Fatal(err)
-	}
-	due, _ := scheduleDue(daily, hm(12, 0, 0), hm(12, 0, 0))
-	if l := due.In(time.Local); l.Hour() != 3 || l.Minute() != 0 {
-		t.Errorf("0 3 * * * is due at %s local time", l)
-	}
-}
-
 // scheduledSpec is a one-shot of the fake runtime on a schedule.
 func scheduledSpec(name, schedule string, command ...string) *spec.Workload {
 	w := fakeSpec(name, command...)

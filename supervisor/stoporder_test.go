@@ -13,7 +13,7 @@ import (
 // as the event history has it.
 func stoppedOrder(s *Supervisor, since uint64) []string {
 	var order []string
-	s.events.replay(s.events.path, since, s.events.last(), func(ev status.Event) bool {
+	s.events.Replay(since, s.events.Last(), func(ev status.Event) bool {
 		if ev.Type == status.EventState && ev.State == status.Stopping {
 			order = append(order, ev.Workload)
 		}
@@ -49,7 +49,7 @@ func TestStopsGoDependentsFirst(t *testing.T) {
 	}
 
 	apply()
-	last := s.events.last()
+	last := s.events.Last()
 	if _, err := s.Batch(ctx, ActionStop, BatchRequest{All: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestStopsGoDependentsFirst(t *testing.T) {
 	for _, n := range []string{"db", "app", "web"} {
 		waitState(t, s, n, status.Running)
 	}
-	last = s.events.last()
+	last = s.events.Last()
 	rs, err := s.Batch(ctx, ActionRemove, BatchRequest{Names: []string{"db", "app", "web"}})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestFollowersStopAndStartWithTheirPrerequisite(t *testing.T) {
 		t.Errorf("app after db's stop: %s (%s); want pending, waiting for db", w.State, w.Reason)
 	}
 	follow := false
-	s.events.replay(s.events.path, 0, s.events.last(), func(ev status.Event) bool {
+	s.events.Replay(0, s.events.Last(), func(ev status.Event) bool {
 		follow = follow || ev.Type == status.EventFollow && ev.Workload == "app" && contains(ev.Message, "stopped with db")
 		return true
 	})

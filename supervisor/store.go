@@ -17,6 +17,7 @@ import (
 
 	"github.com/flyd-dev/flyd/atomicfile"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/journal"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -38,30 +39,12 @@ type specRecord struct {
 	// Reason, LastExit and Restarts are the rest of what `inspect` shows
 	// of a workload at rest: a daemon restart keeps them, and a one-shot
 	// that completed is still complete for what waits on it.
-	Reason   string      `json:"reason,omitempty"`
-	LastExit *exitRecord `json:"last_exit,omitempty"`
-	Restarts int         `json:"restarts,omitempty"`
+	Reason   string             `json:"reason,omitempty"`
+	LastExit *events.ExitRecord `json:"last_exit,omitempty"`
+	Restarts int                `json:"restarts,omitempty"`
 	// ScheduledThrough, set while the workload's schedule is armed, is
 	// the instant up to which its times were handled (schedule.go).
 	ScheduledThrough *time.Time `json:"scheduled_through,omitempty"`
-}
-
-// recordExit and exit turn a status.Exit into its record on disk
-// (exitRecord, as the event history keeps it) and back.
-func recordExit(e *status.Exit) *exitRecord {
-	if e == nil {
-		return nil
-	}
-	r := exitRecord(*e)
-	return &r
-}
-
-func (r *exitRecord) exit() *status.Exit {
-	if r == nil {
-		return nil
-	}
-	e := status.Exit(*r)
-	return &e
 }
 
 // runRecord is what a later daemon needs to adopt a live run, under the run

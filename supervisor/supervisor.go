@@ -27,14 +27,17 @@ import (
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // Config is what a supervisor is built from.
@@ -81,7 +84,7 @@ type Supervisor struct {
 	log      *zap.Logger
 	store    *store
 	drivers  map[spec.Kind]driver.Driver
-	events   *bus
+	events   *events.Bus
 	started  time.Time
 	hostname string
 	logDir   string
@@ -91,22 +94,22 @@ type Supervisor struct {
 
 	// net is the network plane: networks, ports, documents and rules.
 	net *netplane.Plane
-	// owners are the files that own documents (documents.go).
-	owners docOwners
 	// workspaces are the workspace documents (workspaces.go).
 	workspaces workspaces
 	// restoredBy says who applied each restored workload, for the
 	// network plane's projections before the workloads are registered.
 	restoredBy map[string]uint32
 
-	logs     logBook
+	logs     *logfile.Book
 	logWaker *logfile.Waker // nil without inotify
 
-	statsCache statsCache
+	usage *usage.Sampler
 
 	mu           sync.Mutex
 	workloads    map[string]*workload
 	fileProblems map[string]string
+	// owners are the files that own documents, by DocKey (documents.go).
+	owners map[string]string
 	// projects serialize each project's ups and downs (projects.go).
 	projects map[string]chan struct{}
 	// dependents are the workloads whose spec names prerequisites: the
@@ -138,7 +141,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
-	events, err := newBus(filepath.Join(cfg.StateDir, "events.log"))
+	bus, err := events.Open(filepath.Join(cfg.StateDir, "events.log"))
 	if err != nil {
 		st.close()
 		return nil, fmt.Errorf("event history: %w", err)
@@ -149,7 +152,7 @@ func New(cfg Config) (*Supervisor, error) {
 		log:          cfg.Logger,
 		store:        st,
 		drivers:      map[spec.Kind]driver.Driver{},
-		events:       events,
+		events:       bus,
 		started:      time.Now(),
 		hostname:     hostname(),
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
@@ -161,7 +164,8 @@ func New(cfg Config) (*Supervisor, error) {
 		ctx:          ctx,
 		cancel:       cancel,
 	}
-	s.logs = logBook{s: s, logs: map[string]*logfile.Log{}}
+	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
+	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	for _, d := range cfg.Drivers {
 		s.drivers[d.Kind()] = d
 	}
@@ -295,7 +299,7 @@ func (s *Supervisor) restore() {
 		initial := status.Workload{State: status.Pending}
 		if !r.Running {
 			initial = status.Workload{State: cmp.Or(r.Rest, status.Stopped), Reason: r.Reason,
-				LastError: r.LastError, LastExit: r.LastExit.exit(), Restarts: r.Restarts}
+				LastError: r.LastError, LastExit: r.LastExit.Exit(), Restarts: r.Restarts}
 		}
 		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restoreScheduled(r, run) })
 	}
@@ -342,6 +346,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		exited: make(chan struct{}),
 		log:    workloadLog{s.log, sp.Name},
 	}
+	w.sched = schedule.New(w.showNext)
 	w.view = initial
 	w.view.Name, w.view.Since, w.view.Group = sp.Name, time.Now(), sp.ReplicaOf
 	w.setSpec(sp, ports)
@@ -374,6 +379,17 @@ func (s *Supervisor) unsorted() []*workload {
 	return ws
 }
 
+// running names the workloads with a run now.
+func (s *Supervisor) running() []string {
+	var names []string
+	for _, w := range s.unsorted() {
+		if w.snapshot(false).PID != 0 {
+			names = append(names, w.name)
+		}
+	}
+	return names
+}
+
 // all is every workload, sorted by name.
 func (s *Supervisor) all() []*workload {
 	ws := s.unsorted()
@@ -398,16 +414,12 @@ func (s *Supervisor) carrierDir(name string) string {
 	return filepath.Join(s.carrierRoot, name+"."+hex.EncodeToString(b[:]))
 }
 
-func (s *Supervisor) logPath(name string) string {
-	return filepath.Join(s.logDir, name+".log")
-}
-
 func (s *Supervisor) publish(ev status.Event) {
 	ev.Time = time.Now()
 	if ev.Project == "" {
 		ev.Project = spec.ProjectOf(ev.Workload)
 	}
-	if err := s.events.publish(ev); err != nil {
+	if err := s.events.Publish(ev); err != nil {
 		s.log.Warn("cannot keep events for readers that resume; they still go to those reading now", zap.Error(err))
 	}
 }
@@ -459,8 +471,8 @@ func (s *Supervisor) Close() {
 	if s.logWaker != nil {
 		_ = s.logWaker.Close()
 	}
-	s.logs.close()
-	s.events.close()
+	s.logs.Close()
+	s.events.Close()
 	if err := s.store.close(); err != nil {
 		s.log.Warn("closing the state journal", zap.Error(err))
 	}

@@ -11,62 +11,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
 
-// TestBurstIsOneAction: changes closer than the quiet period are one
-// burst, acted on a quiet period after the last; changes that never pause
-// are acted on at the burst's longest wait.
-func TestBurstIsOneAction(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	b := burst{quiet: 300 * time.Millisecond, max: 2 * time.Second}
-	var due time.Time
-	for i := range 20 { // 20 saves 10 ms apart
-		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-		if i > 0 && !now.Before(due) {
-			t.Fatalf("save %d at +%s came after the action was due (+%s): two actions", i, now.Sub(t0), due.Sub(t0))
-		}
-		due = b.add(now)
-	}
-	if want := t0.Add(190*time.Millisecond + 300*time.Millisecond); !due.Equal(want) {
-		t.Errorf("due at +%s, want +%s: a quiet period after the last save", due.Sub(t0), want.Sub(t0))
-	}
-
-	b.reset()
-	for i := range 100 { // a save every 100 ms for 10 s: never quiet
-		due = b.add(t0.Add(time.Duration(i) * 100 * time.Millisecond))
-		if due.After(t0.Add(2 * time.Second)) {
-			t.Fatalf("due at +%s: a stream of changes waits at most 2s", due.Sub(t0))
-		}
-	}
-}
-
-func TestChangesString(t *testing.T) {
-	var c changes
-	c.add("b.py")
-	if got := c.String(); got != "b.py changed" {
-		t.Errorf("%q", got)
-	}
-	c.add("a.py")
-	c.add("b.py")
-	for _, n := range []string{"c.py", "d.py", "e.py"} {
-		c.add(n)
-	}
-	if got := c.String(); got != "a.py, b.py, c.py and 2 more changed" {
-		t.Errorf("%q", got)
-	}
-	if got := (&changes{lost: true}).String(); !strings.Contains(got, "overflowed") {
-		t.Errorf("%q", got)
-	}
-}
-
 // watchEvents are the watch events of a workload since seq.
 func watchEvents(s *Supervisor, name string, since uint64) []string {
 	var out []string
-	s.events.replay(s.events.path, since, s.events.last(), func(ev status.Event) bool {
+	s.events.Replay(since, s.events.Last(), func(ev status.Event) bool {
 		if ev.Type == status.EventWatch && ev.Workload == name {
 			out = append(out, ev.Message)
 		}
@@ -125,7 +80,7 @@ func TestWatchRestarts(t *testing.T) {
 	sp := fakeSpec("web", "run")
 	sp.Watch = []spec.Watch{{Path: src, Action: spec.WatchRestart, Ignore: []string{"*.log"}}}
 	sp.Watching = true
-	seq := s.events.last()
+	seq := s.events.Last()
 	if _, err := s.Apply(ctx, sp, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +95,7 @@ func TestWatchRestarts(t *testing.T) {
 	pid := func() int { v, _ := s.Get(ctx, "web"); return v.PID }
 	first := pid()
 	starts := d.startCount()
-	seq = s.events.last()
+	seq = s.events.Last()
 	for i := range 20 {
 		if err := os.WriteFile(filepath.Join(src, "app.py"), []byte{byte(i)}, 0o644); err != nil {
 			t.Fatal(err)
@@ -152,30 +107,30 @@ func TestWatchRestarts(t *testing.T) {
 		t.Errorf("event %q does not say what changed", m)
 	}
 	waitFor(t, "the new run", func() bool { return pid() != first && pid() != 0 })
-	time.Sleep(2 * watchQuiet)
+	time.Sleep(2 * devwatch.Quiet)
 	if n := d.startCount() - starts; n != 1 {
 		t.Errorf("20 saves gave %d starts, want 1", n)
 	}
 
 	// Ignored, by the entry and by default: nothing.
-	starts, seq = d.startCount(), s.events.last()
+	starts, seq = d.startCount(), s.events.Last()
 	for _, f := range []string{"server.log", ".app.py.swp", "pkg/__pycache__"} {
 		if err := os.WriteFile(filepath.Join(src, f), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(3 * watchQuiet)
+	time.Sleep(3 * devwatch.Quiet)
 	if n := d.startCount() - starts; n != 0 || len(watchEvents(s, "web", seq)) != 0 {
 		t.Errorf("ignored files gave %d starts and events %q", n, watchEvents(s, "web", seq))
 	}
 
 	// A directory made now is watched, and what it holds counts.
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.MkdirAll(filepath.Join(src, "new", "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	waitWatchEvent(t, s, "web", seq, "restarted")
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "new", "sub", "x.py"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +143,7 @@ func TestWatchRestarts(t *testing.T) {
 	if _, err := s.Stop(ctx, "web"); err != nil {
 		t.Fatal(err)
 	}
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "app.py"), []byte("stopped"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +156,7 @@ func TestWatchRestarts(t *testing.T) {
 	running := waitState(t, s, "web", status.Running).PID
 	off := sp.Clone()
 	off.Watching = false
-	seq = s.events.last()
+	seq = s.events.Last()
 	if _, err := s.Apply(ctx, off, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +171,7 @@ func TestWatchRestarts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "app.py"), []byte("off"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * watchQuiet)
+	time.Sleep(3 * devwatch.Quiet)
 	if pid() != running {
 		t.Errorf("a change restarted a workload that is not watching")
 	}
@@ -252,14 +207,14 @@ func TestWatchExec(t *testing.T) {
 	sp := fakeSpec("api", "run")
 	sp.Watch = []spec.Watch{{Path: src, Action: spec.WatchExec, Exec: []string{"/bin/sh", "-c", "if [ -e " + flag + " ]; then echo syntax error >&2; exit 2; fi"}}}
 	sp.Watching = true
-	seq := s.events.last()
+	seq := s.events.Last()
 	if _, err := s.Apply(ctx, sp, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
 	first := waitState(t, s, "api", status.Running).PID
 	waitWatchEvent(t, s, "api", seq, "watching")
 
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("broken"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +236,7 @@ func TestWatchExec(t *testing.T) {
 	if err := os.Remove(flag); err != nil {
 		t.Fatal(err)
 	}
-	seq = s.events.last()
+	seq = s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("fixed"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +259,7 @@ func TestWatchRefusedAtApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := t.TempDir()
-	for i := range maxWatchDirs + 1 {
+	for i := range devwatch.MaxDirs + 1 {
 		if err := os.Mkdir(filepath.Join(big, "d"+itoa(i)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -379,7 +334,7 @@ func TestWatchKeptAcrossDaemonRestart(t *testing.T) {
 		}
 		return n == 2
 	})
-	seq := s.events.last()
+	seq := s.events.Last()
 	if err := os.WriteFile(filepath.Join(src, "app.py"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,12 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/health"
+	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // killWait bounds the wait for a run to end after SIGKILL.
@@ -54,7 +57,7 @@ type workload struct {
 	// another attempt at adopting an earlier daemon's run.
 	timer *time.Timer
 	due   func()
-	sched schedule // spec.Schedule's timer and state (schedule.go)
+	sched *schedule.Timer // spec.Schedule's times (schedule.go)
 	// unadopted is the record of an earlier daemon's run that could not be
 	// adopted yet: while it is set the run may be alive, so none is started.
 	unadopted  *runRecord
@@ -86,10 +89,10 @@ type workload struct {
 	logs     logCheck
 	newRun   atomic.Bool
 	logWoken atomic.Bool
-	// limitsSeen is where the limit watcher's counting stands.
-	limitsSeen seenHits
+	// limitHits is where the limit watcher's counting stands.
+	limitHits usage.Hits
 	// watch is the armed watch of its spec's watch entries (watch.go).
-	watch *watcher
+	watch *armedWatch
 
 	mu   sync.Mutex
 	view status.Workload
@@ -115,7 +118,7 @@ func (w *workload) loop(first func(*workload)) {
 		select {
 		case f := <-w.cmds:
 			onFreshStack(f)
-		case <-w.sched.wakeC():
+		case <-w.sched.C():
 			onFreshStack(w.onSchedule)
 		case <-done:
 			onFreshStack(w.onExit)
@@ -236,7 +239,7 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 		v.State, v.Reason = st, msg
 		v.Since = since
 		if st != status.Backoff {
-			v.NextStart = w.sched.shown()
+			v.NextStart = w.sched.Next()
 		}
 	})
 	w.publishInstances(st)
@@ -285,10 +288,10 @@ func (w *workload) persist(rest status.State, reason string) error {
 	w.mu.Lock()
 	lastErr, lastExit, restarts := w.view.LastError, w.view.LastExit, w.view.Restarts
 	w.mu.Unlock()
-	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.record()}
+	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.Through()}
 	if !w.desired {
 		rec.Rest, rec.LastError, rec.Reason = rest, lastErr, reason
-		rec.LastExit, rec.Restarts = recordExit(lastExit), restarts
+		rec.LastExit, rec.Restarts = events.RecordExit(lastExit), restarts
 	}
 	if err := w.s.store.saveSpec(rec); err != nil {
 		w.log.Error("cannot persist desired state", zap.Error(err))
@@ -455,7 +458,7 @@ func (w *workload) remove() error {
 	}
 	w.s.deleteCgroup(w.name)
 	w.s.net.Detach(w.spec)
-	w.s.logs.remove(w.name)
+	w.s.removeLog(w.name)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil
 }

@@ -1,14 +1,14 @@
-package supervisor
+package devwatch
 
 // Sync: a watch entry of action sync copies what changed under its path
 // into the running container's root at its target, as compose's
 // develop.watch sync does: a file changed is copied (as `cp -a` would: its
 // mode, owner and times), one removed is removed, a directory made is made.
-// The container's root is reached through /proc/PID/root, opened on the
-// loop while the run is alive (so the descriptor is that container's root
-// whatever becomes of the pid), and every path in it is resolved inside it
-// (openat2's RESOLVE_IN_ROOT): a symlink the image or the program put there
-// leads somewhere in the container, never out to the host.
+// The container's root is a descriptor the Actions open while the run is
+// alive (/proc/PID/root: that container's root whatever becomes of the
+// pid), and every path in it is resolved inside it (openat2's
+// RESOLVE_IN_ROOT): a symlink the image or the program put there leads
+// somewhere in the container, never out to the host.
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -27,27 +26,7 @@ import (
 )
 
 func (r *rule) sync(ctx context.Context, ch *changes) (string, error) {
-	root := -1
-	err := r.onLoop(ctx, func() error {
-		if r.w.proc == nil {
-			return nil
-		}
-		select {
-		case <-r.w.proc.Done():
-			return nil
-		default:
-		}
-		pid := r.w.proc.State().PID
-		if pid <= 0 {
-			return nil
-		}
-		fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("the container's root: %w", err)
-		}
-		root = fd
-		return nil
-	})
+	root, err := r.acts.Root(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -55,13 +34,7 @@ func (r *rule) sync(ctx context.Context, ch *changes) (string, error) {
 		return "nothing done: no container runs (the next one starts from its image and volumes)", nil
 	}
 	defer unix.Close(root)
-	rels := slices.Sorted(func(yield func(string) bool) {
-		for n := range ch.names {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	rels := ch.sorted()
 	src := r.root
 	switch {
 	case r.file != "":

@@ -1,4 +1,4 @@
-package supervisor
+package events
 
 import (
 	"context"
@@ -9,25 +9,29 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/flyd-dev/flyd/status"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestSlowReaderIsDropped: a subscriber that never reads is dropped once
 // its buffer is full, and publishing never blocks on it.
 func TestSlowReaderIsDropped(t *testing.T) {
-	b, err := newBus("")
+	b, err := Open("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stuck := b.subscribe(ctx, 0)
-	live := b.subscribe(ctx, 0)
+	stuck := b.Subscribe(ctx, 0)
+	live := b.Subscribe(ctx, 0)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := 0; i < eventBuffer+10; i++ {
-			b.publish(status.Event{Type: status.EventState})
+		for i := 0; i < buffer+10; i++ {
+			b.Publish(status.Event{Type: status.EventState})
 			select { // the live reader keeps up
 			case <-live:
 			default:
@@ -43,8 +47,8 @@ func TestSlowReaderIsDropped(t *testing.T) {
 	for range stuck {
 		n++
 	}
-	if n != eventBuffer {
-		t.Fatalf("the dropped reader got %d events before its channel closed, want %d", n, eventBuffer)
+	if n != buffer {
+		t.Fatalf("the dropped reader got %d events before its channel closed, want %d", n, buffer)
 	}
 	cancel()
 	for range live {
@@ -57,35 +61,35 @@ func TestSlowReaderIsDropped(t *testing.T) {
 // across the history's change of file.
 func TestEventHistory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.log")
-	b, err := newBus(path)
+	b, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	big := strings.Repeat("x", 4<<10)
-	n := 2 * eventLogMax / len(big) // enough to start a new file, twice
+	n := 2 * maxFile / len(big) // enough to start a new file, twice
 	for i := range n {
-		if err := b.publish(status.Event{Type: status.EventState, Message: fmt.Sprint(i) + big[:len(big)-8]}); err != nil {
+		if err := b.Publish(status.Event{Type: status.EventState, Message: fmt.Sprint(i) + big[:len(big)-8]}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b.close()
+	b.Close()
 	if _, err := os.Stat(path + ".1"); err != nil {
 		t.Fatalf("the history never started a new file: %v", err)
 	}
 
-	b, err = newBus(path)
+	b, err = Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.close()
+	defer b.Close()
 	if b.seq != uint64(n) {
 		t.Fatalf("a new bus numbers on from %d, want %d", b.seq, n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	after := uint64(n - 100)
-	ch := b.subscribe(ctx, after)
-	if err := b.publish(status.Event{Type: status.EventApplied}); err != nil {
+	ch := b.Subscribe(ctx, after)
+	if err := b.Publish(status.Event{Type: status.EventApplied}); err != nil {
 		t.Fatal(err)
 	}
 	for want := after + 1; want <= uint64(n+1); want++ {
@@ -108,16 +112,16 @@ func TestEventHistory(t *testing.T) {
 // filters by it).
 func TestEventHistoryKeepsTheProject(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.log")
-	b, err := newBus(path)
+	b, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.publish(status.Event{Type: status.EventState, Workload: "ci-7.app", Project: "ci-7"}); err != nil {
+	if err := b.Publish(status.Event{Type: status.EventState, Workload: "ci-7.app", Project: "ci-7"}); err != nil {
 		t.Fatal(err)
 	}
 	var got []status.Event
-	b.replay(path, 0, b.last(), func(ev status.Event) bool { got = append(got, ev); return true })
-	b.close()
+	b.Replay(0, b.Last(), func(ev status.Event) bool { got = append(got, ev); return true })
+	b.Close()
 	if len(got) != 1 || got[0].Project != "ci-7" || got[0].Workload != "ci-7.app" {
 		t.Errorf("replayed %+v; want the event with its project", got)
 	}

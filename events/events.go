@@ -1,4 +1,9 @@
-package supervisor
+// Package events numbers what the daemon reports (status.Event), keeps it
+// in a bounded history on disk and fans it out to subscribers, which may
+// resume after the last event they had, across a restart of the daemon.
+// It decides nothing and knows nothing of workloads: the supervisor
+// publishes, the API subscribes.
+package events
 
 import (
 	"bufio"
@@ -16,14 +21,14 @@ import (
 	"github.com/flyd-dev/flyd/status"
 )
 
-// eventBuffer is how far a subscriber may fall behind before it is dropped.
-const eventBuffer = 256
+// buffer is how far a subscriber may fall behind before it is dropped.
+const buffer = 256
 
-// eventLogMax is the size at which the event history starts a new file;
+// maxFile is the size at which the event history starts a new file;
 // it keeps this and one older file: some ten thousand events.
-const eventLogMax = 1 << 20
+const maxFile = 1 << 20
 
-// bus numbers events, keeps them on disk and fans them out to
+// Bus numbers events, keeps them on disk and fans them out to
 // subscribers. Publishing never blocks: a subscriber whose buffer is
 // full is dropped (its channel closed), so a slow reader can never stall
 // a workload's lifecycle.
@@ -32,7 +37,7 @@ const eventLogMax = 1 << 20
 // lets a reader that lost the daemon, to a restart or a crash, resume
 // after the last event it had: the numbers go on from the history's
 // last one.
-type bus struct {
+type Bus struct {
 	mu   sync.Mutex
 	subs map[chan status.Event]struct{}
 	seq  uint64
@@ -44,10 +49,10 @@ type bus struct {
 	failing bool
 }
 
-// newBus opens the history at path ("" for none) and numbers on from
-// its last event.
-func newBus(path string) (*bus, error) {
-	b := &bus{subs: map[chan status.Event]struct{}{}, path: path}
+// Open opens the history at path ("" for none) and numbers on from its
+// last event.
+func Open(path string) (*Bus, error) {
+	b := &Bus{subs: map[chan status.Event]struct{}{}, path: path}
 	if path == "" {
 		return b, nil
 	}
@@ -62,7 +67,7 @@ func newBus(path string) (*bus, error) {
 	return b, b.open()
 }
 
-func (b *bus) open() error {
+func (b *Bus) open() error {
 	f, err := os.OpenFile(b.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o640)
 	if err != nil {
 		return err
@@ -76,8 +81,8 @@ func (b *bus) open() error {
 	return nil
 }
 
-// close ends every subscription and the history.
-func (b *bus) close() {
+// Close ends every subscription and the history.
+func (b *Bus) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for ch := range b.subs {
@@ -90,10 +95,10 @@ func (b *bus) close() {
 	}
 }
 
-// publish numbers ev, appends it to the history and sends it to every
+// Publish numbers ev, appends it to the history and sends it to every
 // subscriber. It returns the error of a history that stopped taking
 // events, once per spell of failures.
-func (b *bus) publish(ev status.Event) error {
+func (b *Bus) Publish(ev status.Event) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
@@ -115,8 +120,8 @@ func (b *bus) publish(ev status.Event) error {
 	return err
 }
 
-// last is the number of the last event published.
-func (b *bus) last() uint64 {
+// Last is the number of the last event published.
+func (b *Bus) Last() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.seq
@@ -132,10 +137,12 @@ type eventRecord struct {
 	Project  string       `json:"project,omitempty"`
 	State    status.State `json:"state,omitempty"`
 	Message  string       `json:"message,omitempty"`
-	Exit     *exitRecord  `json:"exit,omitempty"`
+	Exit     *ExitRecord  `json:"exit,omitempty"`
 }
 
-type exitRecord struct {
+// ExitRecord is a run's end as the history keeps it, and as the
+// supervisor's records keep it too: a format of its own.
+type ExitRecord struct {
 	Code        int       `json:"code"`
 	Signal      string    `json:"signal,omitempty"`
 	At          time.Time `json:"at"`
@@ -145,14 +152,14 @@ type exitRecord struct {
 }
 
 func recordOf(ev status.Event) eventRecord {
-	return eventRecord{ev.Seq, ev.Time, ev.Type, ev.Workload, ev.Project, ev.State, ev.Message, recordExit(ev.Exit)}
+	return eventRecord{ev.Seq, ev.Time, ev.Type, ev.Workload, ev.Project, ev.State, ev.Message, RecordExit(ev.Exit)}
 }
 
 func (r eventRecord) event() status.Event {
-	return status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, Project: r.Project, State: r.State, Message: r.Message, Exit: r.Exit.exit()}
+	return status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, Project: r.Project, State: r.State, Message: r.Message, Exit: r.Exit.Exit()}
 }
 
-func (b *bus) keep(ev status.Event) error {
+func (b *Bus) keep(ev status.Event) error {
 	if b.f == nil {
 		return nil
 	}
@@ -160,7 +167,7 @@ func (b *bus) keep(ev status.Event) error {
 	if err != nil {
 		return err
 	}
-	if b.size+int64(len(line)) >= eventLogMax {
+	if b.size+int64(len(line)) >= maxFile {
 		b.f.Close()
 		b.f = nil
 		if err := os.Rename(b.path, b.path+".1"); err != nil {
@@ -175,12 +182,12 @@ func (b *bus) keep(ev status.Event) error {
 	return err
 }
 
-// subscribe returns a channel of events that is closed when ctx is done
+// Subscribe returns a channel of events that is closed when ctx is done
 // or the subscriber is dropped. With after > 0 it first replays the
 // events of the history numbered after it, then goes on with new ones;
 // a gap in the numbers shows what the history no longer holds.
-func (b *bus) subscribe(ctx context.Context, after uint64) <-chan status.Event {
-	live := make(chan status.Event, eventBuffer)
+func (b *Bus) Subscribe(ctx context.Context, after uint64) <-chan status.Event {
+	live := make(chan status.Event, buffer)
 	b.mu.Lock()
 	b.subs[live] = struct{}{}
 	upTo := b.seq
@@ -207,10 +214,8 @@ func (b *bus) subscribe(ctx context.Context, after uint64) <-chan status.Event {
 				return false
 			}
 		}
-		for _, p := range []string{b.path + ".1", b.path} {
-			if !b.replay(p, after, upTo, send) {
-				return
-			}
+		if !b.Replay(after, upTo, send) {
+			return
 		}
 		for ev := range live {
 			if !send(ev) {
@@ -221,9 +226,22 @@ func (b *bus) subscribe(ctx context.Context, after uint64) <-chan status.Event {
 	return out
 }
 
-// replay sends the events of the history file at path numbered in
-// (after, upTo]; it reports false once send does.
-func (b *bus) replay(path string, after, upTo uint64, send func(status.Event) bool) bool {
+// Replay sends the events the history holds numbered in (after, upTo],
+// oldest first; it reports false once send does.
+func (b *Bus) Replay(after, upTo uint64, send func(status.Event) bool) bool {
+	if b.path == "" {
+		return true
+	}
+	for _, p := range []string{b.path + ".1", b.path} {
+		if !replayFile(p, after, upTo, send) {
+			return false
+		}
+	}
+	return true
+}
+
+// replayFile is Replay of one file of the history.
+func replayFile(path string, after, upTo uint64, send func(status.Event) bool) bool {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true
@@ -244,4 +262,22 @@ func (b *bus) replay(path string, after, upTo uint64, send func(status.Event) bo
 		}
 	}
 	return true
+}
+
+// RecordExit is e as a record keeps it; nil for nil.
+func RecordExit(e *status.Exit) *ExitRecord {
+	if e == nil {
+		return nil
+	}
+	r := ExitRecord(*e)
+	return &r
+}
+
+// Exit is the run's end a record kept; nil for nil.
+func (r *ExitRecord) Exit() *status.Exit {
+	if r == nil {
+		return nil
+	}
+	e := status.Exit(*r)
+	return &e
 }

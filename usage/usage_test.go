@@ -1,0 +1,81 @@
+package usage
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/flyd-dev/flyd/sandbox"
+)
+
+// testCgroups is a parent of this test's own with one empty cgroup,
+// "idle", both removed at the end of the test.
+func testCgroups(t *testing.T) (*sandbox.Cgroups, *sandbox.Cgroup) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("cgroups need root")
+	}
+	cgs, err := sandbox.NewCgroups(fmt.Sprintf("flyd-usage-test-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cgs.Create("idle", sandbox.Limits{MemoryMax: 64 << 20, PidsMax: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Delete(); err != nil {
+			t.Error(err)
+		}
+		if err := cgs.RemoveParent(); err != nil {
+			t.Error(err)
+		}
+	})
+	return cgs, g
+}
+
+// TestSample: the running workloads' usage, by name, a workload without
+// a cgroup left out; read again only once the interval has passed.
+func TestSample(t *testing.T) {
+	cgs, _ := testCgroups(t)
+	asked := 0
+	s := NewSampler(cgs, func() []string { asked++; return []string{"idle", "gone"} })
+	st := s.Sample()
+	if len(st.Workloads) != 1 || st.Workloads[0].Workload != "idle" || st.Workloads[0].Procs != 0 || st.Interval != Interval {
+		t.Fatalf("sample %+v", st)
+	}
+	if again := s.Sample(); !again.At.Equal(st.At) || asked != 1 {
+		t.Errorf("sampled again within the interval: asked %d times", asked)
+	}
+
+	none := NewSampler(nil, func() []string { t.Fatal("no cgroups, yet asked what runs"); return nil })
+	if st := none.Sample(); st.Workloads == nil || len(st.Workloads) != 0 || time.Since(st.At) > time.Minute {
+		t.Errorf("without cgroups: %+v", st)
+	}
+}
+
+// TestHits: hits are counted from the first look, or the baseline a
+// launch took; counters that went back (a cgroup made again) count none.
+func TestHits(t *testing.T) {
+	var h Hits
+	if oom, pids := h.since(3, 5); oom != 0 || pids != 0 {
+		t.Errorf("first look: %d %d, want none: an earlier daemon's hits", oom, pids)
+	}
+	if oom, pids := h.since(4, 5); oom != 1 || pids != 0 {
+		t.Errorf("one OOM kill: %d %d", oom, pids)
+	}
+	if oom, pids := h.since(0, 2); oom != 0 || pids != 0 {
+		t.Errorf("counters gone back: %d %d", oom, pids)
+	}
+
+	_, g := testCgroups(t)
+	var fresh Hits
+	fresh.Baseline(g)
+	if !fresh.known {
+		t.Fatal("no baseline taken")
+	}
+	if oom, pids, err := fresh.Look(g); err != nil || oom != 0 || pids != 0 {
+		t.Errorf("an idle cgroup: %d %d %v", oom, pids, err)
+	}
+}
