@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +21,14 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// MaxBodyBytes caps request bodies.
-const MaxBodyBytes = 1 << 20
+// MaxBodyBytes caps request bodies; MaxProjectBytes a project's (flyd up),
+// which holds all of its documents in one request, as its prune needs, and
+// cannot be split as a batch is. Both are read once an apply is admitted,
+// a few at a time.
+const (
+	MaxBodyBytes    = 1 << 20
+	MaxProjectBytes = 16 << 20
+)
 
 // Server serves a Backend over HTTP. Access control is a Peer check run on
 // every request with the credentials of the connection's peer.
@@ -206,7 +213,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: uid %d may not use this socket", errdefs.ErrForbidden, p.UID))
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	limit := int64(MaxBodyBytes)
+	if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/projects/") {
+		limit = MaxProjectBytes
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if r.ContentLength != 0 {
 		// A body trickled in byte by byte must not hold the connection:
 		// the whole of it has bodyTimeout, and then the deadline goes,

@@ -89,6 +89,10 @@ func TestErrorModel(t *testing.T) {
 		{"name mismatch", "PUT", "/v1/workloads/b", `{"name":"a","command":["/bin/true"]}`, 400, "invalid_spec", "name"},
 		{"bad name", "PUT", "/v1/workloads/Bad_Name", `{"name":"Bad_Name","command":["/bin/true"]}`, 400, "invalid_spec", "name"},
 		{"too large", "PUT", "/v1/workloads/a", `{"name":"a","env":{"X":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}}`, 413, "too_large", ""},
+		// A project is one request: read whole past 1 MiB (to the field
+		// after it), and refused only past its own cap.
+		{"project over 1 MiB", "PUT", "/v1/projects/p", `{"workloads":[{"name":"a","command":["/bin/true"],"env":{"X":"` + strings.Repeat("x", 2*api.MaxBodyBytes) + `"},"comand":["x"]}]}`, 400, "invalid_spec", "workloads[0].comand"},
+		{"project too large", "PUT", "/v1/projects/p", `{"workloads":[{"name":"a","env":{"X":"` + strings.Repeat("x", api.MaxProjectBytes) + `"}}]}`, 413, "too_large", ""},
 		{"no runtime", "PUT", "/v1/workloads/a", `{"name":"a","kind":"nix","command":["hello"],"nix":{"flake":"path:/x"}}`, 503, "runtime_unavailable", ""},
 		{"after nothing", "PUT", "/v1/workloads/a", `{"name":"a","command":["/bin/true"],"after":["b"]}`, 400, "invalid_spec", "after[0]"},
 		{"not found", "GET", "/v1/workloads/nope", "", 404, "not_found", ""},

@@ -57,6 +57,8 @@ func main() {
 	timeout := flag.Duration("timeout", 3*time.Minute, "how long one copy may take to come up (up's --timeout)")
 	pool := flag.String("network-pool", "10.213.0.0/16", "the daemon's --network-pool")
 	base := flag.String("dir", "", "where the temporary directory goes (default /dev/shm, else the system's)")
+	withCompose := flag.Bool("compose", false, "the same stack under docker compose too, side by side (compose.go)")
+	composeRoot := flag.String("compose-root", "", "with -compose, the image's Debian root tarball, instead of making one with mmdebstrap")
 	flag.Parse()
 	if *flydBin == "" {
 		fmt.Fprintln(os.Stderr, "-flyd is required")
@@ -83,7 +85,7 @@ func main() {
 	// stay caught until the end, so a second Ctrl-C cannot cut it short.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	b := &bench{flyd: *flydBin, timeout: *timeout, pool: *pool}
+	b := &bench{flyd: *flydBin, timeout: *timeout, pool: *pool, withCompose: *withCompose, composeRoot: *composeRoot}
 	err := b.run(ctx, *base, ns, *rounds, *runs)
 	if cerr := b.cleanup(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -101,6 +103,10 @@ type bench struct {
 	flyd    string
 	timeout time.Duration
 	pool    string
+
+	withCompose bool
+	composeRoot string
+	compose     *composer // the engine, once started
 
 	dir, sock, runDir, cgParent string
 	stack, small                string
@@ -193,6 +199,18 @@ func (b *bench) run(ctx context.Context, base string, ns []int, rounds, runs int
 	if err := b.startDaemon(ctx); err != nil {
 		return err
 	}
+	if b.withCompose {
+		if err := b.startCompose(ctx, b.composeRoot); err != nil {
+			return err
+		}
+		logf("compose warm-up: one copy up and down, untimed")
+		if _, err := b.compose.upAll(ctx, []string{"bench-warm"}, b.timeout); err != nil {
+			return err
+		}
+		if _, err := b.compose.downAll(ctx, []string{"bench-warm"}); err != nil {
+			return err
+		}
+	}
 
 	logf("warm-up: one copy up and down, untimed")
 	if _, _, err := b.upAll(ctx, []string{"bench-warm"}); err != nil {
@@ -228,6 +246,18 @@ func (b *bench) run(ctx context.Context, base string, ns []int, rounds, runs int
 			}
 			s3 := b.cpu()
 			c.ups, c.downs = append(c.ups, u), append(c.downs, d)
+			if b.compose != nil {
+				cu, err := b.compose.upAll(ctx, projects, b.timeout)
+				if err != nil {
+					return err
+				}
+				cd, err := b.compose.downAll(ctx, projects)
+				if err != nil {
+					return err
+				}
+				c.composeUps, c.composeDowns = append(c.composeUps, cu), append(c.composeDowns, cd)
+				logf("round %d/%d, %d at once under compose: up %s; down %s", r, rounds, n, msList(cu), msList(cd))
+			}
 			c.flydUp += s1.own - s0.own + cliUp
 			c.flydDown += s3.own - s2.own + cliDown
 			c.workloads += s3.children - s0.children
@@ -564,10 +594,13 @@ func (b *bench) downAll(ctx context.Context, projects []string) ([]time.Duration
 // result is what was measured at one number of copies: each round's
 // times, and the CPU summed over the rounds.
 type result struct {
-	ups, downs       [][]time.Duration
-	flydUp, flydDown time.Duration // the daemon's (and its log holder's) own, and the CLIs'
-	workloads        time.Duration // the workloads' processes, over their whole lives
-	copies           int           // copies measured, over the rounds
+	ups, downs [][]time.Duration
+	// composeUps and composeDowns are the same stack's under docker
+	// compose, when measured.
+	composeUps, composeDowns [][]time.Duration
+	flydUp, flydDown         time.Duration // the daemon's (and its log holder's) own, and the CLIs'
+	workloads                time.Duration // the workloads' processes, over their whole lives
+	copies                   int           // copies measured, over the rounds
 }
 
 // cpuSnap is the CPU the daemon and its log holder have used themselves,
@@ -819,6 +852,18 @@ func (b *bench) printTable(ns []int, rounds, runs int, res map[int]*result, dire
 		fmt.Printf("| `flyd down`, %s | %s | %s | %s | %s |\n", copies(n), ms(p50(r.downs)), ms(slowest(r.downs)),
 			ratio(slowest(r.downs), slowest(res[one].downs)), ms(r.flydDown/time.Duration(r.copies)))
 	}
+	if b.compose != nil {
+		for _, n := range ns {
+			r := res[n]
+			fmt.Printf("| `docker-compose up -d` until it answers, %s | %s | %s | %s · %s flyd's | |\n", copies(n), ms(p50(r.composeUps)), ms(slowest(r.composeUps)),
+				ratio(slowest(r.composeUps), slowest(res[one].composeUps)), ratio(slowest(r.composeUps), slowest(r.ups)))
+		}
+		for _, n := range ns {
+			r := res[n]
+			fmt.Printf("| `docker-compose down --volumes`, %s | %s | %s | %s · %s flyd's | |\n", copies(n), ms(p50(r.composeDowns)), ms(slowest(r.composeDowns)),
+				ratio(slowest(r.composeDowns), slowest(res[one].composeDowns)), ratio(slowest(r.composeDowns), slowest(r.downs)))
+		}
+	}
 	mt, mu, mr := median(direct), median(updown), median(runTrue)
 	fmt.Printf("| `true`, run directly | %s | %s | | |\n", ms(mt), ms(slices.Max(direct)))
 	fmt.Printf("| `flyd up --wait` + `flyd down` of the small project | %s | %s | %s `true` | |\n", ms(mu), ms(slices.Max(updown)), ratio(mu, mt))
@@ -897,6 +942,11 @@ func (b *bench) cleanup() error {
 			errs = append(errs, errors.New("cleanup: the flyd daemon did not exit within 15s of SIGTERM: SIGKILL"))
 			_ = b.daemon.Process.Kill()
 			<-b.daemonDone
+		}
+	}
+	if b.compose != nil {
+		if err := b.compose.cleanup(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if left := b.sweep(); len(left) > 0 {
