@@ -208,6 +208,14 @@ func (p *Plane) Namespace(name string) (*sandbox.Network, error) {
 	return nw, nil
 }
 
+// Wait waits until the links of deleted networks are gone (sandbox
+// deletes them in the background): before the daemon exits.
+func (p *Plane) Wait() {
+	if err := p.nets.Wait(); err != nil {
+		p.log.Warn("links of deleted networks are left to sweep at the next start", zap.Error(err))
+	}
+}
+
 // Link is an isolated network's link, nil for the host or an island.
 func (p *Plane) Link(network string) *sandbox.Link {
 	if network == spec.NetworkHost {

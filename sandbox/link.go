@@ -226,6 +226,10 @@ func (n *Networks) Links() (map[string]*Link, error) {
 		if !strings.HasPrefix(a.Name, LinkPrefix) || !ok {
 			continue
 		}
+		if strings.HasSuffix(name, retiredSuffix) {
+			out[name] = &Link{Name: a.Name} // being deleted: SweepLinks's alone
+			continue
+		}
 		addrs, err := retried(func() ([]netlink.Addr, error) { return netlink.AddrList(hl, netlink.FAMILY_V4) })
 		if err != nil || len(addrs) == 0 {
 			out[name] = &Link{Name: a.Name} // half made: still ours to delete
@@ -236,6 +240,53 @@ func (n *Networks) Links() (map[string]*Link, error) {
 		out[name] = &Link{Name: a.Name, Subnet: sub, Host: host, Inner: host.Next()}
 	}
 	return out, nil
+}
+
+// retiredSuffix ends the alias of a link whose network was deleted and
+// whose own deletion the kernel is finishing: no network's any more, but
+// still this directory's, so that a daemon that dies meanwhile sweeps it.
+const retiredSuffix = "#deleted"
+
+// retire takes a deleted network's link out of use at once: its alias no
+// longer names the network and it is down, so nothing crosses it, and a
+// network made again under the name gets a link of its own. The link is
+// then deleted in the background: deleting a veth pair waits for the
+// kernel to retire both devices (an RCU grace period, some 20 ms), which
+// no caller needs to wait for. Wait does.
+func (n *Networks) retire(l *Link, nw *Network) error {
+	host, err := netlink.LinkByName(l.Name)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := netlink.LinkSetAlias(host, nw.Path+retiredSuffix); err != nil {
+		return err
+	}
+	if err := netlink.LinkSetDown(host); err != nil {
+		return err
+	}
+	n.retiring.Go(func() {
+		if err := netlink.LinkDel(host); err != nil && !errors.As(err, &nf) {
+			n.retireMu.Lock()
+			n.retireErr = errors.Join(n.retireErr, fmt.Errorf("delete link %s: %w", l.Name, err))
+			n.retireMu.Unlock()
+		}
+	})
+	return nil
+}
+
+// Wait waits until the links of deleted networks are gone, and says which
+// the kernel refused to delete (SweepLinks tries them again).
+func (n *Networks) Wait() error {
+	n.retiring.Wait()
+	n.retireMu.Lock()
+	defer n.retireMu.Unlock()
+	err := n.retireErr
+	n.retireErr = nil
+	return err
 }
 
 // disconnect deletes a network's link; the end inside goes with it.

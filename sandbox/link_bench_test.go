@@ -8,15 +8,17 @@ import (
 
 // BenchmarkNetworkLifecycle is one isolated network made and deleted: an
 // island with only loopback, and one linked to the host (veth pair,
-// addresses, default route), deleted with its link.
+// addresses, default route), deleted with its link, as a caller sees it
+// (the kernel finishes deleting the link meanwhile), and waiting each time
+// until the link is gone, as every deletion did before.
 func BenchmarkNetworkLifecycle(b *testing.B) {
 	testenv.RequireRoot(b, "namespaces and links are made on the host")
-	for _, connect := range []bool{false, true} {
-		name := "island"
-		if connect {
-			name = "connected"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name          string
+		connect, wait bool
+	}{{"island", false, false}, {"connected", true, false}, {"connected-waited", true, true}} {
+		connect := c.connect
+		b.Run(c.name, func(b *testing.B) {
 			n, err := NewNetworks(b.TempDir())
 			if err != nil {
 				b.Fatal(err)
@@ -34,6 +36,14 @@ func BenchmarkNetworkLifecycle(b *testing.B) {
 				if err := n.Delete("bench"); err != nil {
 					b.Fatal(err)
 				}
+				if c.wait {
+					if err := n.Wait(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := n.Wait(); err != nil {
+				b.Fatal(err)
 			}
 		})
 	}

@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"net"
 	"net/netip"
+	"path/filepath"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -44,6 +46,19 @@ func TestConnectAndDelete(t *testing.T) {
 		links = append(links, l)
 	}
 	if err := n.Delete("lk-a"); err != nil {
+		t.Fatal(err)
+	}
+	// Out of use at once: no network's, and down; gone once the kernel
+	// is done with it.
+	if l, err := netlink.LinkByName(links[0].Name); err == nil && (l.Attrs().Flags&net.FlagUp != 0 || l.Attrs().Alias == filepath.Join(n.Dir(), "lk-a")) {
+		t.Errorf("link %s of a deleted network is up, or still its network's: %+v", links[0].Name, l.Attrs())
+	}
+	if nw, err := n.Ensure("lk-a"); err != nil {
+		t.Fatal(err)
+	} else if l, err := n.Link(nw); err != nil || l != nil {
+		t.Errorf("network lk-a made again has a link before it is connected: %+v %v", l, err)
+	}
+	if err := n.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := netlink.LinkByName(links[0].Name); err == nil {

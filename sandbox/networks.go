@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +23,11 @@ type Networks struct {
 	// mu keeps goroutines of this process in line before they reach the
 	// flock, so that at most one thread at a time blocks in flock(2).
 	mu sync.Mutex
+	// retiring are the links of deleted networks the kernel is still
+	// deleting (retire), retireErr what it refused.
+	retiring  sync.WaitGroup
+	retireMu  sync.Mutex
+	retireErr error
 }
 
 // Network is one isolated network.
@@ -131,7 +137,7 @@ func (n *Networks) Delete(name string) error {
 	if l, err := n.Link(nw); err != nil {
 		return fmt.Errorf("delete network %q: %w", name, err)
 	} else if l != nil {
-		if err := disconnect(l); err != nil {
+		if err := n.retire(l, nw); err != nil {
 			return fmt.Errorf("delete network %q: link %s: %w", name, l.Name, err)
 		}
 	}
@@ -210,7 +216,7 @@ func (n *Networks) SweepLinks() error {
 	}
 	var errs []error
 	for name, l := range links {
-		if ok, err := isNamespace(filepath.Join(n.dir, name)); err == nil && ok {
+		if ok, err := isNamespace(filepath.Join(n.dir, name)); err == nil && ok && !strings.HasSuffix(name, retiredSuffix) {
 			continue
 		}
 		if err := disconnect(l); err != nil {

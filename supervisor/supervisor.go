@@ -473,6 +473,7 @@ func (s *Supervisor) Close() {
 	}
 	s.logs.Close()
 	s.events.Close()
+	s.net.Wait()
 	if err := s.store.close(); err != nil {
 		s.log.Warn("closing the state journal", zap.Error(err))
 	}
