@@ -61,6 +61,10 @@ type LimitHits struct {
 	LastRefusal  *time.Time `json:"last_pids_refusal,omitempty"`
 }
 
+// Settle is how long a workload without a health check runs before it is
+// up (Workload.Up).
+const Settle = status.Settle
+
 // Workload is one workload as the API shows it. Spec is redacted: secret
 // values never leave the daemon.
 type Workload struct {

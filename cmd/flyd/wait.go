@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
@@ -38,6 +39,10 @@ func waitUp(c *cli.Env, ctx context.Context, names []string, timeout time.Durati
 		project := spec.ProjectOf(names[0])
 		list = func(ctx context.Context) ([]api.Workload, error) { return c.Client.ListProject(ctx, project) }
 	}
+	// Every change the daemon makes is an event: each wakes the wait to
+	// look again, at once. Subscribed before the first look, so none is
+	// missed between the two.
+	changed := watchChanges(ctx, c)
 	for {
 		ws, err := list(ctx)
 		if err != nil {
@@ -78,9 +83,55 @@ func waitUp(c *cli.Env, ctx context.Context, names []string, timeout time.Durati
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-changed.wake:
+		case <-time.After(changed.next(pending, by, deadline)):
 		}
 	}
+}
+
+// changes wakes a wait when the daemon says something changed.
+type changes struct {
+	wake chan struct{}
+	live atomic.Bool // the event stream is up: polling is only a safety net
+}
+
+// watchChanges subscribes to the daemon's events, each a wake-up; while
+// the stream is down (an old daemon, a restart) the wait polls instead.
+func watchChanges(ctx context.Context, c *cli.Env) *changes {
+	ch := &changes{wake: make(chan struct{}, 1)}
+	evs, err := c.Client.Events(ctx, 0)
+	if err != nil {
+		return ch
+	}
+	ch.live.Store(true)
+	go func() {
+		defer ch.live.Store(false)
+		for range evs {
+			select {
+			case ch.wake <- struct{}{}:
+			default: // a wake-up is pending already
+			}
+		}
+	}()
+	return ch
+}
+
+// next is how long to wait without an event: until the first pending
+// workload without a health check has run for api.Settle, the one
+// change no event announces; at most a second (or the deadline), or a
+// tenth of one while there are no events to wake the wait.
+func (ch *changes) next(pending []string, by map[string]api.Workload, deadline time.Time) time.Duration {
+	if !ch.live.Load() {
+		return 100 * time.Millisecond
+	}
+	now := time.Now()
+	d := min(time.Second, max(0, deadline.Sub(now))+time.Millisecond)
+	for _, n := range pending {
+		if w := by[n]; w.State == api.StateRunning && w.Healthy == nil && w.StartedAt != nil {
+			d = min(d, max(time.Millisecond, w.StartedAt.Add(api.Settle).Sub(now)))
+		}
+	}
+	return d
 }
 
 // upState says what an up workload is: running (and healthy, when it
