@@ -10,12 +10,12 @@ import (
 )
 
 // A caller other than root that --peer-users holds to its own lane
-// (ApplyOptions.Confined) acts only on the workloads it applied, puts
-// them only in networks that hold its own workloads alone or that root
-// opened to peers (a network document's `peers: true`), and holds a share
-// of the ports. What its specs may say (kind, user, ports below the
-// unprivileged start, identity) is the daemon's spec policy; this is what
-// depends on what runs already.
+// (ApplyOptions.Confined) acts only on the workloads it applied (authz
+// decides that), puts them only in networks that hold its own workloads
+// alone or that root opened to peers (a network document's `peers:
+// true`), and holds a share of the ports. What its specs may say (kind,
+// user, ports below the unprivileged start, identity) is the daemon's
+// spec policy; this is what depends on what runs already.
 
 // maxPeerPorts bounds the ports the workloads of one confined caller hold
 // in all, endpoints and published ports alike: the port space is shared
