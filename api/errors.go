@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -67,6 +68,12 @@ func toError(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
 		return ae
+	}
+	// Before the kinds: a refusal wrapped in another kind (a project's
+	// document found invalid) stays a refusal, naming its field.
+	var rf *authz.Refusal
+	if errors.As(err, &rf) {
+		return Forbidden(rf.Field, "%s", rf.Msg)
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 )
 
@@ -227,8 +228,8 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if c := s.callerOf(r); c.confined && wl.AppliedBy != c.uid {
-		writeError(w, fmt.Errorf("%w: workload %s was applied by uid %d: a caller other than root acts only on the workloads it applied", errdefs.ErrForbidden, name, wl.AppliedBy))
+	if err := authz.Decide(s.callerOf(r), authz.Read, workloadDoc(name, *wl)); err != nil {
+		writeError(w, err)
 		return
 	}
 	if !s.openStream(w, r) {

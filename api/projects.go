@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -79,7 +80,7 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 	for i, raw := range body.Networks {
 		n, err := spec.DecodeNetworkJSON(bytes.NewReader(raw))
 		if err == nil {
-			err = s.checkDocument(r, spec.KindNetwork, n.Name)
+			err = s.checkDocument(r, authz.Apply, spec.KindNetwork, n.Name)
 		}
 		if err != nil {
 			writeError(w, fmt.Errorf("%w: networks[%d]: %w", errdefs.ErrInvalid, i, err))
@@ -90,7 +91,7 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 	for i, raw := range body.Policies {
 		p, err := spec.DecodePolicyJSON(bytes.NewReader(raw))
 		if err == nil {
-			err = s.checkDocument(r, spec.KindPolicy, p.Name)
+			err = s.checkDocument(r, authz.Apply, spec.KindPolicy, p.Name)
 		}
 		if err != nil {
 			writeError(w, fmt.Errorf("%w: policies[%d]: %w", errdefs.ErrInvalid, i, err))
@@ -101,7 +102,7 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 	for i, raw := range body.Workspaces {
 		ws, err := spec.DecodeWorkspaceJSON(bytes.NewReader(raw))
 		if err == nil {
-			err = s.checkDocument(r, spec.KindWorkspace, ws.Name)
+			err = s.checkDocument(r, authz.Apply, spec.KindWorkspace, ws.Name)
 		}
 		if err != nil {
 			writeError(w, fmt.Errorf("%w: workspaces[%d]: %w", errdefs.ErrInvalid, i, err))

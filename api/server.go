@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -55,17 +56,11 @@ func WithSpecPolicy(check func(Peer, *spec.Workload) error) Option {
 	return func(s *Server) { s.specPolicy = check }
 }
 
-// checkDocument refuses network and policy documents to a peer other
-// than root while a spec policy limits what peers may do: they change
-// every workload's reach, not only the caller's.
-func (s *Server) checkDocument(r *http.Request, kind, name string) error {
-	if s.specPolicy == nil {
-		return nil
-	}
-	if p, _ := peerFrom(r.Context()); p.UID != 0 {
-		return Forbidden("kind", "%s %s: network and policy documents are root's while --peer-users limits callers", kind, name)
-	}
-	return nil
+// checkDocument refuses the request's caller op on a document of kind
+// other than a workload before it is read further: authz's decision,
+// which refuses a confined caller every change of one.
+func (s *Server) checkDocument(r *http.Request, op authz.Op, kind, name string) error {
+	return authz.Decide(s.callerOf(r), op, authz.Doc{Kind: kind, Name: name})
 }
 
 // checkSpec runs the spec policy for the request's peer.
@@ -187,7 +182,7 @@ func documents[D any, V any](s *Server, m *http.ServeMux, path, kind string, dec
 			writeError(w, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err))
 			return
 		}
-		if err := s.checkDocument(r, kind, name(d)); err != nil {
+		if err := s.checkDocument(r, authz.Apply, kind, name(d)); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -195,7 +190,7 @@ func documents[D any, V any](s *Server, m *http.ServeMux, path, kind string, dec
 		respond(w, v, err)
 	})
 	m.HandleFunc("DELETE "+path+"/{name}", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.checkDocument(r, kind, r.PathValue("name")); err != nil {
+		if err := s.checkDocument(r, authz.Remove, kind, r.PathValue("name")); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -343,11 +338,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("project") {
 		ws = slices.DeleteFunc(ws, func(wl Workload) bool { return spec.ProjectOf(wl.Name) != q.Get("project") })
 	}
-	if c := s.callerOf(r); c.confined {
-		// A confined caller sees its own lane: the workloads it applied,
-		// in whatever project.
-		ws = slices.DeleteFunc(ws, func(wl Workload) bool { return wl.AppliedBy != c.uid })
-	}
+	// A confined caller sees its own lane: the workloads it applied, in
+	// whatever project.
+	c := s.callerOf(r)
+	ws = slices.DeleteFunc(ws, func(wl Workload) bool { return authz.Decide(c, authz.Read, workloadDoc(wl.Name, wl)) != nil })
 	respond(w, emptyIfNil(ws), err)
 }
 

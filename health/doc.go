@@ -5,12 +5,14 @@
 // on a schedule and turns its results into a healthy or unhealthy verdict,
 // with a start period and a threshold of consecutive failures.
 //
-// A program may also tell its health itself: on a notify socket (Notify),
-// READY=1 and, to a Watchdog, its keepalives; or by a line of its output,
-// which a LogCheck matches (Lines) as the run's log is written.
+// A program may also tell its health itself: on a notify socket (Notify,
+// RunNotify for one run), READY=1 and, to a Watchdog, its keepalives; or
+// by a line of its output, which a LogCheck matches (Lines) as the run's
+// log is written (FollowLog). Told judges such a run.
 //
-// It is not the supervisor: it restarts nothing, reads no spec and resolves
-// no endpoint names. The supervisor builds probes from spec.Health with
-// addresses it allocated, and decides what a verdict means (dependants may
-// start, the workload restarts).
+// It builds a check from a spec's health section (ProbeOf), with the ports
+// it is given, but it is not the supervisor: it restarts nothing, resolves
+// no endpoint names and keeps no run. The supervisor gives it addresses it
+// allocated and the run's pid, and decides what a verdict means
+// (dependants may start, the workload restarts).
 package health

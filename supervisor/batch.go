@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -106,7 +107,7 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 	case ActionRemove:
 		op = func(ctx context.Context, name string) (*status.Workload, error) {
 			c := callerOf(ctx)
-			return nil, s.Remove(ctx, name, RemoveOptions{Force: bt.Force, By: c.By, Confined: c.Confined})
+			return nil, s.Remove(ctx, name, RemoveOptions{Force: bt.Force, By: c.UID, Confined: c.Confined})
 		}
 	case ActionReload:
 		op = func(ctx context.Context, name string) (*status.Workload, error) {
@@ -135,7 +136,7 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 		// All of a confined caller's is all of its own.
 		c := callerOf(ctx)
 		for _, w := range s.all() {
-			if (!c.Confined || w.snapshot(false).AppliedBy == c.By) && (!bt.InProject || spec.ProjectOf(w.name) == bt.Project) {
+			if authz.Decide(c, authz.Read, w.viewDoc()) == nil && (!bt.InProject || spec.ProjectOf(w.name) == bt.Project) {
 				names = append(names, w.name)
 			}
 		}

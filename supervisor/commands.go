@@ -11,6 +11,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -33,6 +34,11 @@ type ApplyOptions struct {
 	Confined bool
 }
 
+// caller is who applies, as authz judges callers.
+func (o ApplyOptions) caller() authz.Caller {
+	return authz.Caller{UID: o.By, Confined: o.Confined, File: o.Owner, Force: o.Force}
+}
+
 // RemoveOptions qualify Remove, as ApplyOptions do Apply.
 type RemoveOptions struct {
 	Owner    string
@@ -41,6 +47,11 @@ type RemoveOptions struct {
 	Confined bool
 	// Volumes: Down removes the project's named volumes too.
 	Volumes bool
+}
+
+// caller is who removes, as authz judges callers.
+func (o RemoveOptions) caller() authz.Caller {
+	return authz.Caller{UID: o.By, Confined: o.Confined, File: o.Owner, Force: o.Force}
 }
 
 // Status is the daemon as the supervisor sees it.
@@ -125,8 +136,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 	if sp.Replicated() {
 		return s.applyGroup(ctx, sp, o)
 	}
-	rm := removal{owner: o.Owner, force: o.Force, by: o.By, confined: o.Confined}
-	if err := s.removeGroup(ctx, sp.Name, rm, nil); err != nil {
+	if err := s.removeGroup(ctx, sp.Name, o.caller(), nil); err != nil {
 		return nil, fmt.Errorf("%s stops being a group of replicas: %w", sp.Name, err)
 	}
 	return s.applyOne(ctx, sp, o)
@@ -147,11 +157,7 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 		return nil, err
 	}
 	if w, err := s.lookup(sp.Name); err == nil {
-		v := w.snapshot(false)
-		if err := ownedBy(sp.Name, v.Owner, o.Owner, o.Force); err != nil {
-			return nil, err
-		}
-		if err := confinedTo(sp.Name, v.AppliedBy, o.By, o.Confined); err != nil {
+		if err := authz.Decide(o.caller(), authz.Apply, w.viewDoc()); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +182,7 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 		return nil, err
 	}
 	// A quarantined record of the name is replaced; its run ends first.
-	q, release, err := s.claimQuarantine(ctx, sp.Name, o.Owner, o.Force)
+	q, release, err := s.claimQuarantine(ctx, sp.Name, o.caller(), authz.Apply)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +209,7 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 			return w.result(err)
 		}
 		err = w.call(ctx, func() error {
-			if err := confinedTo(sp.Name, w.by, o.By, o.Confined); err != nil {
+			if err := authz.Decide(o.caller(), authz.Apply, w.doc()); err != nil {
 				return err
 			}
 			return w.replace(sp, ports, o.Start, o.By)
@@ -222,7 +228,7 @@ func (s *Supervisor) lifecycle(ctx context.Context, name string, f func(w *workl
 	}
 	c := callerOf(ctx)
 	return w.result(gone(name, w.call(ctx, func() error {
-		if err := confinedTo(name, w.by, c.By, c.Confined); err != nil {
+		if err := authz.Decide(c, authz.Act, w.doc()); err != nil {
 			return err
 		}
 		return f(w)
@@ -267,7 +273,7 @@ func (s *Supervisor) stop(ctx context.Context, name string, kill bool) (wait fun
 	}
 	c := callerOf(ctx)
 	done := w.callLater(ctx, func() error {
-		if err := confinedTo(name, w.by, c.By, c.Confined); err != nil {
+		if err := authz.Decide(c, authz.Act, w.doc()); err != nil {
 			return err
 		}
 		return w.userStop(kill)
@@ -306,7 +312,7 @@ func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal
 	}
 	c := callerOf(ctx)
 	err = gone(name, w.call(ctx, func() error {
-		if err := confinedTo(name, w.by, c.By, c.Confined); err != nil {
+		if err := authz.Decide(c, authz.Act, w.doc()); err != nil {
 			return err
 		}
 		return w.signal(sig)
@@ -319,35 +325,25 @@ func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal
 
 // Remove stops and removes a workload; a stop in progress is overtaken.
 func (s *Supervisor) Remove(ctx context.Context, name string, o RemoveOptions) error {
-	return s.remove(ctx, name, removal{owner: o.Owner, force: o.Force, by: o.By, confined: o.Confined})
+	return s.remove(ctx, name, o.caller())
 }
 
-// removal is who removes a workload: the workloads directory's file
+// remove removes a workload for c: the workloads directory's file
 // owner, or the API (no owner), forcing past an owner or not; a confined
 // caller removes only what it applied.
-type removal struct {
-	owner    string
-	force    bool
-	by       uint32
-	confined bool
-}
-
-func (s *Supervisor) remove(ctx context.Context, name string, o removal) error {
+func (s *Supervisor) remove(ctx context.Context, name string, c authz.Caller) error {
 	w, err := s.lookup(name)
 	if err != nil {
 		if len(s.replicas(name)) > 0 {
-			return s.removeGroup(ctx, name, o, err)
+			return s.removeGroup(ctx, name, c, err)
 		}
-		return s.removeQuarantined(ctx, name, o, err)
+		return s.removeQuarantined(ctx, name, c, err)
 	}
-	if v := w.snapshot(false); ownedBy(name, v.Owner, o.owner, o.force) == nil && confinedTo(name, v.AppliedBy, o.by, o.confined) == nil {
+	if authz.Decide(c, authz.Remove, w.viewDoc()) == nil {
 		w.overtake()
 	}
 	return gone(name, w.call(ctx, func() error {
-		if err := ownedBy(name, w.owner, o.owner, o.force); err != nil {
-			return err
-		}
-		if err := confinedTo(name, w.by, o.by, o.confined); err != nil {
+		if err := authz.Decide(c, authz.Remove, w.doc()); err != nil {
 			return err
 		}
 		return w.remove()

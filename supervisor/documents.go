@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -104,19 +105,10 @@ func (s *Supervisor) OwnedDocuments(ctx context.Context) (map[string]string, err
 	return maps.Clone(s.owners), nil
 }
 
-// docOwnedBy refuses a change of a document by another than its owner: a
-// file ("" for the API).
-func (s *Supervisor) docOwnedBy(kind, name, by string, exists bool) error {
-	owner := s.docOwner(kind, name)
-	switch {
-	case owner == by:
-		return nil
-	case owner != "":
-		return fmt.Errorf("%w: %s %s belongs to %s in the workloads directory; change that file", errdefs.ErrConflict, kind, name, owner)
-	case exists:
-		return fmt.Errorf("%w: %s %s was made through the API, not by %s", errdefs.ErrConflict, kind, name, by)
-	}
-	return nil
+// docOf is a document as authz judges it: its owner, a file ("" for the
+// API), and whether it exists, as its caller knows.
+func (s *Supervisor) docOf(kind, name string, exists bool) authz.Doc {
+	return authz.Doc{Kind: kind, Name: name, Exists: exists, Owner: s.docOwner(kind, name)}
 }
 
 // PutNetworkOwned records and puts in force a network document of a file.
@@ -125,7 +117,7 @@ func (s *Supervisor) PutNetworkOwned(ctx context.Context, n *spec.Network, owner
 	if err != nil {
 		return err
 	}
-	if err := s.docOwnedBy(spec.KindNetwork, n.Name, owner, s.net.Doc(n.Name) != nil); err != nil {
+	if err := authz.Decide(authz.Caller{File: owner}, authz.Apply, s.docOf(spec.KindNetwork, n.Name, s.net.Doc(n.Name) != nil)); err != nil {
 		return err
 	}
 	had := s.docOwner(spec.KindNetwork, n.Name)
@@ -143,7 +135,7 @@ func (s *Supervisor) PutNetworkOwned(ctx context.Context, n *spec.Network, owner
 // DropNetworkOwned forgets a network document its file no longer defines:
 // the network keeps its workloads and takes the defaults.
 func (s *Supervisor) DropNetworkOwned(ctx context.Context, name, owner string) error {
-	if err := s.docOwnedBy(spec.KindNetwork, name, owner, false); err != nil {
+	if err := authz.Decide(authz.Caller{File: owner}, authz.Remove, s.docOf(spec.KindNetwork, name, false)); err != nil {
 		return err
 	}
 	if err := s.net.ForgetNetwork(name); err != nil {
@@ -162,7 +154,7 @@ func (s *Supervisor) PutPolicyOwned(ctx context.Context, p *spec.Policy, owner s
 	if err != nil {
 		return err
 	}
-	if err := s.docOwnedBy(spec.KindPolicy, p.Name, owner, s.net.HasPolicy(p.Name)); err != nil {
+	if err := authz.Decide(authz.Caller{File: owner}, authz.Apply, s.docOf(spec.KindPolicy, p.Name, s.net.HasPolicy(p.Name))); err != nil {
 		return err
 	}
 	had := s.docOwner(spec.KindPolicy, p.Name)
@@ -179,7 +171,7 @@ func (s *Supervisor) PutPolicyOwned(ctx context.Context, p *spec.Policy, owner s
 
 // DropPolicyOwned removes a policy its file no longer defines.
 func (s *Supervisor) DropPolicyOwned(ctx context.Context, name, owner string) error {
-	if err := s.docOwnedBy(spec.KindPolicy, name, owner, false); err != nil {
+	if err := authz.Decide(authz.Caller{File: owner}, authz.Remove, s.docOf(spec.KindPolicy, name, false)); err != nil {
 		return err
 	}
 	if err := s.net.SetPolicy(name, nil); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
@@ -206,7 +198,7 @@ func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Pol
 	if err != nil {
 		return nil, err
 	}
-	if err := s.docOwnedBy(spec.KindPolicy, p.Name, "", false); err != nil {
+	if err := authz.Decide(callerOf(ctx), authz.Apply, s.docOf(spec.KindPolicy, p.Name, false)); err != nil {
 		return nil, err
 	}
 	if err := s.net.SetPolicy(p.Name, p); err != nil {
@@ -223,7 +215,7 @@ func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Pol
 
 // DeletePolicy removes a policy made through the API.
 func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
-	if err := s.docOwnedBy(spec.KindPolicy, name, "", false); err != nil {
+	if err := authz.Decide(callerOf(ctx), authz.Remove, s.docOf(spec.KindPolicy, name, false)); err != nil {
 		return err
 	}
 	if err := s.net.SetPolicy(name, nil); err != nil {
@@ -240,7 +232,7 @@ func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*status.N
 	if err != nil {
 		return nil, err
 	}
-	if err := s.docOwnedBy(spec.KindNetwork, n.Name, "", false); err != nil {
+	if err := authz.Decide(callerOf(ctx), authz.Apply, s.docOf(spec.KindNetwork, n.Name, false)); err != nil {
 		return nil, err
 	}
 	nw, err := s.net.PutNetwork(n)
@@ -254,7 +246,7 @@ func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*status.N
 // DeleteNetwork deletes an isolated network that no workload uses, and
 // its document.
 func (s *Supervisor) DeleteNetwork(ctx context.Context, name string) error {
-	if err := s.docOwnedBy(spec.KindNetwork, name, "", false); err != nil {
+	if err := authz.Decide(callerOf(ctx), authz.Remove, s.docOf(spec.KindNetwork, name, false)); err != nil {
 		return err
 	}
 	if err := s.net.DeleteNetwork(name); err != nil {

@@ -4,30 +4,23 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 )
 
 // A caller other than root that --peer-users holds to its own lane
-// (ApplyOptions.Confined) acts only on the workloads it applied, puts
-// them only in networks that hold its own workloads alone or that root
-// opened to peers (a network document's `peers: true`), and holds a share
-// of the ports. What its specs may say (kind, user, ports below the
-// unprivileged start, identity) is the daemon's spec policy; this is what
-// depends on what runs already.
+// (ApplyOptions.Confined) acts only on the workloads it applied (authz
+// decides that), puts them only in networks that hold its own workloads
+// alone or that root opened to peers (a network document's `peers:
+// true`), and holds a share of the ports. What its specs may say (kind,
+// user, ports below the unprivileged start, identity) is the daemon's
+// spec policy; this is what depends on what runs already.
 
 // maxPeerPorts bounds the ports the workloads of one confined caller hold
 // in all, endpoints and published ports alike: the port space is shared
 // with root.
 const maxPeerPorts = 256
-
-// confinedTo refuses a confined caller by a workload another applied.
-func confinedTo(name string, appliedBy, by uint32, confined bool) error {
-	if !confined || appliedBy == by {
-		return nil
-	}
-	return fmt.Errorf("%w: workload %s was applied by uid %d: a caller other than root acts only on the workloads it applied", errdefs.ErrForbidden, name, appliedBy)
-}
 
 // laneOf refuses a confined caller's spec that would leave its lane: a
 // network of others, or more ports than its share.
@@ -79,15 +72,27 @@ func WithCaller(ctx context.Context, c Caller) context.Context {
 	return context.WithValue(ctx, callerKey{}, c)
 }
 
-func callerOf(ctx context.Context) Caller {
+// callerOf is who asks for the commands of ctx, as authz judges callers.
+func callerOf(ctx context.Context) authz.Caller {
 	c, _ := ctx.Value(callerKey{}).(Caller)
-	return c
+	return authz.Caller{UID: c.By, Confined: c.Confined}
 }
 
-// mayAct refuses the caller of ctx a workload another applied, from its
-// view: for what must be refused before the workload's loop is asked (a
-// stop's hurry); the loop checks again, as it acts.
+// mayAct refuses the caller of ctx a command to w, from its view: for
+// what must be refused before the workload's loop is asked (a stop's
+// hurry); the loop checks again, as it acts.
 func mayAct(ctx context.Context, w *workload) error {
-	c := callerOf(ctx)
-	return confinedTo(w.name, w.snapshot(false).AppliedBy, c.By, c.Confined)
+	return authz.Decide(callerOf(ctx), authz.Act, w.viewDoc())
+}
+
+// doc is the workload as authz judges it, as its loop knows it: on the
+// loop only.
+func (w *workload) doc() authz.Doc {
+	return authz.Doc{Name: w.name, Exists: true, AppliedBy: w.by, Owner: w.owner}
+}
+
+// viewDoc is the workload as authz judges it, from its view.
+func (w *workload) viewDoc() authz.Doc {
+	v := w.snapshot(false)
+	return authz.Doc{Name: w.name, Exists: true, AppliedBy: v.AppliedBy, Owner: v.Owner}
 }

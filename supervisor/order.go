@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -156,22 +157,10 @@ func (s *Supervisor) stopFollowers(name string) {
 	}
 }
 
-// ownedBy refuses a change by anyone but the workload's owner: a workload
-// created from a file changes through that file, unless forced.
-func ownedBy(name, owner, by string, force bool) error {
-	if owner == by || force {
-		return nil
-	}
-	if owner == "" {
-		return fmt.Errorf("%w: workload %s was created through the API, not by %s", errdefs.ErrConflict, name, by)
-	}
-	return fmt.Errorf("%w: workload %s belongs to %s in the workloads directory; change that file, or force", errdefs.ErrConflict, name, owner)
-}
-
 // DeleteOwned and Owned, with ApplyAll, let the workloads directory's
 // watcher keep its files applied.
 func (s *Supervisor) DeleteOwned(ctx context.Context, name, owner string) error {
-	err := s.remove(ctx, name, removal{owner: owner})
+	err := s.remove(ctx, name, authz.Caller{File: owner})
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil
 	}

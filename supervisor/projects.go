@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
@@ -178,7 +179,7 @@ func (s *Supervisor) prune(ctx context.Context, project string, keep map[string]
 	}
 	// Dependents first: nginx before the app before postgres.
 	out.Removed = s.inStopOrder(names, false, func(name string) Outcome {
-		return Outcome{Name: name, Err: s.remove(ctx, name, removal{force: force, by: c.By, confined: c.Confined})}
+		return Outcome{Name: name, Err: s.remove(ctx, name, authz.Caller{UID: c.UID, Confined: c.Confined, Force: force})}
 	})
 	var errs []error
 	for _, r := range out.Removed {

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -118,10 +119,11 @@ func (s *Supervisor) kept(specs map[string]specRecord) map[string]bool {
 }
 
 // claimQuarantine takes the quarantined record of name, if there is one,
-// for an apply or a removal of that name by owner: its run is ended first.
-// The claim lasts until release, so that applies and removals of the name
-// do not interleave; a name no longer quarantined by then is not claimed.
-func (s *Supervisor) claimQuarantine(ctx context.Context, name, owner string, force bool) (q *quarantined, release func(), err error) {
+// for op (an apply or a removal) of that name by c: its run is ended
+// first. The claim lasts until release, so that applies and removals of
+// the name do not interleave; a name no longer quarantined by then is not
+// claimed.
+func (s *Supervisor) claimQuarantine(ctx context.Context, name string, c authz.Caller, op authz.Op) (q *quarantined, release func(), err error) {
 	q = s.quarantined(name)
 	if q == nil {
 		return nil, func() {}, nil
@@ -136,7 +138,8 @@ func (s *Supervisor) claimQuarantine(ctx context.Context, name, owner string, fo
 		release()
 		return nil, func() {}, nil
 	}
-	err = ownedBy(name, q.bad.owner, owner, force)
+	// Only the file's ownership is judged: a bad record keeps no applier.
+	err = authz.Decide(authz.Caller{File: c.File, Force: c.Force}, op, authz.Doc{Name: name, Exists: true, Owner: q.bad.owner})
 	if err == nil {
 		err = s.endQuarantinedRun(ctx, q)
 	}
@@ -188,8 +191,8 @@ func (s *Supervisor) endQuarantinedRun(ctx context.Context, q *quarantined) erro
 
 // removeQuarantined removes a quarantined name: its run, its record and
 // all it owned. notFound is the answer when the name is not quarantined.
-func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o removal, notFound error) error {
-	q, release, err := s.claimQuarantine(ctx, name, o.owner, o.force)
+func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o authz.Caller, notFound error) error {
+	q, release, err := s.claimQuarantine(ctx, name, o, authz.Remove)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -85,7 +86,7 @@ func (s *Supervisor) memberNames(names []string) []string {
 // balance to. A workload of the group's own name (the spec without
 // replicas) gives way first.
 func (s *Supervisor) applyGroup(ctx context.Context, g *spec.Workload, o ApplyOptions) (*status.Workload, error) {
-	rm := removal{owner: o.Owner, force: o.Force, by: o.By, confined: o.Confined}
+	rm := o.caller()
 	if _, err := s.lookup(g.Name); err == nil {
 		if err := s.remove(ctx, g.Name, rm); err != nil {
 			return nil, fmt.Errorf("%s becomes a group of replicas: %w", g.Name, err)
@@ -159,7 +160,7 @@ func (s *Supervisor) awaitReady(ctx context.Context, name string) error {
 }
 
 // removeGroup removes a group's replicas, the last first.
-func (s *Supervisor) removeGroup(ctx context.Context, group string, o removal, notFound error) error {
+func (s *Supervisor) removeGroup(ctx context.Context, group string, o authz.Caller, notFound error) error {
 	rs := s.replicas(group)
 	if len(rs) == 0 {
 		return notFound

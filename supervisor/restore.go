@@ -47,7 +47,7 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 	}
 	switch {
 	case run != nil && run.proc != nil:
-		w.ready, w.self.logFrom = run.run.Ready, run.run.LogFrom
+		w.ready, w.self.LogFrom = run.run.Ready, run.run.LogFrom
 		w.adopted(run.proc)
 		w.resume()
 	case run != nil && run.err != nil:

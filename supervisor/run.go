@@ -121,7 +121,7 @@ func (w *workload) saveRun() {
 	w.mu.Lock()
 	restarts := w.view.Restarts
 	w.mu.Unlock()
-	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe, LogFrom: w.self.logFrom}); err != nil {
+	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe, LogFrom: w.self.LogFrom}); err != nil {
 		w.log.Error("cannot persist run state", zap.Error(err))
 	}
 }

@@ -74,7 +74,7 @@ type workload struct {
 	ready  bool
 	runPID atomic.Int64
 	// self is the rest of what a run that tells its health is judged by.
-	self selfHealth
+	self health.Told
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
 	createErr error

@@ -1,0 +1,98 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/health"
+	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
+	"go.uber.org/zap"
+)
+
+// execIn is argv run for the workload as its exec check is: inside its
+// network and cgroup, as its user, with its environment.
+func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, error) {
+	used, err := w.s.usedEndpoints(w.spec, false)
+	if err != nil {
+		return nil, err
+	}
+	resolved, err := w.s.withReferences(w.spec, false)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := makePlan(resolved, w.s.caps(w.spec.Kind), w.ports, used)
+	if err != nil {
+		return nil, err
+	}
+	var cg *sandbox.Cgroup
+	if w.s.cfg.Cgroups != nil {
+		cg, _ = w.s.cfg.Cgroups.Open(w.name)
+	}
+	cred, err := health.Credential(w.spec.User, w.s.caps(w.spec.Kind).ImageUser)
+	if err != nil {
+		return nil, err
+	}
+	env := pl.env
+	if len(pl.files) > 0 {
+		// Values delivered by file reach the command as they reach the
+		// run: through the run's own carrier files, never dropped.
+		dir := ""
+		if w.proc != nil {
+			dir = w.proc.State().CarrierDir
+		}
+		if dir == "" {
+			keys := make([]string, len(pl.files))
+			for i, f := range pl.files {
+				keys[i] = f.Key
+			}
+			return nil, fmt.Errorf("%w: %s of workload %s go by file, and its run has no files a command could be given", errdefs.ErrConflict, strings.Join(keys, ", "), w.name)
+		}
+		env = append(env[:len(env):len(env)], carriers.Pointers(dir, pl.files)...)
+	}
+	return health.Exec(nw, cg, cred, argv, env), nil
+}
+
+// reloadTimeout bounds a reload command.
+const reloadTimeout = 30 * time.Second
+
+// reload has the running workload take its configuration again, as its
+// spec's reload says: a signal to its main process, or a command.
+func (w *workload) reload() error {
+	r := w.spec.Reload
+	switch {
+	case r == nil:
+		return fmt.Errorf("%w: workload %s has no reload in its spec (reload: {signal: HUP} or {exec: [...]})", errdefs.ErrConflict, w.name)
+	case w.proc == nil:
+		return fmt.Errorf("%w: workload %s is not running", errdefs.ErrConflict, w.name)
+	}
+	how := "signal " + r.Signal
+	var err error
+	if r.Signal != "" {
+		sig, _ := spec.ParseSignal(r.Signal) // validated
+		err = w.proc.SignalMain(sig)
+	} else {
+		how = "command " + r.Exec[0]
+		var nw *sandbox.Network
+		if nw, err = w.s.net.Namespace(w.spec.Network); err == nil {
+			var p health.Probe
+			if p, err = w.execIn(nw, r.Exec); err == nil {
+				ctx, cancel := context.WithTimeout(w.s.ctx, reloadTimeout)
+				err = p.Check(ctx)
+				cancel()
+			}
+		}
+	}
+	if err != nil {
+		w.publish(status.Event{Type: status.EventReload, Message: "reload by " + how + " failed: " + err.Error()})
+		return fmt.Errorf("reload of %s by %s: %w", w.name, how, err)
+	}
+	w.log.Info("reloaded", zap.String("by", how))
+	w.publish(status.Event{Type: status.EventReload, Message: "reloaded by " + how})
+	return nil
+}
