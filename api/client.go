@@ -323,9 +323,18 @@ func (c *Client) DeleteWorkspace(ctx context.Context, name string) error {
 }
 
 func (c *Client) Events(ctx context.Context, after uint64) (<-chan Event, error) {
-	var q url.Values
+	return c.events(ctx, after, url.Values{})
+}
+
+// ProjectEvents is Events of one project alone ("" the default
+// project's), filtered by the daemon.
+func (c *Client) ProjectEvents(ctx context.Context, after uint64, project string) (<-chan Event, error) {
+	return c.events(ctx, after, url.Values{"project": {project}})
+}
+
+func (c *Client) events(ctx context.Context, after uint64, q url.Values) (<-chan Event, error) {
 	if after > 0 {
-		q = url.Values{"after": {strconv.FormatUint(after, 10)}}
+		q.Set("after", strconv.FormatUint(after, 10))
 	}
 	resp, err := c.send(ctx, http.MethodGet, "/v1/events", q, nil)
 	if err != nil {

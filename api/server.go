@@ -465,6 +465,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	// ?project=P: the events of one project alone ("" the default
+	// project's), for a reader that waits on it.
+	project, oneProject := r.URL.Query().Get("project"), r.URL.Query().Has("project")
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel() // unsubscribes a reader dropped for not reading
 	ch, err := s.backend.Events(ctx, after)
@@ -478,6 +481,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	fw.Flush()
 	enc := json.NewEncoder(fw)
 	for ev := range ch {
+		if oneProject && ev.Project != project {
+			continue
+		}
 		if enc.Encode(ev) != nil {
 			return
 		}

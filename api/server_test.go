@@ -252,3 +252,31 @@ func TestLogsCancelledAtAnyMoment(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestProjectEvents: a reader of one project's events gets those of its
+// workloads and none of another project's, nor of the default project.
+func TestProjectEvents(t *testing.T) {
+	c, _ := serve(t, allowAll)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := c.ProjectEvents(ctx, 0, "ci-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"plain", "ci-2.other", "ci-1.mine"} {
+		if _, err := c.Put(ctx, &spec.Workload{Name: name, Command: []string{"/bin/true"}, Restart: spec.Restart{Policy: spec.RestartNever}}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ev := range events {
+		if ev.Project != "ci-1" || ev.Workload != "ci-1.mine" {
+			t.Fatalf("a reader of ci-1's events got %+v", ev)
+		}
+		if ev.Type == api.EventExit {
+			break // its last event: nothing of the others came before it
+		}
+	}
+	for _, name := range []string{"plain", "ci-2.other", "ci-1.mine"} {
+		_ = c.Delete(context.Background(), name)
+	}
+}

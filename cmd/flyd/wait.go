@@ -35,14 +35,13 @@ func waitUp(c *cli.Env, ctx context.Context, names []string, timeout time.Durati
 	deadline := time.Now().Add(timeout)
 	// One project's names: its workloads alone are listed each poll.
 	list := c.Client.List
-	if len(names) > 0 && !slices.ContainsFunc(names, func(n string) bool { return spec.ProjectOf(n) != spec.ProjectOf(names[0]) }) {
-		project := spec.ProjectOf(names[0])
+	if project, ok := oneProject(names); ok {
 		list = func(ctx context.Context) ([]api.Workload, error) { return c.Client.ListProject(ctx, project) }
 	}
 	// Every change the daemon makes is an event: each wakes the wait to
 	// look again, at once. Subscribed before the first look, so none is
 	// missed between the two.
-	changed := watchChanges(ctx, c)
+	changed := watchChanges(ctx, c, names)
 	for {
 		ws, err := list(ctx)
 		if err != nil {
@@ -97,9 +96,15 @@ type changes struct {
 
 // watchChanges subscribes to the daemon's events, each a wake-up; while
 // the stream is down (an old daemon, a restart) the wait polls instead.
-func watchChanges(ctx context.Context, c *cli.Env) *changes {
+func watchChanges(ctx context.Context, c *cli.Env, names []string) *changes {
 	ch := &changes{wake: make(chan struct{}, 1)}
-	evs, err := c.Client.Events(ctx, 0)
+	// One project's names: its events alone wake the wait, not those of
+	// the other projects coming up beside it.
+	events := func() (<-chan api.Event, error) { return c.Client.Events(ctx, 0) }
+	if p, ok := oneProject(names); ok {
+		events = func() (<-chan api.Event, error) { return c.Client.ProjectEvents(ctx, 0, p) }
+	}
+	evs, err := events()
 	if err != nil {
 		return ch
 	}
@@ -202,4 +207,12 @@ func groupMembers(ws []api.Workload, names []string) []string {
 		}
 	}
 	return out
+}
+
+// oneProject is the project of names when they are all of one.
+func oneProject(names []string) (string, bool) {
+	if len(names) == 0 || slices.ContainsFunc(names, func(n string) bool { return spec.ProjectOf(n) != spec.ProjectOf(names[0]) }) {
+		return "", false
+	}
+	return spec.ProjectOf(names[0]), true
 }
