@@ -347,6 +347,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	wl, err := s.backend.Get(r.Context(), r.PathValue("name"))
+	if err == nil {
+		// A confined caller reads its own lane alone, as list shows it.
+		err = authz.Decide(s.callerOf(r), authz.Read, workloadDoc(wl.Name, *wl))
+	}
 	if err != nil {
 		writeError(w, err)
 		return

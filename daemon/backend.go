@@ -185,9 +185,15 @@ func (b *Backend) Stats(ctx context.Context) (*api.Stats, error) {
 func (b *Backend) Events(ctx context.Context, after uint64) (<-chan api.Event, error) {
 	in := b.s.Events(ctx, after)
 	out := make(chan api.Event)
+	c := callerOf(ctx)
 	go func() {
 		defer close(out)
 		for ev := range in {
+			// A confined caller's lane: the events of the workloads it
+			// applied, no other's, nor the documents' (root's).
+			if c.Confined && (ev.Workload == "" || ev.By != c.By) {
+				continue
+			}
 			select {
 			case out <- api.FromEvent(ev):
 			case <-ctx.Done():

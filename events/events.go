@@ -138,6 +138,7 @@ type eventRecord struct {
 	State    status.State `json:"state,omitempty"`
 	Message  string       `json:"message,omitempty"`
 	Exit     *ExitRecord  `json:"exit,omitempty"`
+	By       uint32       `json:"by,omitempty"`
 }
 
 // ExitRecord is a run's end as the history keeps it, and as the
@@ -152,11 +153,11 @@ type ExitRecord struct {
 }
 
 func recordOf(ev status.Event) eventRecord {
-	return eventRecord{ev.Seq, ev.Time, ev.Type, ev.Workload, ev.Project, ev.State, ev.Message, RecordExit(ev.Exit)}
+	return eventRecord{ev.Seq, ev.Time, ev.Type, ev.Workload, ev.Project, ev.State, ev.Message, RecordExit(ev.Exit), ev.By}
 }
 
 func (r eventRecord) event() status.Event {
-	return status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, Project: r.Project, State: r.State, Message: r.Message, Exit: r.Exit.Exit()}
+	return status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, Project: r.Project, State: r.State, Message: r.Message, Exit: r.Exit.Exit(), By: r.By}
 }
 
 func (b *Bus) keep(ev status.Event) error {

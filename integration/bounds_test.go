@@ -370,11 +370,28 @@ func TestPeerUsersPolicy(t *testing.T) {
 	// Root is not limited.
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "root.yaml", "name: mine\ncommand: [\"@PROG@\", signals]\n"))
 
+	// A member's event stream holds its own workloads' events alone.
+	memberEvents := cliCmd(context.Background(), d.socket, "events")
+	memberEvents.Dir = "/"
+	memberEvents.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{uint32(gid)}}}
+	evs := startCmdStream(t, memberEvents)
+	time.Sleep(200 * time.Millisecond) // subscribed
+	d.mustCLI(t, "restart", "mine")
+	if _, errOut, code := member("restart", "ok"); code != 0 {
+		t.Fatalf("a member's restart of its own: exit %d, %s", code, errOut)
+	}
+	evs.waitLine(t, "the member's own restart", func(l string) bool { return strings.Contains(l, "ok") && strings.Contains(l, "running") })
+	for _, l := range evs.lines() {
+		if strings.Contains(l, "mine") {
+			t.Errorf("a member's event stream has root's workload's event: %q", l)
+		}
+	}
+
 	// A member stays in its lane: root's workloads are not its own to
 	// replace, stop, signal, remove or read.
 	for _, args := range [][]string{
 		{"apply", "-f", d.writeSpec(t, "take.yaml", "name: mine\ncommand: [\"@PROG@\", signals]\nuser: nobody\n")},
-		{"stop", "mine"}, {"restart", "mine"}, {"signal", "mine", "TERM"}, {"rm", "mine"}, {"logs", "mine"},
+		{"stop", "mine"}, {"restart", "mine"}, {"signal", "mine", "TERM"}, {"rm", "mine"}, {"logs", "mine"}, {"inspect", "mine"},
 	} {
 		if _, errOut, code := member(args...); code != 1 || !strings.Contains(errOut, "workload mine was applied by uid 0") {
 			t.Errorf("%v of root's workload by a member: exit %d, %s; want forbidden", args, code, errOut)

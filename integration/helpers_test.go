@@ -191,7 +191,14 @@ type stream struct {
 
 func startStream(t *testing.T, socket string, args ...string) *stream {
 	t.Helper()
-	s := &stream{cmd: cliCmd(context.Background(), socket, args...), done: make(chan struct{})}
+	return startCmdStream(t, cliCmd(context.Background(), socket, args...))
+}
+
+// startCmdStream is startStream of a command made ready by the caller
+// (another user's, say).
+func startCmdStream(t *testing.T, cmd *exec.Cmd) *stream {
+	t.Helper()
+	s := &stream{cmd: cmd, done: make(chan struct{})}
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -197,6 +197,10 @@ type Event struct {
 	State   State
 	Message string
 	Exit    *Exit
+	// By is the uid of the caller that applied the workload the event is
+	// of (0: root, the workloads directory, or none): a confined reader
+	// is given its own workloads' events alone.
+	By uint32
 }
 
 // Event types.

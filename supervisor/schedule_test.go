@@ -227,6 +227,11 @@ func TestScheduleMissedWhileItsRunGoesOn(t *testing.T) {
 	if w.PID != first.PID || d.startCount() != 1 {
 		t.Fatalf("pid %d, %d starts; want %d adopted, no other start", w.PID, d.startCount(), first.PID)
 	}
+	// The next time is shown once the restored schedule has been looked
+	// at, just after the run was adopted.
+	for deadline := time.Now().Add(5 * time.Second); w.NextStart == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		w = waitState(t, s, "long", status.Running)
+	}
 	if w.NextStart == nil || time.Until(*w.NextStart) > time.Hour {
 		t.Errorf("next start %v, want within the hour", w.NextStart)
 	}

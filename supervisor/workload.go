@@ -224,6 +224,9 @@ func (w *workload) update(f func(v *status.Workload)) {
 
 func (w *workload) publish(ev status.Event) {
 	ev.Workload = w.name
+	w.mu.Lock()
+	ev.By = w.view.AppliedBy
+	w.mu.Unlock()
 	w.s.publish(ev)
 }
 
