@@ -203,9 +203,11 @@ func addr(a netip.Addr) *netlink.Addr {
 	return &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(30, 32)}}
 }
 
-// Link returns nw's link, or nil when it has none.
+// Link returns nw's link, or nil when it has none. One dump of the host's
+// links, and the addresses of nw's alone: however many networks there are,
+// looking up one is two round trips.
 func (n *Networks) Link(nw *Network) (*Link, error) {
-	links, err := n.Links()
+	links, err := n.links(func(name string) bool { return name == nw.Name })
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +216,12 @@ func (n *Networks) Link(nw *Network) (*Link, error) {
 
 // Links returns the links of this directory's networks, by network name.
 func (n *Networks) Links() (map[string]*Link, error) {
+	return n.links(func(string) bool { return true })
+}
+
+// links are the links of this directory's networks whose names want
+// takes, by network name.
+func (n *Networks) links(want func(name string) bool) (map[string]*Link, error) {
 	all, err := retried(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
@@ -223,7 +231,7 @@ func (n *Networks) Links() (map[string]*Link, error) {
 	for _, hl := range all {
 		a := hl.Attrs()
 		name, ok := strings.CutPrefix(a.Alias, prefix)
-		if !strings.HasPrefix(a.Name, LinkPrefix) || !ok {
+		if !strings.HasPrefix(a.Name, LinkPrefix) || !ok || !want(name) {
 			continue
 		}
 		if strings.HasSuffix(name, retiredSuffix) {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/flyd-dev/flyd/internal/testenv"
@@ -23,6 +24,7 @@ func BenchmarkNetworkLifecycle(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			others(b, n, 0)
 			for b.Loop() {
 				nw, err := n.Ensure("bench")
 				if err != nil {
@@ -46,5 +48,47 @@ func BenchmarkNetworkLifecycle(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// BenchmarkNetworkAmongOthers is a linked network made and deleted while
+// 50 others of the same daemon are linked: what finding one network's
+// link costs as networks add up (N copies of a stack).
+func BenchmarkNetworkAmongOthers(b *testing.B) {
+	testenv.RequireRoot(b, "namespaces and links are made on the host")
+	n, err := NewNetworks(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	others(b, n, 50)
+	for b.Loop() {
+		nw, err := n.Ensure("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := n.Connect(nw, testPool); err != nil {
+			b.Fatal(err)
+		}
+		if err := n.Delete("bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := n.Wait(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// others links k networks of n, deleted when the benchmark ends.
+func others(b *testing.B, n *Networks, k int) {
+	for i := range k {
+		name := fmt.Sprintf("other-%d", i)
+		nw, err := n.Ensure(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = n.Delete(name); _ = n.Wait() })
+		if _, err := n.Connect(nw, testPool); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
