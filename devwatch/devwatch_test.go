@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -117,21 +118,6 @@ func write(t *testing.T, p, text string) {
 	}
 }
 
-func inotifyInstances(t *testing.T) int {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, fd := range fds {
-		if l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); l == "anon_inode:inotify" {
-			n++
-		}
-	}
-	return n
-}
-
 // TestArmRestarts: a burst of saves is one restart, an ignored file none,
 // a directory made later is watched with what it holds, and Stop leaves no
 // inotify instance behind.
@@ -140,14 +126,14 @@ func TestArmRestarts(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(src, "pkg", "deep"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	base := inotifyInstances(t)
+	base := testenv.InotifyInstances(t)
 	a := &fakeActions{}
 	set := Arm(context.Background(), []spec.Watch{{Path: src, Action: spec.WatchRestart, Ignore: []string{"*.log"}}}, a, zap.NewNop())
 	defer set.Stop()
 	if m := waitSaid(t, a, 0, "watching"); !strings.Contains(m, "watching 3 directories (restart)") {
 		t.Errorf("armed: %q", m)
 	}
-	if n := inotifyInstances(t); n != base+1 {
+	if n := testenv.InotifyInstances(t); n != base+1 {
 		t.Errorf("%d inotify instances, want %d", n, base+1)
 	}
 
@@ -185,7 +171,7 @@ func TestArmRestarts(t *testing.T) {
 	}
 
 	set.Stop()
-	if n := inotifyInstances(t); n != base {
+	if n := testenv.InotifyInstances(t); n != base {
 		t.Errorf("%d inotify instances after Stop, want %d", n, base)
 	}
 	if n := set.dirs.Load(); n != 0 {

@@ -1,7 +1,6 @@
 package health
 
 import (
-	"fmt"
 	"maps"
 	"net"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flyd-dev/flyd/internal/cgtest"
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
@@ -70,22 +70,7 @@ func TestRunMemberBySession(t *testing.T) {
 // the run's session does not.
 func TestRunMemberByCgroup(t *testing.T) {
 	requireRoot(t)
-	cgs, err := sandbox.NewCgroups(fmt.Sprintf("flyd-health-member-%d", os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := cgs.Create("w", sandbox.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := g.Delete(); err != nil {
-			t.Error(err)
-		}
-		if err := cgs.RemoveParent(); err != nil {
-			t.Error(err)
-		}
-	})
+	cgs, g := cgtest.New(t, "w", sandbox.Limits{})
 	in, out := startSession(t), startSession(t)
 	procs := filepath.Join(g.Path, "cgroup.procs") // the primary hierarchy's, which Contains reads
 	if err := os.WriteFile(procs, []byte(strconv.Itoa(in.Process.Pid)), 0o644); err != nil {

@@ -2,10 +2,10 @@ package health
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/flyd-dev/flyd/internal/cgtest"
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
@@ -14,22 +14,7 @@ import (
 func testCgroup(t *testing.T) *sandbox.Cgroup {
 	t.Helper()
 	requireRoot(t)
-	cgs, err := sandbox.NewCgroups(fmt.Sprintf("flyd-health-test-%d", os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := cgs.Create("probe", sandbox.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := g.Delete(); err != nil {
-			t.Error(err)
-		}
-		if err := cgs.RemoveParent(); err != nil {
-			t.Error(err)
-		}
-	})
+	_, g := cgtest.New(t, "probe", sandbox.Limits{})
 	return g
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -47,21 +48,6 @@ func waitWatchEvent(t *testing.T, s *Supervisor, name string, since uint64, want
 	return got
 }
 
-func inotifyInstances(t *testing.T) int {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, fd := range fds {
-		if l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); l == "anon_inode:inotify" {
-			n++
-		}
-	}
-	return n
-}
-
 // TestWatchRestarts: while watching, a burst of saves under the path is
 // one restart, an ignored file none, a directory made later is watched
 // with what it holds; turning watching off leaves the run alone and stops
@@ -75,7 +61,7 @@ func TestWatchRestarts(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(src, "pkg", "deep"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	base := inotifyInstances(t)
+	base := testenv.InotifyInstances(t)
 
 	sp := fakeSpec("web", "run")
 	sp.Watch = []spec.Watch{{Path: src, Action: spec.WatchRestart, Ignore: []string{"*.log"}}}
@@ -88,7 +74,7 @@ func TestWatchRestarts(t *testing.T) {
 	if m := waitWatchEvent(t, s, "web", seq, "watching"); !strings.Contains(m, "watching 3 directories") {
 		t.Errorf("armed: %q", m)
 	}
-	if n := inotifyInstances(t); n != base+1 {
+	if n := testenv.InotifyInstances(t); n != base+1 {
 		t.Errorf("%d inotify instances, want %d", n, base+1)
 	}
 
@@ -167,7 +153,7 @@ func TestWatchRestarts(t *testing.T) {
 	if v, _ := s.Get(ctx, "web"); v.Spec.Watching {
 		t.Error("the spec still says watching")
 	}
-	waitFor(t, "the inotify instance to go", func() bool { return inotifyInstances(t) == base })
+	waitFor(t, "the inotify instance to go", func() bool { return testenv.InotifyInstances(t) == base })
 	if err := os.WriteFile(filepath.Join(src, "app.py"), []byte("off"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -180,14 +166,14 @@ func TestWatchRestarts(t *testing.T) {
 	if _, err := s.Apply(ctx, sp, ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the watch", func() bool { return inotifyInstances(t) == base+1 })
+	waitFor(t, "the watch", func() bool { return testenv.InotifyInstances(t) == base+1 })
 	if pid() != running {
 		t.Errorf("turning watching on replaced the run")
 	}
 	if err := s.Remove(ctx, "web", RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := inotifyInstances(t); n != base {
+	if n := testenv.InotifyInstances(t); n != base {
 		t.Errorf("%d inotify instances after the removal, want %d", n, base)
 	}
 }

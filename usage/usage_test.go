@@ -1,11 +1,10 @@
 package usage
 
 import (
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/flyd-dev/flyd/internal/cgtest"
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
@@ -13,26 +12,7 @@ import (
 // "idle", both removed at the end of the test.
 func testCgroups(t *testing.T) (*sandbox.Cgroups, *sandbox.Cgroup) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("cgroups need root")
-	}
-	cgs, err := sandbox.NewCgroups(fmt.Sprintf("flyd-usage-test-%d", os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := cgs.Create("idle", sandbox.Limits{MemoryMax: 64 << 20, PidsMax: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := g.Delete(); err != nil {
-			t.Error(err)
-		}
-		if err := cgs.RemoveParent(); err != nil {
-			t.Error(err)
-		}
-	})
-	return cgs, g
+	return cgtest.New(t, "idle", sandbox.Limits{MemoryMax: 64 << 20, PidsMax: 8})
 }
 
 // TestSample: the running workloads' usage, by name, a workload without

@@ -26,3 +26,20 @@ func RequireRoot(tb testing.TB, why string) {
 		Skip(tb, why)
 	}
 }
+
+// InotifyInstances counts this process's inotify instances: a test of a
+// watch that must leave none behind.
+func InotifyInstances(tb testing.TB) int {
+	tb.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); l == "anon_inode:inotify" {
+			n++
+		}
+	}
+	return n
+}
