@@ -262,12 +262,8 @@ const retiredSuffix = "#deleted"
 // kernel to retire both devices (an RCU grace period, some 20 ms), which
 // no caller needs to wait for. Wait does.
 func (n *Networks) retire(l *Link, nw *Network) error {
-	host, err := netlink.LinkByName(l.Name)
-	var nf netlink.LinkNotFoundError
-	if errors.As(err, &nf) {
-		return nil
-	}
-	if err != nil {
+	host, err := hostLink(l)
+	if err != nil || host == nil {
 		return err
 	}
 	if err := netlink.LinkSetAlias(host, nw.Path+retiredSuffix); err != nil {
@@ -277,6 +273,7 @@ func (n *Networks) retire(l *Link, nw *Network) error {
 		return err
 	}
 	n.retiring.Go(func() {
+		var nf netlink.LinkNotFoundError
 		if err := netlink.LinkDel(host); err != nil && !errors.As(err, &nf) {
 			n.retireMu.Lock()
 			n.retireErr = errors.Join(n.retireErr, fmt.Errorf("delete link %s: %w", l.Name, err))
@@ -299,15 +296,21 @@ func (n *Networks) Wait() error {
 
 // disconnect deletes a network's link; the end inside goes with it.
 func disconnect(l *Link) error {
-	host, err := netlink.LinkByName(l.Name)
-	var nf netlink.LinkNotFoundError
-	if errors.As(err, &nf) {
-		return nil
-	}
-	if err != nil {
+	host, err := hostLink(l)
+	if err != nil || host == nil {
 		return err
 	}
 	return netlink.LinkDel(host)
+}
+
+// hostLink is l's end on the host, nil when it is gone already.
+func hostLink(l *Link) (netlink.Link, error) {
+	host, err := netlink.LinkByName(l.Name)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) {
+		return nil, nil
+	}
+	return host, err
 }
 
 // retried runs a netlink dump again while the kernel says it was
