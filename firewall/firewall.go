@@ -47,7 +47,12 @@ type Net struct {
 	// them inside is handed to 127.0.0.1, so that a program that binds
 	// loopback only (most development servers) is reached all the same.
 	Served []int
-	// NS is its namespace file, where the rules for Served are written.
+	// Groups are the ports of its groups of replicas: a connection to
+	// one, at Inner from outside or at any of its own addresses from
+	// inside, goes to 127.0.0.1 at the next of its Balance ports.
+	Groups []Forward
+	// NS is its namespace file, where the rules for Served and Groups are
+	// written.
 	NS string
 }
 
@@ -67,8 +72,8 @@ type Firewall struct {
 	table string
 	mu    sync.Mutex
 	nets  map[string]Net
-	// served is what each network's own table was last written with.
-	served map[string][]int
+	// inside is what each network's own table was last written with.
+	inside map[string]insideRules
 	// proj is what the policies and visibilities ask (guard.go).
 	proj Projection
 	// reach is each namespace's reach table as written (declared.go), by
@@ -87,7 +92,7 @@ func New(table string) (*Firewall, error) {
 	if _, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
 		return nil, unavailable(err)
 	}
-	return &Firewall{table: table, nets: map[string]Net{}, served: map[string][]int{}}, nil
+	return &Firewall{table: table, nets: map[string]Net{}, inside: map[string]insideRules{}}, nil
 }
 
 func unavailable(err error) error {
@@ -116,7 +121,7 @@ func (f *Firewall) Remove(name string) error {
 		return nil
 	}
 	delete(f.nets, name)
-	delete(f.served, name)
+	delete(f.inside, name)
 	return f.write()
 }
 
@@ -139,11 +144,25 @@ func (f *Firewall) Sync(nets map[string]Net) error {
 	return errors.Join(errs...)
 }
 
+// insideRules is what a network's own table is written from.
+type insideRules struct {
+	served []int
+	groups []Forward
+}
+
+func (r insideRules) equal(o insideRules) bool {
+	return slices.Equal(r.served, o.served) && slices.EqualFunc(r.groups, o.groups, func(a, b Forward) bool {
+		return a.HostPort == b.HostPort && a.Port == b.Port && slices.Equal(a.Balance, b.Balance)
+	})
+}
+
 // writeInside writes the network's own table, in its namespace, when what
 // it serves changed: traffic to its address at a served port goes to
-// 127.0.0.1. The table dies with the namespace.
+// 127.0.0.1, and to a group's port to one of the group's. The table dies
+// with the namespace.
 func (f *Firewall) writeInside(name string, n Net) error {
-	if n.NS == "" || slices.Equal(f.served[name], n.Served) {
+	want := insideRules{served: slices.Clone(n.Served), groups: slices.Clone(n.Groups)}
+	if had, ok := f.inside[name]; n.NS == "" || ok && had.equal(want) || !ok && len(n.Served)+len(n.Groups) == 0 {
 		return nil
 	}
 	fd, err := unix.Open(n.NS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -159,13 +178,15 @@ func (f *Firewall) writeInside(name string, n Net) error {
 	t := &nftables.Table{Name: "flyd", Family: nftables.TableFamilyIPv4}
 	c.AddTable(t)
 	c.DelTable(t)
-	if len(n.Served) > 0 {
-		buildInside(c, c.AddTable(t), n)
+	if len(n.Served)+len(n.Groups) > 0 {
+		if err := buildInside(c, c.AddTable(t), n); err != nil {
+			return err
+		}
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("write the rules inside network %s: %w", name, err)
 	}
-	f.served[name] = slices.Clone(n.Served)
+	f.inside[name] = want
 	return nil
 }
 

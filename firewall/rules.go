@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -69,7 +70,7 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net, links *nftables.Set)
 				if len(p.Balance) < 2 {
 					return dnat(n.Inner, p.Port)
 				}
-				e, merr := dnatBalanced(c, t, n.Inner, p.Balance)
+				e, merr := dnatTo(c, t, n.Inner, p.Balance)
 				err = cmp.Or(err, merr)
 				return e
 			}
@@ -170,19 +171,51 @@ func refuse() []expr.Any {
 
 // buildInside adds a network's own rules, in its namespace: what reaches
 // its address at a served port is handed to 127.0.0.1 (the namespace's
-// eth0 has route_localnet, which allows it).
-func buildInside(c *nftables.Conn, t *nftables.Table, n Net) {
+// eth0 has route_localnet, which allows it); what reaches a group's port,
+// from outside or from inside at any address of its own, goes to
+// 127.0.0.1 at the next of the group's replicas' ports.
+func buildInside(c *nftables.Conn, t *nftables.Table, n Net) error {
 	accept := nftables.ChainPolicyAccept
 	pre := c.AddChain(&nftables.Chain{Name: "prerouting", Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
-	loopback := netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	for _, p := range n.Served {
-		var e []expr.Any
-		e = append(e, ifname(expr.MetaKeyIIFNAME, "eth0", false)...)
-		e = append(e, tcpDport(p)...)
-		e = append(e, dnat(loopback, p)...)
-		c.AddRule(&nftables.Rule{Table: t, Chain: pre, Exprs: e})
+	rule := func(ch *nftables.Chain, exprs ...[]expr.Any) {
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(exprs...)})
 	}
+	for _, p := range n.Served {
+		rule(pre, ifname(expr.MetaKeyIIFNAME, "eth0", false), tcpDport(p), dnat(loopback, p))
+	}
+	if len(n.Groups) == 0 {
+		return nil
+	}
+	out := c.AddChain(&nftables.Chain{Name: "output", Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
+	for _, g := range n.Groups {
+		if len(g.Balance) == 0 {
+			continue // no replica has a port yet
+		}
+		for _, r := range []struct {
+			ch    *nftables.Chain
+			match []expr.Any
+		}{{pre, ifname(expr.MetaKeyIIFNAME, "eth0", false)}, {out, toLocal()}} {
+			to, err := dnatTo(c, t, loopback, g.Balance)
+			if err != nil {
+				return err
+			}
+			rule(r.ch, r.match, tcpDport(g.HostPort), to)
+		}
+	}
+	return nil
+}
+
+var loopback = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+
+// dnatTo sends a connection to addr at one of ports: the one, or the
+// next of them in turn (dnatBalanced).
+func dnatTo(c *nftables.Conn, t *nftables.Table, addr netip.Addr, ports []int) ([]expr.Any, error) {
+	if len(ports) == 1 {
+		return dnat(addr, ports[0]), nil
+	}
+	return dnatBalanced(c, t, addr, ports)
 }
 
 // toLocal matches a destination that is one of the host's own addresses.

@@ -117,7 +117,7 @@ network: ci-rep
 	// A consumer in the group's network is given the balanced address.
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "client.yaml", `
 name: client
-command: ["sh", "-c", "for i in 1 2 3 4 5 6; do @PROG@ get ${endpoint:web/web/http}; done"]
+command: ["sh", "-c", "echo at=${endpoint:web/web/http}; for i in 1 2 3 4 5 6; do @PROG@ get ${endpoint:web/web/http}; done"]
 restart: {policy: never}
 network: ci-rep
 `))
@@ -130,7 +130,38 @@ network: ci-rep
 	if !slices.Equal(keysOf(got), all) {
 		t.Errorf("a consumer's 6 requests reached pids %v, want every replica's %v", keysOf(got), all)
 	}
+	// At the group's own port in the network, not one of a replica's,
+	// nor through the host.
+	at := regexp.MustCompile(`at=http://localhost:(\d+)`).FindStringSubmatch(d.logs(t, "client"))
+	if at == nil || ports[mustAtoi(at[1])] {
+		t.Errorf("a consumer in the network is given %v; want the group's own port at localhost", at)
+	}
 	d.mustCLI(t, "rm", "client")
+
+	// A group that publishes nothing is balanced in its network all the
+	// same, and from the host at the network's address.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "api.yaml", `
+name: api
+replicas: 2
+command: ["@PROG@", "serve", "${ADDR_HTTP}"]
+endpoints: [{name: http, api: http, port: ephemeral}]
+network: ci-rep
+`), "--wait")
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "hostclient.yaml", `
+name: hostclient
+command: ["sh", "-c", "for i in 1 2 3 4; do @PROG@ get ${endpoint:api/api/http}; done"]
+restart: {policy: never}
+`))
+	d.waitState(t, "hostclient", api.StateExited)
+	got = map[int]int{}
+	for _, m := range regexp.MustCompile(`pid=(\d+)`).FindAllStringSubmatch(d.logs(t, "hostclient"), -1) {
+		p, _ := strconv.Atoi(m[1])
+		got[p]++
+	}
+	if want := d.pidsOf(t, "api-1", "api-2"); !slices.Equal(keysOf(got), want) {
+		t.Errorf("a host consumer's 4 requests to an unpublished group reached pids %v, want %v", keysOf(got), want)
+	}
+	d.mustCLI(t, "rm", "hostclient", "api")
 
 	// A stopped replica takes no connection; started and healthy again,
 	// it does.
@@ -217,4 +248,9 @@ command: ["@PROG@", "sleep"]
 	} else {
 		l.Close()
 	}
+}
+
+func mustAtoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

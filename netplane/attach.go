@@ -45,6 +45,10 @@ func (p *Plane) reserve(ctx context.Context, w *spec.Workload) (_ []status.PortM
 	}
 	prior := p.ports.Held(w.Network, w.Name)
 	res, err := p.ports.Assign(ctx, w.Network, namespace(nw), w.Name, p.requests(w))
+	if err == nil && w.ReplicaOf != "" && w.Network != spec.NetworkHost {
+		// The group's own ports in the network, balanced to its replicas'.
+		_, err = p.ports.Assign(ctx, w.Network, namespace(nw), w.ReplicaOf, groupRequests(w))
+	}
 	if err != nil {
 		p.dropLocked(w.Network)
 		return nil, false, err
@@ -265,7 +269,7 @@ func (p *Plane) Detach(w *spec.Workload) {
 	p.Release(w.Name, "")
 	p.undeclare(w.Name)
 	if w.ReplicaOf != "" && p.groupLeft(w.ReplicaOf) {
-		p.Release(w.ReplicaOf, spec.NetworkHost)
+		p.Release(w.ReplicaOf, "")
 	}
 	p.Drop(w.Network)
 	if declaredOf(w).ShapesGuards() || len(w.Uses) > 0 {

@@ -101,6 +101,9 @@ func (p *Plane) publishedIn(network string) []status.Published {
 	// group's.
 	inner := map[[2]string][]netalloc.Reservation{}
 	for _, r := range p.ports.In(network) {
+		if p.isGroup(r.Workload) {
+			continue // the group's own port in its network
+		}
 		k := [2]string{cmp.Or(p.groupOfDecl(r.Workload), r.Workload), r.Endpoint}
 		inner[k] = append(inner[k], r)
 	}
@@ -118,10 +121,14 @@ func (p *Plane) publishedIn(network string) []status.Published {
 func (p *Plane) rulesOf(network string, l *sandbox.Link) firewall.Net {
 	n := firewall.Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: p.Doc(network).AllowsEgress(),
 		NS: filepath.Join(p.nets.Dir(), network)}
+	balance := p.balance(network)
 	for _, r := range p.ports.In(network) {
+		if p.isGroup(r.Workload) {
+			n.Groups = append(n.Groups, firewall.Forward{HostPort: r.Port, Balance: balance[[2]string{r.Workload, r.Endpoint}]})
+			continue
+		}
 		n.Served = append(n.Served, r.Port)
 	}
-	balance := p.balance(network)
 	for _, pub := range p.publishedIn(network) {
 		f := firewall.Forward{HostPort: pub.HostPort, Port: pub.Port, Exposed: p.exposed(pub.Workload, pub.Endpoint)}
 		if i := len(n.Published) - 1; i >= 0 && n.Published[i].HostPort == f.HostPort {

@@ -161,15 +161,15 @@ func (p *Plane) sweep(specs map[string]*spec.Workload, kept map[string]bool) {
 			}
 		}
 	}
-	// A group holds its published ports while a replica of it is kept.
+	// A group holds its ports while a replica of it is kept.
 	groups := map[string]bool{}
 	for name, w := range specs {
-		if w.ReplicaOf != "" && kept[name] && len(p.publishRequests(w)) > 0 {
+		if w.ReplicaOf != "" && kept[name] {
 			groups[w.ReplicaOf] = true
 		}
 	}
 	for _, r := range p.ports.List() {
-		if r.Network == spec.NetworkHost && groups[r.Workload] {
+		if groups[r.Workload] {
 			continue
 		}
 		w, ok := specs[r.Workload]

@@ -62,12 +62,18 @@ func Authority(addr string) string {
 // reach is host:port of m from where consumer runs.
 func (p *Plane) reach(consumer, producer *spec.Workload, m status.PortMapping) (string, error) {
 	switch {
-	case producer.ReplicaOf != "" && m.Published != 0 && consumer.Network == producer.Network &&
-		p.Link(consumer.Network) != nil && p.Doc(consumer.Network).AllowsEgress():
-		// A group's published port, balanced across its replicas, from
-		// their own network too: through the host and back (which a
-		// network without egress may not: it gets the first replica).
-		return net.JoinHostPort(p.Link(consumer.Network).Host.String(), strconv.Itoa(m.Published)), nil
+	case producer.ReplicaOf != "" && producer.Network != spec.NetworkHost && p.groupPort(producer.ReplicaOf, producer.Network, m.Endpoint) != 0 &&
+		(consumer.Network == producer.Network || consumer.Network == spec.NetworkHost && m.Published == 0):
+		// A group's own port, balanced across its replicas: at loopback
+		// from their network, at the network's address from the host.
+		gp := strconv.Itoa(p.groupPort(producer.ReplicaOf, producer.Network, m.Endpoint))
+		if consumer.Network == producer.Network {
+			return net.JoinHostPort("localhost", gp), nil
+		}
+		if l := p.Link(producer.Network); l != nil {
+			return net.JoinHostPort(l.Inner.String(), gp), nil
+		}
+		return m.Address("native"), nil
 	case consumer.Network == producer.Network:
 		return m.Address("container"), nil
 	case consumer.Network == spec.NetworkHost:

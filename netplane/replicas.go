@@ -3,13 +3,15 @@ package netplane
 import (
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// A group of replicas publishes as one: its published ports are held in
-// the host's table by the group's name, taken by its first replica's
-// attach and freed by its last one's detach, and each forwards to the
-// ports of the group's replicas that are ready, in turn.
+// A group of replicas is reached as one: it holds, by its own name, a port
+// of each endpoint in its network and its published ports in the host's
+// table, taken by its first replica's attach and freed by its last one's
+// detach; each forwards to the ports of the group's replicas that are
+// ready, in turn. Its consumers are given the group's ports.
 
 // holder is who holds w's published ports: its group, or itself.
 func holder(w *spec.Workload) string {
@@ -91,3 +93,28 @@ func (p *Plane) groupOfDecl(workload string) string {
 	defer p.declMu.Unlock()
 	return p.decls[workload].Group
 }
+
+// groupRequests are the group's own ports of w's endpoints in its network.
+func groupRequests(w *spec.Workload) []netalloc.Request {
+	var reqs []netalloc.Request
+	for _, ep := range w.Endpoints {
+		if !ep.External() {
+			reqs = append(reqs, netalloc.Request{Endpoint: ep.Name, Mode: netalloc.ModeEphemeral})
+		}
+	}
+	return reqs
+}
+
+// groupPort is the group's own port of an endpoint in network, 0 for none.
+func (p *Plane) groupPort(group, network, endpoint string) int {
+	for _, r := range p.ports.Held(network, group) {
+		if r.Endpoint == endpoint {
+			return r.Port
+		}
+	}
+	return 0
+}
+
+// isGroup says whether a holder of ports is a group: some replica
+// declared names it.
+func (p *Plane) isGroup(holder string) bool { return !p.groupLeft(holder) }
