@@ -204,9 +204,19 @@ func ReachRules(w World) []firewall.Reach {
 		slices.Sort(ls)
 		moduleLinks[m] = slices.Compact(ls)
 	}
+	// A group's own ports are guarded as its replicas' are.
+	groups := map[string]Declaration{}
+	for _, d := range decls {
+		if d.Group != "" {
+			groups[d.Group] = d
+		}
+	}
 	var out []firewall.Reach
 	for _, r := range w.Reserved {
 		d, ok := decls[r.Workload]
+		if !ok {
+			d, ok = groups[r.Workload]
+		}
 		if !ok || d.Network != r.Network {
 			continue // a published port's host reservation, or a stale one
 		}

@@ -40,6 +40,30 @@ func testWorld() World {
 	}
 }
 
+// TestReachRulesOfAGroup: a group's own port in its network is guarded
+// as its replicas' ports are; its published port, on the host, is not
+// the network's.
+func TestReachRulesOfAGroup(t *testing.T) {
+	w := testWorld()
+	w.Decls["q-1"] = Declaration{Network: "ci-db", Module: "default/store", Group: "q",
+		Endpoints: []spec.Endpoint{{Name: "admin", API: "tcp", Visibility: spec.VisibilityPrivate}}}
+	w.Reserved = append(w.Reserved,
+		netalloc.Reservation{Network: "ci-db", Workload: "q", Endpoint: "admin", Port: 9100},
+		netalloc.Reservation{Network: "ci-db", Workload: "q-1", Endpoint: "admin", Port: 9101},
+		netalloc.Reservation{Network: spec.NetworkHost, Workload: "q", Endpoint: "admin", Port: 19100})
+	got := fmt.Sprint(ReachRules(w))
+	want := fmt.Sprint([]firewall.Reach{
+		{Link: "", Port: 8080},
+		{Link: "fly-1", Port: 5432},
+		{Link: "fly-1", Port: 9000, Private: true, From: []string{"fly-1"}},
+		{Link: "fly-1", Port: 9100, Private: true, From: []string{"fly-1"}},
+		{Link: "fly-1", Port: 9101, Private: true, From: []string{"fly-1"}},
+	})
+	if got != want {
+		t.Errorf("reach %s\nwant  %s", got, want)
+	}
+}
+
 // guardText is a projection's guards in a line each, for comparing.
 func guardText(gs []firewall.Guard) string {
 	var b strings.Builder
