@@ -114,11 +114,18 @@ func (t *Timer) ArmFrom(from time.Time) error {
 // Resume arms the schedule as a record left it, without waiting for its
 // times yet (Due does): handled through through, or from now when the
 // record says nothing of it or a time after now (the clock was set back
-// since).
+// since). Its next time is known at once (a missed one is due now), so
+// that the workload is never shown armed without it.
 func (t *Timer) Resume(through *time.Time, now time.Time) {
 	t.armed, t.through = true, now
 	if through != nil && !through.After(now) {
 		t.through = *through
+	}
+	if t.cron == nil {
+		return
+	}
+	if next := t.cron.Next(t.through.Local()); !next.IsZero() {
+		t.next.Store(&next)
 	}
 }
 

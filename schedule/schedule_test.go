@@ -115,6 +115,9 @@ func TestTimerResume(t *testing.T) {
 	now := time.Date(2026, 3, 10, 13, 2, 0, 0, time.UTC)
 	was := time.Date(2026, 3, 10, 10, 0, 30, 0, time.UTC)
 	tm.Resume(&was, now)
+	if next := tm.Next(); next == nil || !next.Equal(time.Date(2026, 3, 10, 10, 5, 0, 0, time.UTC)) {
+		t.Errorf("resumed: next %v before Due, want the first missed time", next)
+	}
 	due, missed, err := tm.Due(now)
 	if !missed || err != nil || !due.Equal(time.Date(2026, 3, 10, 10, 5, 0, 0, time.UTC)) {
 		t.Errorf("resumed: due %s, missed %v, %v", due, missed, err)
