@@ -273,8 +273,7 @@ func (n *Networks) retire(l *Link, nw *Network) error {
 		return err
 	}
 	n.retiring.Go(func() {
-		var nf netlink.LinkNotFoundError
-		if err := netlink.LinkDel(host); err != nil && !errors.As(err, &nf) {
+		if err := deleteLink(host); err != nil {
 			n.retireMu.Lock()
 			n.retireErr = errors.Join(n.retireErr, fmt.Errorf("delete link %s: %w", l.Name, err))
 			n.retireMu.Unlock()
@@ -300,7 +299,18 @@ func disconnect(l *Link) error {
 	if err != nil || host == nil {
 		return err
 	}
-	return netlink.LinkDel(host)
+	return deleteLink(host)
+}
+
+// deleteLink deletes a veth pair by its host end. One that went meanwhile
+// is no error: the kernel deletes the pair with its namespace, once the
+// namespace's last holder is gone, and may do so first.
+func deleteLink(host netlink.Link) error {
+	err := netlink.LinkDel(host)
+	if errors.Is(err, unix.ENODEV) {
+		return nil
+	}
+	return err
 }
 
 // hostLink is l's end on the host, nil when it is gone already.
