@@ -22,6 +22,7 @@ func (p *Plane) declare(w *spec.Workload) (reproject bool) {
 	defer p.declMu.Unlock()
 	old, had := p.decls[w.Name]
 	p.decls[w.Name] = d
+	p.regroup(w.Name, old.Group, d.Group)
 	if had && reflect.DeepEqual(old, d) {
 		return false
 	}
@@ -39,6 +40,7 @@ func declaredOf(w *spec.Workload) Declaration {
 func (p *Plane) undeclare(name string) {
 	p.declMu.Lock()
 	defer p.declMu.Unlock()
+	p.regroup(name, p.decls[name].Group, "")
 	delete(p.decls, name)
 	delete(p.serving, name)
 }

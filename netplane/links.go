@@ -99,12 +99,13 @@ func (p *Plane) WriteRules(network string) error {
 func (p *Plane) publishedIn(network string) []status.Published {
 	// Inner ports by their published ports' holder: a replica's are its
 	// group's.
+	groupOf, groups := p.groupsNow()
 	inner := map[[2]string][]netalloc.Reservation{}
 	for _, r := range p.ports.In(network) {
-		if p.isGroup(r.Workload) {
+		if groups[r.Workload] {
 			continue // the group's own port in its network
 		}
-		k := [2]string{cmp.Or(p.groupOfDecl(r.Workload), r.Workload), r.Endpoint}
+		k := [2]string{cmp.Or(groupOf[r.Workload], r.Workload), r.Endpoint}
 		inner[k] = append(inner[k], r)
 	}
 	var out []status.Published
@@ -122,8 +123,9 @@ func (p *Plane) rulesOf(network string, l *sandbox.Link) firewall.Net {
 	n := firewall.Net{Link: l.Name, Subnet: l.Subnet, Inner: l.Inner, Egress: p.Doc(network).AllowsEgress(),
 		NS: filepath.Join(p.nets.Dir(), network)}
 	balance := p.balance(network)
+	groupOf, groups := p.groupsNow()
 	for _, r := range p.ports.In(network) {
-		if p.isGroup(r.Workload) {
+		if groups[r.Workload] {
 			n.Groups = append(n.Groups, firewall.Forward{HostPort: r.Port, Balance: balance[[2]string{r.Workload, r.Endpoint}]})
 			continue
 		}
@@ -134,7 +136,7 @@ func (p *Plane) rulesOf(network string, l *sandbox.Link) firewall.Net {
 		if i := len(n.Published) - 1; i >= 0 && n.Published[i].HostPort == f.HostPort {
 			continue // a group's: one forward, balanced
 		}
-		if b := balance[[2]string{p.groupOfDecl(pub.Workload), pub.Endpoint}]; len(b) > 0 {
+		if b := balance[[2]string{groupOf[pub.Workload], pub.Endpoint}]; len(b) > 0 {
 			f.Port, f.Balance = b[0], b
 		}
 		n.Published = append(n.Published, f)

@@ -87,8 +87,10 @@ type Plane struct {
 	// decls are the workloads' specs as the projection needs them.
 	declMu sync.Mutex
 	decls  map[string]Declaration
-	// serving are the replicas ready for connections (replicas.go).
-	serving map[string]bool
+	// serving are the replicas ready for connections, replicas each
+	// group's declared replicas, by group (replicas.go).
+	serving  map[string]bool
+	replicas map[string]map[string]bool
 
 	// declared is declared reach's state (declared_plane.go).
 	declared reachPlane
@@ -118,7 +120,7 @@ func Open(cfg Config) (*Plane, error) {
 		return nil, err
 	}
 	return &Plane{cfg: cfg, log: cfg.Logger, fw: cfg.Firewall, nets: nets, ports: ports,
-		links: map[string]*sandbox.Link{}, policies: map[string]*spec.Policy{}, decls: map[string]Declaration{}, serving: map[string]bool{}}, nil
+		links: map[string]*sandbox.Link{}, policies: map[string]*spec.Policy{}, decls: map[string]Declaration{}, serving: map[string]bool{}, replicas: map[string]map[string]bool{}}, nil
 }
 
 // Restore takes up what an earlier daemon left: its documents, the

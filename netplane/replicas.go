@@ -41,16 +41,46 @@ func (p *Plane) Serving(workload string, ready bool) {
 	}
 }
 
+// regroup moves a declared workload from group was to group is ("" for
+// none) in the index of each group's replicas. declMu is held.
+func (p *Plane) regroup(name, was, is string) {
+	if was == is {
+		return
+	}
+	if was != "" {
+		delete(p.replicas[was], name)
+		if len(p.replicas[was]) == 0 {
+			delete(p.replicas, was)
+		}
+	}
+	if is != "" {
+		if p.replicas[is] == nil {
+			p.replicas[is] = map[string]bool{}
+		}
+		p.replicas[is][name] = true
+	}
+}
+
 // groupLeft says whether group has no replica declared any more.
 func (p *Plane) groupLeft(group string) bool {
 	p.declMu.Lock()
 	defer p.declMu.Unlock()
-	for _, d := range p.decls {
-		if d.Group == group {
-			return false
+	return len(p.replicas[group]) == 0
+}
+
+// groupsNow is, of the declared replicas, the group of each, and the set
+// of groups: read once for a whole rules write.
+func (p *Plane) groupsNow() (groupOf map[string]string, groups map[string]bool) {
+	p.declMu.Lock()
+	defer p.declMu.Unlock()
+	groupOf, groups = map[string]string{}, make(map[string]bool, len(p.replicas))
+	for g, rs := range p.replicas {
+		groups[g] = true
+		for r := range rs {
+			groupOf[r] = g
 		}
 	}
-	return true
+	return groupOf, groups
 }
 
 // balance is, by group, the inner ports of its replicas' endpoint in
@@ -60,9 +90,11 @@ func (p *Plane) groupLeft(group string) bool {
 func (p *Plane) balance(network string) map[[2]string][]int {
 	p.declMu.Lock()
 	group, ready := map[string]string{}, map[string]bool{}
-	for name, d := range p.decls {
-		if d.Group != "" && d.Network == network {
-			group[name], ready[name] = d.Group, p.serving[name]
+	for g, rs := range p.replicas {
+		for name := range rs {
+			if p.decls[name].Network == network {
+				group[name], ready[name] = g, p.serving[name]
+			}
 		}
 	}
 	p.declMu.Unlock()
@@ -87,13 +119,6 @@ func (p *Plane) balance(network string) map[[2]string][]int {
 	return all
 }
 
-// groupOfDecl is the group of a declared workload, "" for none.
-func (p *Plane) groupOfDecl(workload string) string {
-	p.declMu.Lock()
-	defer p.declMu.Unlock()
-	return p.decls[workload].Group
-}
-
 // groupRequests are the group's own ports of w's endpoints in its network.
 func groupRequests(w *spec.Workload) []netalloc.Request {
 	var reqs []netalloc.Request
@@ -114,7 +139,3 @@ func (p *Plane) groupPort(group, network, endpoint string) int {
 	}
 	return 0
 }
-
-// isGroup says whether a holder of ports is a group: some replica
-// declared names it.
-func (p *Plane) isGroup(holder string) bool { return !p.groupLeft(holder) }
