@@ -212,6 +212,11 @@ func (w *workload) healthChanged(gen int, ok bool, err error) {
 	if gen != w.healthGen || w.proc == nil {
 		return
 	}
+	if w.group != "" {
+		// In its group's balance before it is shown healthy: a wait that
+		// sees it up finds it taking connections.
+		w.s.net.Serving(w.name, ok)
+	}
 	w.update(func(v *status.Workload) { v.Healthy = &ok })
 	msg := "healthy"
 	if !ok {
