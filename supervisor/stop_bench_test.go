@@ -39,18 +39,59 @@ func BenchmarkStopAll(b *testing.B) {
 			}
 		}
 	})
+	b.Run("plain-cgroup", func(b *testing.B) {
+		// The same, each process born in a cgroup of its own: what the
+		// kernel's cgroups add to a stop, apart from flyd's reads.
+		cgs := benchCgroups(b)
+		defer cgs.RemoveParent()
+		cmds := make([]*exec.Cmd, stopBatch)
+		for i := range cmds {
+			g, err := cgs.Create("p"+itoa(i), sandbox.Limits{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Delete()
+		}
+		for b.Loop() {
+			b.StopTimer()
+			for i := range cmds {
+				g, err := cgs.Open("p" + itoa(i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				cmds[i] = exec.Command("/bin/sleep", "1000")
+				cmds[i].SysProcAttr = &syscall.SysProcAttr{}
+				if err := g.StartIn(cmds[i].SysProcAttr, cmds[i].Start); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+			for _, c := range cmds {
+				_ = c.Process.Signal(syscall.SIGTERM)
+			}
+			for _, c := range cmds {
+				_ = c.Wait()
+			}
+		}
+	})
 	b.Run("no-cgroup", func(b *testing.B) { benchStopAll(b, nil) })
 	b.Run("cgroup", func(b *testing.B) {
-		if os.Geteuid() != 0 {
-			b.Skip("cgroups need root")
-		}
-		cgs, err := sandbox.NewCgroups("flyd-bench-" + itoa(os.Getpid()))
-		if err != nil {
-			b.Skip(err)
-		}
+		cgs := benchCgroups(b)
 		defer cgs.RemoveParent()
 		benchStopAll(b, cgs)
 	})
+}
+
+// benchCgroups is a cgroup parent of the benchmark's own, or a skip.
+func benchCgroups(b *testing.B) *sandbox.Cgroups {
+	if os.Geteuid() != 0 {
+		b.Skip("cgroups need root")
+	}
+	cgs, err := sandbox.NewCgroups("flyd-bench-" + itoa(os.Getpid()))
+	if err != nil {
+		b.Skip(err)
+	}
+	return cgs
 }
 
 func benchStopAll(b *testing.B, cgs *sandbox.Cgroups) {
