@@ -118,6 +118,12 @@ func benchStopAll(b *testing.B, cgs *sandbox.Cgroups) {
 		}
 	}
 	all := BatchRequest{All: true, Parallel: true}
+	// Removed at the end, so that their cgroups go before the parent.
+	defer func() {
+		if _, err := s.Batch(ctx, ActionRemove, BatchRequest{All: true, Parallel: true, Force: true}); err != nil {
+			b.Error(err)
+		}
+	}()
 	for b.Loop() {
 		b.StopTimer()
 		outs, err := s.Batch(ctx, ActionStart, all)
