@@ -381,3 +381,38 @@ func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping {
 
 // Stats samples the running workloads' usage, at most once an interval.
 func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.usage.Sample() }
+
+// Volumes names project's named volumes, in every runtime that keeps
+// volumes beyond the runs that mount them.
+func (s *Supervisor) Volumes(project string) ([]string, error) {
+	var names []string
+	var errs []error
+	for _, vr := range s.volumeRemovers() {
+		n, err := vr.Volumes(project)
+		names, errs = append(names, n...), append(errs, err)
+	}
+	return names, errors.Join(errs...)
+}
+
+// RemoveVolumes removes project's named volumes from every runtime that
+// keeps them, and names those it removed; a runtime keeps one a run still
+// mounts.
+func (s *Supervisor) RemoveVolumes(ctx context.Context, project string) ([]string, error) {
+	var names []string
+	var errs []error
+	for _, vr := range s.volumeRemovers() {
+		n, err := vr.RemoveVolumes(ctx, project)
+		names, errs = append(names, n...), append(errs, err)
+	}
+	return names, errors.Join(errs...)
+}
+
+func (s *Supervisor) volumeRemovers() []driver.VolumeRemover {
+	var out []driver.VolumeRemover
+	for _, k := range spec.Kinds {
+		if vr, ok := s.drivers[k].(driver.VolumeRemover); ok {
+			out = append(out, vr)
+		}
+	}
+	return out
+}

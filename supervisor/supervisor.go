@@ -110,8 +110,6 @@ type Supervisor struct {
 	fileProblems map[string]string
 	// owners are the files that own documents, by DocKey (documents.go).
 	owners map[string]string
-	// projects serialize each project's ups and downs (projects.go).
-	projects map[string]chan struct{}
 	// dependents are the workloads whose spec names prerequisites: the
 	// only ones a start can unblock (kickDependents).
 	dependents map[*workload]struct{}
@@ -159,7 +157,6 @@ func New(cfg Config) (*Supervisor, error) {
 		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
 		workloads:    map[string]*workload{},
 		dependents:   map[*workload]struct{}{},
-		projects:     map[string]chan struct{}{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,
