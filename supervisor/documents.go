@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -36,7 +37,11 @@ func DocKey(kind, name string) string { return kind + "/" + name }
 func (s *Supervisor) loadDocOwners() {
 	m := map[string]string{}
 	var old map[string]string
-	if _, err := readJSON(filepath.Join(s.cfg.StateDir, docOwnersFile), &old); err != nil {
+	b, err := os.ReadFile(filepath.Join(s.cfg.StateDir, docOwnersFile))
+	if err == nil {
+		err = json.Unmarshal(b, &old)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Error("cannot read which files own which documents; the workloads directory applies its files again", zap.Error(err))
 	}
 	moved := true

@@ -14,6 +14,7 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
+	"github.com/flyd-dev/flyd/records"
 )
 
 // A run's output comes through a pipe the daemon reads (logpipe), and
@@ -163,7 +164,7 @@ func (p pipeSink) Take(fd int, max int) (int, error) {
 // each into its workload's log (its key is the name, a dot and a nonce):
 // a run adopted or not, what it wrote while no daemon read is in its pipe.
 // A pipe of a workload that no longer exists is closed.
-func (s *Supervisor) adoptPipes(specs map[string]specRecord) {
+func (s *Supervisor) adoptPipes(specs map[string]records.Workload) {
 	if s.cfg.LogPipes == nil {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -121,7 +122,7 @@ func (w *workload) saveRun() {
 	w.mu.Lock()
 	restarts := w.view.Restarts
 	w.mu.Unlock()
-	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe, LogFrom: w.self.LogFrom}); err != nil {
+	if err := w.s.store.SaveRun(w.name, records.Run{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe, LogFrom: w.self.LogFrom}); err != nil {
 		w.log.Error("cannot persist run state", zap.Error(err))
 	}
 }
@@ -139,7 +140,7 @@ func (w *workload) finish() driver.Exit {
 		w.lastRun = r.Reaped()
 	}
 	w.proc = nil
-	_ = w.s.store.removeRun(w.name)
+	_ = w.s.store.RemoveRun(w.name)
 	shown := wireExit(exit)
 	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID = 0, ""

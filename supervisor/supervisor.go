@@ -32,6 +32,7 @@ import (
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/netplane"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/schedule"
@@ -82,7 +83,7 @@ type Config struct {
 type Supervisor struct {
 	cfg      Config
 	log      *zap.Logger
-	store    *store
+	store    *records.Store
 	drivers  map[spec.Kind]driver.Driver
 	events   *events.Bus
 	started  time.Time
@@ -135,13 +136,13 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.LogGenerations <= 0 {
 		cfg.LogGenerations = logfile.DefaultGenerations
 	}
-	st, err := newStore(cfg.StateDir, cfg.RunDir, cfg.Logger)
+	st, err := records.Open(cfg.StateDir, cfg.RunDir, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	bus, err := events.Open(filepath.Join(cfg.StateDir, "events.log"))
 	if err != nil {
-		st.close()
+		st.Close()
 		return nil, fmt.Errorf("event history: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -168,7 +169,7 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	if err := s.prepareDirs(); err != nil {
 		cancel()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	if s.logWaker, err = logfile.NewWaker(s.wakeLog); err != nil {
@@ -220,9 +221,9 @@ func (s *Supervisor) prepareDirs() (err error) {
 // swept: runs without a spec, carrier directories without a run. A record
 // that does not load is quarantined, and what its run owns is kept.
 func (s *Supervisor) restore() {
-	recs, bad := s.store.loadSpecs()
+	recs, bad := s.store.Workloads()
 	s.quarantineAll(bad)
-	specs := map[string]specRecord{}
+	specs := map[string]records.Workload{}
 	s.restoredBy = map[string]uint32{}
 	for _, r := range recs {
 		specs[r.Spec.Name] = r
@@ -230,10 +231,10 @@ func (s *Supervisor) restore() {
 	}
 	runs := map[string]*recovered{}
 	keep := map[string]bool{}
-	for _, name := range s.store.runNames() {
-		rec, ok, err := s.store.loadRun(name)
+	for _, name := range s.store.RunNames() {
+		rec, ok, err := s.store.LoadRun(name)
 		if err != nil || !ok {
-			_ = s.store.removeRun(name)
+			_ = s.store.RemoveRun(name)
 			continue
 		}
 		r := &recovered{run: rec}
@@ -253,7 +254,7 @@ func (s *Supervisor) restore() {
 			if q.keepRun(r) {
 				keep[filepath.Base(rec.Process.CarrierDir)] = true
 			} else {
-				_ = s.store.removeRun(name)
+				_ = s.store.RemoveRun(name)
 			}
 			continue
 		}
@@ -271,7 +272,7 @@ func (s *Supervisor) restore() {
 				s.log.Warn("cannot adopt a run no spec owns, to kill it", zap.String("workload", name), zap.Error(r.err))
 				continue
 			}
-			_ = s.store.removeRun(name)
+			_ = s.store.RemoveRun(name)
 			continue
 		}
 		if r.proc != nil || r.err != nil {
@@ -306,7 +307,7 @@ func (s *Supervisor) restore() {
 // itself when it is still alive; err says why it could not be told
 // whether it is (its runtime does not answer).
 type recovered struct {
-	run  runRecord
+	run  records.Run
 	proc driver.Process
 	err  error
 }
@@ -471,7 +472,7 @@ func (s *Supervisor) Close() {
 	s.logs.Close()
 	s.events.Close()
 	s.net.Wait()
-	if err := s.store.close(); err != nil {
+	if err := s.store.Close(); err != nil {
 		s.log.Warn("closing the state journal", zap.Error(err))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/health"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -60,7 +61,7 @@ type workload struct {
 	sched *schedule.Timer // spec.Schedule's times (schedule.go)
 	// unadopted is the record of an earlier daemon's run that could not be
 	// adopted yet: while it is set the run may be alive, so none is started.
-	unadopted  *runRecord
+	unadopted  *records.Run
 	adoptTries int
 	failures   failureWindow
 	gone       bool
@@ -291,12 +292,12 @@ func (w *workload) persist(rest status.State, reason string) error {
 	w.mu.Lock()
 	lastErr, lastExit, restarts := w.view.LastError, w.view.LastExit, w.view.Restarts
 	w.mu.Unlock()
-	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.Through()}
+	rec := records.Workload{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.Through()}
 	if !w.desired {
 		rec.Rest, rec.LastError, rec.Reason = rest, lastErr, reason
 		rec.LastExit, rec.Restarts = events.RecordExit(lastExit), restarts
 	}
-	if err := w.s.store.saveSpec(rec); err != nil {
+	if err := w.s.store.SaveWorkload(rec); err != nil {
 		w.log.Error("cannot persist desired state", zap.Error(err))
 		return fmt.Errorf("cannot record the desired state of %s (a daemon restart would undo this change): %w", w.name, err)
 	}
@@ -324,7 +325,7 @@ func (w *workload) cancelTimer() {
 func (w *workload) create(start bool, owner string, by uint32) error {
 	w.desired, w.owner, w.by = start, owner, by
 	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = owner, by })
-	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner, By: by}); err != nil {
+	if err := w.s.store.SaveWorkload(records.Workload{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner, By: by}); err != nil {
 		w.s.net.Detach(w.spec)
 		w.gone = true
 		w.s.forget(w)
@@ -410,8 +411,8 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	}
 	// Recorded first: a replacement that cannot be made durable is
 	// refused before the running one is touched.
-	rec := specRecord{Spec: sp, Running: start, Owner: w.owner, By: by, Rest: status.Stopped}
-	if err := w.s.store.saveSpec(rec); err != nil {
+	rec := records.Workload{Spec: sp, Running: start, Owner: w.owner, By: by, Rest: status.Stopped}
+	if err := w.s.store.SaveWorkload(rec); err != nil {
 		return fmt.Errorf("cannot record the new spec of %s, so it is not replaced: %w", w.name, err)
 	}
 	w.by = by
@@ -447,8 +448,8 @@ func (w *workload) remove() error {
 	if err := w.stopRun(); err != nil {
 		return err
 	}
-	_ = w.s.store.removeRun(w.name)
-	if err := w.s.store.removeSpec(w.name); err != nil {
+	_ = w.s.store.RemoveRun(w.name)
+	if err := w.s.store.RemoveWorkload(w.name); err != nil {
 		return err
 	}
 	w.gone = true
