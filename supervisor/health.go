@@ -73,11 +73,7 @@ func (w *workload) judge() {
 	if !known {
 		return // not ready yet, and not late
 	}
-	var was *bool
-	w.mu.Lock()
-	was = w.view.Healthy
-	w.mu.Unlock()
-	if was != nil && *was == ok {
+	if was := w.view.Load().Healthy; was != nil && *was == ok {
 		return
 	}
 	w.healthChanged(w.healthGen, ok, why)

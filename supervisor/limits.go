@@ -16,9 +16,8 @@ import (
 func (s *Supervisor) checkLimits(w *workload, now time.Time) {
 	// Read without copying the view: most workloads have no limit, and
 	// this runs for each of them every second.
-	w.mu.Lock()
-	sp, state := w.view.Spec, w.view.State
-	w.mu.Unlock()
+	v := w.view.Load()
+	sp, state := v.Spec, v.State
 	if s.cfg.Cgroups == nil || sp == nil || sp.Resources == nil || (sp.Resources.MemoryMax == 0 && sp.Resources.PidsMax == 0) {
 		return
 	}
@@ -31,18 +30,21 @@ func (s *Supervisor) checkLimits(w *workload, now time.Time) {
 		return
 	}
 	w.update(func(v *status.Workload) {
-		if v.LimitHits == nil {
-			v.LimitHits = &status.LimitHits{}
+		// A new count: the one shown may be in a reader's hands.
+		var h status.LimitHits
+		if v.LimitHits != nil {
+			h = *v.LimitHits
 		}
 		at := now
 		if newOOM > 0 {
-			v.LimitHits.OOMKills += newOOM
-			v.LimitHits.LastOOMKill = &at
+			h.OOMKills += newOOM
+			h.LastOOMKill = &at
 		}
 		if newPids > 0 {
-			v.LimitHits.PidsRefusals += newPids
-			v.LimitHits.LastRefusal = &at
+			h.PidsRefusals += newPids
+			h.LastRefusal = &at
 		}
+		v.LimitHits = &h
 	})
 	running := state == status.Running
 	if newOOM > 0 {

@@ -119,9 +119,7 @@ func (w *workload) noteStartFailure(err error) {
 }
 
 func (w *workload) saveRun() {
-	w.mu.Lock()
-	restarts := w.view.Restarts
-	w.mu.Unlock()
+	restarts := w.view.Load().Restarts
 	if err := w.s.store.SaveRun(w.name, records.Run{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe, LogFrom: w.self.LogFrom}); err != nil {
 		w.log.Error("cannot persist run state", zap.Error(err))
 	}

@@ -345,8 +345,8 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		log:    workloadLog{s.log, sp.Name},
 	}
 	w.sched = schedule.New(w.showNext)
-	w.view = initial
-	w.view.Name, w.view.Since, w.view.Group = sp.Name, time.Now(), sp.ReplicaOf
+	initial.Name, initial.Since, initial.Group = sp.Name, time.Now(), sp.ReplicaOf
+	w.view.Store(&initial)
 	w.setSpec(sp, ports)
 	s.trackDependentLocked(w, sp)
 	s.workloads[sp.Name] = w

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -28,8 +27,8 @@ const killWait = 10 * time.Second
 var errRemoved = errors.New("workload removed")
 
 // workload is one workload's lifecycle, owned by its loop goroutine. Every
-// field below mu is touched only by that goroutine; view is what readers
-// see, under mu.
+// field but the atomic ones is touched only by that goroutine; view is
+// what readers see.
 type workload struct {
 	s    *Supervisor
 	name string
@@ -95,8 +94,10 @@ type workload struct {
 	// watch is the armed watch of its spec's watch entries (watch.go).
 	watch *armedWatch
 
-	mu   sync.Mutex
-	view status.Workload
+	// view is what readers see, copied on write (update): a view once
+	// stored never changes, nor does anything it points to, so a reader
+	// holds one without a lock.
+	view atomic.Pointer[status.Workload]
 }
 
 func (w *workload) loop(first func(*workload)) {
@@ -203,9 +204,7 @@ func (w *workload) result(err error) (*status.Workload, error) {
 }
 
 func (w *workload) snapshot(withSpec bool) status.Workload {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	v := w.view
+	v := *w.view.Load()
 	if !withSpec {
 		v.Spec = nil
 	}
@@ -216,18 +215,25 @@ func (w *workload) snapshot(withSpec bool) status.Workload {
 // goroutine must give a consumer of it (its secret configuration).
 func (w *workload) specNow() *spec.Workload { return w.full.Load() }
 
-// update changes the view under its lock.
+// update stores a new view: f changes a copy of the one in force. The
+// loop is not the only writer (the limit watcher and a notify socket's
+// refusals are others): a copy another write overtook is made again from
+// that write's, so f may run more than once and must only set v's fields,
+// never change what they point to.
 func (w *workload) update(f func(v *status.Workload)) {
-	w.mu.Lock()
-	f(&w.view)
-	w.mu.Unlock()
+	for {
+		old := w.view.Load()
+		v := *old
+		f(&v)
+		if w.view.CompareAndSwap(old, &v) {
+			return
+		}
+	}
 }
 
 func (w *workload) publish(ev status.Event) {
 	ev.Workload = w.name
-	w.mu.Lock()
-	ev.By = w.view.AppliedBy
-	w.mu.Unlock()
+	ev.By = w.view.Load().AppliedBy
 	w.s.publish(ev)
 }
 
@@ -272,9 +278,7 @@ func (w *workload) setSpec(sp *spec.Workload, ports []status.PortMapping) {
 
 // networkName is the workload's network, for readers outside the loop.
 func (w *workload) networkName() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.view.Spec.Network
+	return w.view.Load().Spec.Network
 }
 
 // completed says whether the workload is at rest after a run that exited
@@ -289,9 +293,8 @@ func (w *workload) completed() bool {
 // What cannot be recorded is logged, and returned to a caller that asked
 // for the change, which must not be told it is done.
 func (w *workload) persist(rest status.State, reason string) error {
-	w.mu.Lock()
-	lastErr, lastExit, restarts := w.view.LastError, w.view.LastExit, w.view.Restarts
-	w.mu.Unlock()
+	v := w.view.Load()
+	lastErr, lastExit, restarts := v.LastError, v.LastExit, v.Restarts
 	rec := records.Workload{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.Through()}
 	if !w.desired {
 		rec.Rest, rec.LastError, rec.Reason = rest, lastErr, reason
