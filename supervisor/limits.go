@@ -9,6 +9,37 @@ import (
 	"github.com/flyd-dev/flyd/status"
 )
 
+// limitCheck is how often the limit watcher looks at every workload.
+const limitCheck = time.Second
+
+// everyWorkload calls check for every workload, every so often, until the
+// supervisor closes: a loop of the supervisor's own (s.wg counts it).
+func (s *Supervisor) everyWorkload(every time.Duration, check func(*workload, time.Time)) {
+	defer s.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	// One slice for every pass: a fresh one each second was the idle
+	// daemon's garbage, and each collection scans every workload's stacks.
+	var ws []*workload
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			ws = ws[:0]
+			for _, w := range s.workloads {
+				ws = append(ws, w)
+			}
+			s.mu.Unlock()
+			for _, w := range ws {
+				check(w, now)
+			}
+			clear(ws) // no pointer kept to a workload removed meanwhile
+		}
+	}
+}
+
 // checkLimits looks, every second (everyWorkload), at the OOM kill and
 // pids refusal counters of a workload with a memory or pids limit, and makes every new
 // hit an event and a count in its state: the kill of a process that is not

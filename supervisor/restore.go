@@ -43,8 +43,7 @@ func (w *workload) restore(rec records.Workload, run *recovered) {
 	}
 	if run != nil {
 		w.update(func(v *status.Workload) { v.Restarts = run.run.Restarts })
-		w.logPipe = run.run.LogPipe
-		w.directLog.Store(!run.run.LogPipe)
+		w.useLog(run.run.LogPipe)
 	}
 	switch {
 	case run != nil && run.proc != nil:

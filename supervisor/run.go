@@ -63,7 +63,6 @@ func (w *workload) launch() (driver.Process, error) {
 		<-w.lastRun
 		w.lastRun = nil
 	}
-	w.newRun.Store(true) // a new run may write at once: watch its log closely
 	used, err := w.s.usedEndpoints(w.spec, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
@@ -98,8 +97,7 @@ func (w *workload) launch() (driver.Process, error) {
 		return nil, err
 	}
 	defer log.Close() // the child holds its own descriptor
-	w.logPipe = piped
-	w.directLog.Store(!piped)
+	w.useLog(piped)
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
 		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
 		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg, Limits: lim,

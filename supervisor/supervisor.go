@@ -101,8 +101,9 @@ type Supervisor struct {
 	// network plane's projections before the workloads are registered.
 	restoredBy map[string]uint32
 
-	logs     *logfile.Book
-	logWaker *logfile.Waker // nil without inotify
+	logs *logfile.Book
+	// rotator keeps the logs runs write themselves within their bound.
+	rotator *logfile.Rotator
 
 	usage *usage.Sampler
 
@@ -172,19 +173,16 @@ func New(cfg Config) (*Supervisor, error) {
 		st.Close()
 		return nil, err
 	}
-	if s.logWaker, err = logfile.NewWaker(s.wakeLog); err != nil {
+	if s.rotator, err = logfile.NewRotator(s.logs, cfg.LogMaxSize, s.holdWriters, func(name, msg string, err error) {
+		s.log.Warn(msg, zap.String("workload", name), zap.Error(err))
+	}); err != nil {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.restore()
-	s.wg.Add(1)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
-	// One pass a second over every workload does both checks: a wake-up
-	// and a walk of thousands of workloads each, not two.
-	s.wg.Add(1)
-	go s.everyWorkload(minLogCheck, func(w *workload, now time.Time) {
-		s.checkLog(w, now)
-		s.checkLimits(w, now)
-	})
+	go func() { defer s.wg.Done(); s.rotator.Run(s.ctx) }()
+	go s.everyWorkload(limitCheck, s.checkLimits)
 	return s, nil
 }
 
@@ -466,9 +464,7 @@ func (s *Supervisor) Close() {
 	s.releaseQuarantined()
 	s.cancel()
 	s.wg.Wait()
-	if s.logWaker != nil {
-		_ = s.logWaker.Close()
-	}
+	_ = s.rotator.Close()
 	s.logs.Close()
 	s.events.Close()
 	s.net.Wait()

@@ -80,15 +80,9 @@ type workload struct {
 	createErr error
 	// logPipe says the current run writes to a pipe the daemon reads
 	// (logpipe); without one (a containerd shim, a run of a daemon from
-	// before pipes) the run writes its log file itself, and directLog
-	// has the rotation loop look at it.
-	logPipe   bool
-	directLog atomic.Bool
-	// logs is the log rotation's schedule for this workload, kept by the
-	// rotation loop; newRun tells it a run started.
-	logs     logCheck
-	newRun   atomic.Bool
-	logWoken atomic.Bool
+	// before pipes) the run writes its log file itself, and the rotator
+	// looks after it (useLog).
+	logPipe bool
 	// limitHits is where the limit watcher's counting stands.
 	limitHits usage.Hits
 	// watch is the armed watch of its spec's watch entries (watch.go).
