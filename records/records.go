@@ -81,6 +81,7 @@ type Store struct {
 	// layout that could not be moved into the journal, by workload name.
 	unimported map[string]Bad
 	runDir     string
+	owners     *Owners
 }
 
 // Bad is a stored record that does not load, with what can still be
@@ -124,6 +125,7 @@ func Open(stateDir, runDir string, log *zap.Logger) (*Store, error) {
 	}
 	s.specs, s.loaded = j, recs
 	s.importFiles(filepath.Join(stateDir, "workloads"))
+	s.loadOwners(stateDir, log)
 	return s, nil
 }
 

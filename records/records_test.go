@@ -101,3 +101,42 @@ func TestRecordsSurviveReopening(t *testing.T) {
 		t.Errorf("removing a run twice: %v", err)
 	}
 }
+
+// TestOwners: a document's owner is recorded before it is in force and
+// found again after reopening; an older daemon's owners file is moved
+// into the journal and removed.
+func TestOwners(t *testing.T) {
+	stateDir, runDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(stateDir, ownersFile), []byte(`{"network/old":"old.yaml"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(stateDir, runDir, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := st.Owners()
+	if err := o.Set("policy/quiet", "stack.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Set("network/gone", "stack.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Set("network/gone", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, ownersFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the owners file is left after the move: %v", err)
+	}
+	st, err = Open(stateDir, runDir, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	all := st.Owners().All()
+	if len(all) != 2 || all["network/old"] != "old.yaml" || st.Owners().Of("policy/quiet") != "stack.yaml" {
+		t.Errorf("owners after reopening: %v", all)
+	}
+}

@@ -110,8 +110,6 @@ type Supervisor struct {
 	mu           sync.Mutex
 	workloads    map[string]*workload
 	fileProblems map[string]string
-	// owners are the files that own documents, by DocKey (documents.go).
-	owners map[string]string
 	// dependents are the workloads whose spec names prerequisites: the
 	// only ones a start can unblock (kickDependents).
 	dependents map[*workload]struct{}
@@ -281,7 +279,6 @@ func (s *Supervisor) restore() {
 	s.logQuarantine()
 	s.adoptPipes(specs)
 	s.sweepCarriers(keep)
-	s.loadDocOwners()
 	s.loadWorkspaces()
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), s.kept(specs))
