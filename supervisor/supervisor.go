@@ -39,6 +39,7 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/usage"
+	"github.com/flyd-dev/flyd/workspace"
 )
 
 // Config is what a supervisor is built from.
@@ -95,8 +96,8 @@ type Supervisor struct {
 
 	// net is the network plane: networks, ports, documents and rules.
 	net *netplane.Plane
-	// workspaces are the workspace documents (workspaces.go).
-	workspaces workspaces
+	// workspaces are the workspace documents in force.
+	workspaces *workspace.Set
 	// restoredBy says who applied each restored workload, for the
 	// network plane's projections before the workloads are registered.
 	restoredBy map[string]uint32
@@ -279,7 +280,7 @@ func (s *Supervisor) restore() {
 	s.logQuarantine()
 	s.adoptPipes(specs)
 	s.sweepCarriers(keep)
-	s.loadWorkspaces()
+	s.workspaces = workspace.Open(s.store, s.log)
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), s.kept(specs))
 	s.sweepCgroups(s.kept(specs))
