@@ -91,7 +91,7 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.limitHits.Baseline(cg)
+	w.s.limits.Baseline(w.name, cg)
 	log, piped, err := w.s.runLog(w.name, w.s.drivers[w.spec.Kind])
 	if err != nil {
 		return nil, err

@@ -107,6 +107,8 @@ type Supervisor struct {
 	rotator *logfile.Rotator
 
 	usage *usage.Sampler
+	// limits watches the workloads whose spec sets a limit.
+	limits *usage.Limits
 
 	mu           sync.Mutex
 	workloads    map[string]*workload
@@ -164,6 +166,7 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
 	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
+	s.limits = usage.NewLimits(cfg.Cgroups, s.limitHit)
 	for _, d := range cfg.Drivers {
 		s.drivers[d.Kind()] = d
 	}
@@ -181,7 +184,7 @@ func New(cfg Config) (*Supervisor, error) {
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
 	go func() { defer s.wg.Done(); s.rotator.Run(s.ctx) }()
-	go s.everyWorkload(limitCheck, s.checkLimits)
+	go func() { defer s.wg.Done(); s.limits.Run(s.ctx) }()
 	return s, nil
 }
 

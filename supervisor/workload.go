@@ -18,7 +18,6 @@ import (
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
-	"github.com/flyd-dev/flyd/usage"
 )
 
 // killWait bounds the wait for a run to end after SIGKILL.
@@ -83,8 +82,6 @@ type workload struct {
 	// before pipes) the run writes its log file itself, and the rotator
 	// looks after it (useLog).
 	logPipe bool
-	// limitHits is where the limit watcher's counting stands.
-	limitHits usage.Hits
 	// watch is the armed watch of its spec's watch entries (watch.go).
 	watch *armedWatch
 
@@ -262,6 +259,7 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 func (w *workload) setSpec(sp *spec.Workload, ports []status.PortMapping) {
 	w.spec, w.ports = sp, ports
 	w.full.Store(sp)
+	w.s.watchLimits(sp)
 	red := sp.Redacted()
 	w.update(func(v *status.Workload) {
 		v.Kind = sp.Kind
@@ -457,6 +455,7 @@ func (w *workload) remove() error {
 			w.log.Warn("the runtime could not release what it kept for the workload", zap.Error(err))
 		}
 	}
+	w.s.limits.Unwatch(w.name)
 	w.s.deleteCgroup(w.name)
 	w.s.net.Detach(w.spec)
 	w.s.removeLog(w.name)
