@@ -47,7 +47,7 @@ func (w *workload) restore(rec records.Workload, run *recovered) {
 	}
 	switch {
 	case run != nil && run.proc != nil:
-		w.ready, w.self.LogFrom = run.run.Ready, run.run.LogFrom
+		w.health.Adopted(run.run.Ready, run.run.LogFrom)
 		w.adopted(run.proc)
 		w.resume()
 	case run != nil && run.err != nil:
@@ -74,7 +74,7 @@ func (w *workload) restore(rec records.Workload, run *recovered) {
 func (w *workload) adopted(p driver.Process) {
 	w.proc = p
 	st := p.State()
-	w.runPID.Store(int64(st.PID))
+	w.health.SetPID(st.PID)
 	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID, v.StartedAt = st.PID, st.ID, &st.StartedAt
 	})

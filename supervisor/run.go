@@ -47,7 +47,7 @@ func (w *workload) start() {
 	}
 	w.proc = p
 	st := p.State()
-	w.runPID.Store(int64(st.PID))
+	w.health.SetPID(st.PID)
 	w.saveRun()
 	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID, v.LastError = st.PID, st.ID, ""
@@ -71,7 +71,7 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 	}
-	if err := w.prepareRun(used); err != nil {
+	if err := w.health.Prepare(w.spec.Health, used); err != nil {
 		return nil, err
 	}
 	pl, err := makePlan(resolved, w.s.caps(w.spec.Kind), w.ports, used)
@@ -118,7 +118,7 @@ func (w *workload) noteStartFailure(err error) {
 
 func (w *workload) saveRun() {
 	restarts := w.view.Load().Restarts
-	if err := w.s.store.SaveRun(w.name, records.Run{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe, LogFrom: w.self.LogFrom}); err != nil {
+	if err := w.s.store.SaveRun(w.name, records.Run{Process: w.proc.State(), Restarts: restarts, Ready: w.health.Ready(), LogPipe: w.logPipe, LogFrom: w.health.LogFrom()}); err != nil {
 		w.log.Error("cannot persist run state", zap.Error(err))
 	}
 }

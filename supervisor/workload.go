@@ -63,17 +63,8 @@ type workload struct {
 	adoptTries int
 	failures   failureWindow
 	gone       bool
-	// monitor checks the run's health; healthGen tells its verdicts from
-	// those of a monitor already stopped.
-	monitor   *health.Monitor
-	healthGen int
-	// notify is a notify workload's socket, ready its READY=1, and
-	// runPID the run's pid, for the socket's check of who speaks.
-	notify *health.Notify
-	ready  bool
-	runPID atomic.Int64
-	// self is the rest of what a run that tells its health is judged by.
-	self health.Told
+	// health keeps the checks of the current run (health.go).
+	health *health.Hook
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
 	createErr error

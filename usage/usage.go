@@ -2,9 +2,8 @@
 // memory and processes they use, sampled at most once an interval however
 // many readers ask, and the hits of their limits (OOM kills, forks
 // refused) since the last look, watched in the workloads that have a
-// limit (Limits). It only reads: sandbox makes the cgroups
-// and sets their limits, and what a hit means to a workload is the
-// supervisor's.
+// limit (Limits). It only reads: sandbox makes the cgroups and sets their
+// limits, and what a hit means to a workload is the supervisor's.
 package usage
 
 import (
