@@ -18,6 +18,7 @@ import (
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/wiring"
 )
 
 // ApplyOptions qualify Apply.
@@ -92,6 +93,15 @@ func (s *Supervisor) runtime(ctx context.Context, k spec.Kind) error {
 		return p.Available(ctx)
 	}
 	return nil
+}
+
+// caps are the capabilities of kind's runtime; a kind this daemon has no
+// runtime of is refused before any plan is made.
+func (s *Supervisor) caps(k spec.Kind) driver.Capabilities {
+	if d := s.drivers[k]; d != nil {
+		return d.Capabilities()
+	}
+	return driver.Capabilities{RuntimeContext: string(k)}
 }
 
 // List is every workload, without its spec.
@@ -176,9 +186,9 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 	if err != nil {
 		return nil, err
 	}
-	if pl, err := makePlan(resolved, s.caps(sp.Kind), placeholderPorts(sp), used); err != nil {
+	if pl, err := wiring.PlanRun(resolved, s.caps(sp.Kind).RuntimeContext, wiring.PlaceholderPorts(sp), used); err != nil {
 		return nil, err
-	} else if err := pl.check(s.carrierDir(sp.Name)); err != nil {
+	} else if err := pl.Check(s.carrierDir(sp.Name)); err != nil {
 		return nil, err
 	}
 	// A quarantined record of the name is replaced; its run ends first.

@@ -15,6 +15,7 @@ import (
 	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/wiring"
 )
 
 // start begins a run. A failure that retrying cannot fix leaves the
@@ -74,11 +75,11 @@ func (w *workload) launch() (driver.Process, error) {
 	if err := w.health.Prepare(w.spec.Health, used); err != nil {
 		return nil, err
 	}
-	pl, err := makePlan(resolved, w.s.caps(w.spec.Kind), w.ports, used)
+	pl, err := wiring.PlanRun(resolved, w.s.caps(w.spec.Kind).RuntimeContext, w.ports, used)
 	if err != nil {
 		return nil, err
 	}
-	pl.args = w.withWatchdogPID(pl.args, pl.env)
+	pl.Args = w.withWatchdogPID(pl.Args, pl.Env)
 	nw, err := w.s.net.Namespace(w.spec.Network)
 	if err != nil {
 		return nil, err
@@ -99,8 +100,8 @@ func (w *workload) launch() (driver.Process, error) {
 	defer log.Close() // the child holds its own descriptor
 	w.useLog(piped)
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
-		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
-		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg, Limits: lim,
+		Workload: w.name, Spec: w.spec, Args: pl.Args, Env: pl.Env, Log: log,
+		Files: pl.Files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg, Limits: lim,
 		Preparing: func(what string) { w.setState(status.Preparing, what) },
 	})
 }
