@@ -6,6 +6,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/project"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/supervisor"
@@ -13,12 +14,16 @@ import (
 
 // Backend is the supervisor as the API serves it (api.Backend): it turns
 // the API's requests into the supervisor's commands and their answers
-// into the wire's types. It decides nothing: who may do what is the API
-// server's (api/caller.go), what happens the supervisor's.
-type Backend struct{ s *supervisor.Supervisor }
+// into the wire's types, and ups and downs into its projects'. It decides
+// nothing: who may do what is the API server's (api/caller.go), what
+// happens the supervisor's.
+type Backend struct {
+	s *supervisor.Supervisor
+	p *project.Projects
+}
 
-// NewBackend serves s.
-func NewBackend(s *supervisor.Supervisor) *Backend { return &Backend{s: s} }
+// NewBackend serves s, and its projects.
+func NewBackend(s *supervisor.Supervisor) *Backend { return &Backend{s: s, p: project.New(s)} }
 
 var _ api.Backend = (*Backend)(nil)
 
@@ -51,17 +56,17 @@ func (b *Backend) ApplyBatch(ctx context.Context, specs []*spec.Workload, o api.
 	return results(b.s.ApplyAll(ctx, changes))
 }
 
-func (b *Backend) Up(ctx context.Context, project string, docs api.Documents, o api.ApplyOptions) (*api.ProjectChange, error) {
-	return change(b.s.Up(withCaller(ctx), project, supervisor.Documents(docs), applyOptions(ctx, o)))
+func (b *Backend) Up(ctx context.Context, name string, docs api.Documents, o api.ApplyOptions) (*api.ProjectChange, error) {
+	return change(b.p.Up(withCaller(ctx), name, project.Documents(docs), applyOptions(ctx, o)))
 }
 
-func (b *Backend) Down(ctx context.Context, project string, o api.RemoveOptions) (*api.ProjectChange, error) {
+func (b *Backend) Down(ctx context.Context, name string, o api.RemoveOptions) (*api.ProjectChange, error) {
 	c := callerOf(ctx)
-	return change(b.s.Down(withCaller(ctx), project, supervisor.RemoveOptions{Force: o.Force, By: c.By, Confined: c.Confined, Volumes: o.Volumes}))
+	return change(b.p.Down(withCaller(ctx), name, supervisor.RemoveOptions{Force: o.Force, By: c.By, Confined: c.Confined, Volumes: o.Volumes}))
 }
 
 // change is a project's change as the wire carries it.
-func change(c *supervisor.ProjectChange, err error) (*api.ProjectChange, error) {
+func change(c *project.Change, err error) (*api.ProjectChange, error) {
 	if c == nil {
 		return nil, err
 	}

@@ -10,9 +10,12 @@
 // by a line of its output, which a LogCheck matches (Lines) as the run's
 // log is written (FollowLog). Told judges such a run.
 //
-// It builds a check from a spec's health section (ProbeOf), with the ports
-// it is given, but it is not the supervisor: it restarts nothing, resolves
-// no endpoint names and keeps no run. The supervisor gives it addresses it
-// allocated and the run's pid, and decides what a verdict means
-// (dependants may start, the workload restarts).
+// A Hook keeps the checks of one workload's current run, on its owner's
+// loop: made ready before the run starts, started and stopped with it,
+// with what the run said of its readiness. It builds a check from a spec's
+// health section (ProbeOf), with the ports it is given, but it is not the
+// supervisor: it restarts nothing, resolves no endpoint names and starts
+// no run. The supervisor gives it addresses it allocated and the run's
+// pid, and decides what a verdict means (dependants may start, the
+// workload restarts).
 package health

@@ -16,7 +16,8 @@
 // adopted as it is), cannot be renamed away from under its writer: it is
 // rotated by copy and truncate (Rotate, RotateHeld, with the writers
 // frozen) and dated by its modification time whenever the daemon looks
-// (Mark). Such a log grows by what its writer writes between two looks.
+// (Mark); a Rotator does the looking. Such a log grows by what its writer
+// writes between two looks.
 //
 // On disk, for a live file at path:
 //

@@ -10,8 +10,10 @@
 // outage collapses into the few requests that close the gap. A fixed pool
 // of workers and one scheduler serve any number of instances.
 //
-// It is not a registry client (registryclient speaks the wire) and it does
-// not decide what should be registered (the supervisor does). It never
-// stops or touches a workload: an unreachable registry is retried with
-// backoff while everything else keeps running.
+// What an instance says of a workload's endpoint (its name, address and
+// the contract's labels) is Instances'. It is not a registry client
+// (registryclient speaks the wire) and it does not decide when a workload
+// is registered (the supervisor does, as it runs and passes its checks).
+// It never stops or touches a workload: an unreachable registry is retried
+// with backoff while everything else keeps running.
 package registrar

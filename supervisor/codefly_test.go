@@ -6,9 +6,8 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/carriers"
-	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/spec"
-	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/wiring"
 )
 
 // TestUsesAsCodeflyGivesThem: what a consumer's `uses` and references give
@@ -79,29 +78,6 @@ func (s *Supervisor) mustPort(t *testing.T, name, endpoint string) string {
 	return ""
 }
 
-// TestOwnEndpointsAsCodeflyGivesThem: a service finds its own endpoints
-// under codefly's names, where it serves them, and its environment and
-// version.
-func TestOwnEndpointsAsCodeflyGivesThem(t *testing.T) {
-	w := fakeSpec("api", "stubborn")
-	w.Identity = &spec.Identity{Module: "shop", Service: "api", Version: "1.4.2"}
-	ports := []status.PortMapping{{Endpoint: "http", API: "http", Port: 18081}, {Endpoint: "grpc", API: "grpc", Port: 18083}}
-	pl, err := makePlan(w, driver.Capabilities{RuntimeContext: "native"}, ports, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for key, want := range map[string]string{
-		"CODEFLY__ENDPOINT__SHOP__API__HTTP__HTTP": "http://localhost:18081",
-		"CODEFLY__ENDPOINT__SHOP__API__GRPC__GRPC": "localhost:18083",
-		"CODEFLY__ENVIRONMENT":                     "local",
-		"CODEFLY__SERVICE_VERSION":                 "1.4.2",
-	} {
-		if v, _ := carriers.LookupEnv(pl.env, key); v != want {
-			t.Errorf("%s=%q; want %q", key, v, want)
-		}
-	}
-}
-
 // TestConfigurationsAsCodeflyGivesThem: a service gets its own
 // configurations, and those of every workload it uses, under codefly's
 // names, secrets with their values (not the redacted ones inspect shows).
@@ -123,7 +99,7 @@ func TestConfigurationsAsCodeflyGivesThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := makePlan(app, driver.Capabilities{RuntimeContext: "native"}, nil, used)
+	pl, err := wiring.PlanRun(app, "native", nil, used)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +108,7 @@ func TestConfigurationsAsCodeflyGivesThem(t *testing.T) {
 		"CODEFLY__SERVICE_SECRET_CONFIGURATION__STORE__PG_MAIN__CONNECTION__PASS_WORD": "hunter2",
 		"CODEFLY__SERVICE_CONFIGURATION__APP__APP__FEATURE__ON":                        "yes",
 	} {
-		if v, _ := carriers.LookupEnv(pl.env, key); v != want {
+		if v, _ := carriers.LookupEnv(pl.Env, key); v != want {
 			t.Errorf("%s=%q; want %q", key, v, want)
 		}
 	}

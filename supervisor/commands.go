@@ -18,6 +18,7 @@ import (
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/wiring"
 )
 
 // ApplyOptions qualify Apply.
@@ -92,6 +93,15 @@ func (s *Supervisor) runtime(ctx context.Context, k spec.Kind) error {
 		return p.Available(ctx)
 	}
 	return nil
+}
+
+// caps are the capabilities of kind's runtime; a kind this daemon has no
+// runtime of is refused before any plan is made.
+func (s *Supervisor) caps(k spec.Kind) driver.Capabilities {
+	if d := s.drivers[k]; d != nil {
+		return d.Capabilities()
+	}
+	return driver.Capabilities{RuntimeContext: string(k)}
 }
 
 // List is every workload, without its spec.
@@ -176,9 +186,9 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 	if err != nil {
 		return nil, err
 	}
-	if pl, err := makePlan(resolved, s.caps(sp.Kind), placeholderPorts(sp), used); err != nil {
+	if pl, err := wiring.PlanRun(resolved, s.caps(sp.Kind).RuntimeContext, wiring.PlaceholderPorts(sp), used); err != nil {
 		return nil, err
-	} else if err := pl.check(s.carrierDir(sp.Name)); err != nil {
+	} else if err := pl.Check(s.carrierDir(sp.Name)); err != nil {
 		return nil, err
 	}
 	// A quarantined record of the name is replaced; its run ends first.
@@ -381,3 +391,38 @@ func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping {
 
 // Stats samples the running workloads' usage, at most once an interval.
 func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.usage.Sample() }
+
+// Volumes names project's named volumes, in every runtime that keeps
+// volumes beyond the runs that mount them.
+func (s *Supervisor) Volumes(project string) ([]string, error) {
+	var names []string
+	var errs []error
+	for _, vr := range s.volumeRemovers() {
+		n, err := vr.Volumes(project)
+		names, errs = append(names, n...), append(errs, err)
+	}
+	return names, errors.Join(errs...)
+}
+
+// RemoveVolumes removes project's named volumes from every runtime that
+// keeps them, and names those it removed; a runtime keeps one a run still
+// mounts.
+func (s *Supervisor) RemoveVolumes(ctx context.Context, project string) ([]string, error) {
+	var names []string
+	var errs []error
+	for _, vr := range s.volumeRemovers() {
+		n, err := vr.RemoveVolumes(ctx, project)
+		names, errs = append(names, n...), append(errs, err)
+	}
+	return names, errors.Join(errs...)
+}
+
+func (s *Supervisor) volumeRemovers() []driver.VolumeRemover {
+	var out []driver.VolumeRemover
+	for _, k := range spec.Kinds {
+		if vr, ok := s.drivers[k].(driver.VolumeRemover); ok {
+			out = append(out, vr)
+		}
+	}
+	return out
+}

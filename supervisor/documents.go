@@ -2,12 +2,8 @@ package supervisor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"os"
-	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -23,71 +19,18 @@ import (
 // API, and the directory's watcher removes it when the file stops defining
 // it, across a daemon restart too (the owners are recorded).
 
-// docOwnersFile is where an older daemon recorded the owners, under the
-// state dir; they are records of the store now (kind "owner").
-const docOwnersFile = "document-owners.json"
-
-// ownerKind is the store's kind of an owner's record, keyed by DocKey.
-const ownerKind = "owner"
-
 // DocKey names a document of a kind: "network/NAME", "policy/NAME".
 func DocKey(kind, name string) string { return kind + "/" + name }
 
-func (s *Supervisor) loadDocOwners() {
-	m := map[string]string{}
-	var old map[string]string
-	if _, err := readJSON(filepath.Join(s.cfg.StateDir, docOwnersFile), &old); err != nil {
-		s.log.Error("cannot read which files own which documents; the workloads directory applies its files again", zap.Error(err))
-	}
-	moved := true
-	for k, owner := range old {
-		b, _ := json.Marshal(owner)
-		if err := s.store.PutDoc(ownerKind, k, b); err != nil {
-			moved = false
-			s.log.Error("cannot move a document's owner into the state journal; the file is kept", zap.String("document", k), zap.Error(err))
-		}
-	}
-	if old != nil && moved {
-		_ = os.Remove(filepath.Join(s.cfg.StateDir, docOwnersFile))
-	}
-	for k, b := range s.store.Docs(ownerKind) {
-		var owner string
-		if json.Unmarshal(b, &owner) == nil {
-			m[k] = owner
-		}
-	}
-	maps.Copy(m, old)
-	s.mu.Lock()
-	s.owners = m
-	s.mu.Unlock()
-}
-
 func (s *Supervisor) docOwner(kind, name string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.owners[DocKey(kind, name)]
+	return s.store.Owners().Of(DocKey(kind, name))
 }
 
 // setDocOwner records owner as the document's ("" for none) before the
 // change it goes with is made: a daemon killed between the two leaves the
-// watcher a document to put again or delete, never one it forgot. s.mu
-// orders the changes, as a workspace's: documents change seldom.
+// watcher a document to put again or delete, never one it forgot.
 func (s *Supervisor) setDocOwner(kind, name, owner string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var b []byte
-	if owner != "" {
-		b, _ = json.Marshal(owner)
-	}
-	if err := s.store.PutDoc(ownerKind, DocKey(kind, name), b); err != nil {
-		return fmt.Errorf("cannot record the owner of %s %s: %w", kind, name, err)
-	}
-	if owner == "" {
-		delete(s.owners, DocKey(kind, name))
-	} else {
-		s.owners[DocKey(kind, name)] = owner
-	}
-	return nil
+	return s.store.Owners().Set(DocKey(kind, name), owner)
 }
 
 // undoDocOwner puts back the owner a refused put found: a document never
@@ -100,9 +43,7 @@ func (s *Supervisor) undoDocOwner(kind, name, had string) {
 
 // OwnedDocuments lists the documents files own: DocKey → file.
 func (s *Supervisor) OwnedDocuments(ctx context.Context) (map[string]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.owners), nil
+	return s.store.Owners().All(), nil
 }
 
 // docOf is a document as authz judges it: its owner, a file ("" for the

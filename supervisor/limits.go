@@ -6,44 +6,37 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
 
-// checkLimits looks, every second (everyWorkload), at the OOM kill and
-// pids refusal counters of a workload with a memory or pids limit, and makes every new
-// hit an event and a count in its state: the kill of a process that is not
-// the main one leaves the workload running, and would otherwise go unseen.
-func (s *Supervisor) checkLimits(w *workload, now time.Time) {
-	// Read without copying the view: most workloads have no limit, and
-	// this runs for each of them every second.
-	w.mu.Lock()
-	sp, state := w.view.Spec, w.view.State
-	w.mu.Unlock()
-	if s.cfg.Cgroups == nil || sp == nil || sp.Resources == nil || (sp.Resources.MemoryMax == 0 && sp.Resources.PidsMax == 0) {
-		return
-	}
-	cg, err := s.cfg.Cgroups.Open(w.name)
+// limitHit makes every new hit of a workload's memory or pids limit
+// (usage.Limits) an event and a count in its state: the kill of a
+// process that is not the main one leaves the workload running, and
+// would otherwise go unseen.
+func (s *Supervisor) limitHit(name string, newOOM, newPids int, now time.Time) {
+	w, err := s.lookup(name)
 	if err != nil {
-		return // no run yet
-	}
-	newOOM, newPids, err := w.limitHits.Look(cg)
-	if err != nil || newOOM == 0 && newPids == 0 {
 		return
 	}
 	w.update(func(v *status.Workload) {
-		if v.LimitHits == nil {
-			v.LimitHits = &status.LimitHits{}
+		// A new count: the one shown may be in a reader's hands.
+		var h status.LimitHits
+		if v.LimitHits != nil {
+			h = *v.LimitHits
 		}
 		at := now
 		if newOOM > 0 {
-			v.LimitHits.OOMKills += newOOM
-			v.LimitHits.LastOOMKill = &at
+			h.OOMKills += newOOM
+			h.LastOOMKill = &at
 		}
 		if newPids > 0 {
-			v.LimitHits.PidsRefusals += newPids
-			v.LimitHits.LastRefusal = &at
+			h.PidsRefusals += newPids
+			h.LastRefusal = &at
 		}
+		v.LimitHits = &h
 	})
+	state := w.view.Load().State
 	running := state == status.Running
 	if newOOM > 0 {
 		msg := count(newOOM, "process", "processes") + " killed by the memory limit (resources.memory_max)"
@@ -57,6 +50,16 @@ func (s *Supervisor) checkLimits(w *workload, now time.Time) {
 		w.log.Warn("forks refused by the pids limit", zap.Int("refused", newPids))
 		w.publish(status.Event{Type: status.EventLimit, State: state,
 			Message: count(newPids, "fork", "forks") + " refused by the pids limit (resources.pids_max)"})
+	}
+}
+
+// watchLimits has the limit watcher follow sp: watched when it sets a
+// memory or pids limit.
+func (s *Supervisor) watchLimits(sp *spec.Workload) {
+	if r := sp.Resources; r != nil && (r.MemoryMax != 0 || r.PidsMax != 0) {
+		s.limits.Watch(sp.Name)
+	} else {
+		s.limits.Unwatch(sp.Name)
 	}
 }
 

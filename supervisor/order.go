@@ -180,9 +180,8 @@ func (s *Supervisor) Owned(ctx context.Context) (map[string]string, error) {
 // waitsFor reports whether the workload is pending with name among its
 // after list.
 func (w *workload) waitsFor(name string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.view.State == status.Pending && w.view.Spec != nil && slices.Contains(spec.AfterNames(w.view.Spec.Prerequisites()), name)
+	v := w.view.Load()
+	return v.State == status.Pending && v.Spec != nil && slices.Contains(spec.AfterNames(v.Spec.Prerequisites()), name)
 }
 
 // stopLevels groups names into the levels they stop in: each level's

@@ -20,12 +20,13 @@ import (
 
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/status"
 )
 
 type quarantined struct {
 	name string
-	bad  badRecord
+	bad  records.Bad
 	// pid is the kept run's, for status; 0 without one.
 	pid int
 	// run is what an earlier daemon recorded of the name's run, nil
@@ -38,7 +39,7 @@ type quarantined struct {
 
 // quarantineAll records the bad records of a restore, before any loop
 // runs.
-func (s *Supervisor) quarantineAll(bad map[string]badRecord) {
+func (s *Supervisor) quarantineAll(bad map[string]records.Bad) {
 	s.quarantine = make(map[string]*quarantined, len(bad))
 	for name, b := range bad {
 		s.quarantine[name] = &quarantined{name: name, bad: b, claim: make(chan struct{}, 1)}
@@ -58,7 +59,7 @@ func (q *quarantined) keepRun(r *recovered) bool {
 func (s *Supervisor) logQuarantine() {
 	for _, q := range s.quarantine {
 		s.log.Error("quarantined a stored workload that cannot be loaded: its record and its run are kept as they are; apply or remove the name to replace them",
-			zap.String("workload", q.name), zap.Error(q.bad.err), zap.Int("pid", q.pid))
+			zap.String("workload", q.name), zap.Error(q.bad.Err), zap.Int("pid", q.pid))
 	}
 }
 
@@ -82,7 +83,7 @@ func (s *Supervisor) quarantinedList() []status.Quarantined {
 	defer s.qmu.Unlock()
 	out := make([]status.Quarantined, 0, len(s.quarantine))
 	for _, q := range s.quarantine {
-		out = append(out, status.Quarantined{Name: q.name, Error: q.bad.err.Error(), PID: q.pid})
+		out = append(out, status.Quarantined{Name: q.name, Error: q.bad.Err.Error(), PID: q.pid})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -96,7 +97,7 @@ func (s *Supervisor) quarantinedIn(network string) []string {
 	defer s.qmu.Unlock()
 	var names []string
 	for _, q := range s.quarantine {
-		if q.bad.network == network || q.bad.network == "" && q.pid != 0 {
+		if q.bad.Network == network || q.bad.Network == "" && q.pid != 0 {
 			names = append(names, q.name+" (quarantined)")
 		}
 	}
@@ -105,7 +106,7 @@ func (s *Supervisor) quarantinedIn(network string) []string {
 
 // kept is every name whose state a starting daemon must not sweep: the
 // specs', and the quarantined ones'.
-func (s *Supervisor) kept(specs map[string]specRecord) map[string]bool {
+func (s *Supervisor) kept(specs map[string]records.Workload) map[string]bool {
 	keep := make(map[string]bool, len(specs))
 	for n := range specs {
 		keep[n] = true
@@ -139,7 +140,7 @@ func (s *Supervisor) claimQuarantine(ctx context.Context, name string, c authz.C
 		return nil, func() {}, nil
 	}
 	// Only the file's ownership is judged: a bad record keeps no applier.
-	err = authz.Decide(authz.Caller{File: c.File, Force: c.Force}, op, authz.Doc{Name: name, Exists: true, Owner: q.bad.owner})
+	err = authz.Decide(authz.Caller{File: c.File, Force: c.Force}, op, authz.Doc{Name: name, Exists: true, Owner: q.bad.Owner})
 	if err == nil {
 		err = s.endQuarantinedRun(ctx, q)
 	}
@@ -182,7 +183,7 @@ func (s *Supervisor) endQuarantinedRun(ctx context.Context, q *quarantined) erro
 			return fmt.Errorf("the run of quarantined workload %s (pid %d) did not end %s after SIGKILL", q.name, pid, killWait)
 		}
 	}
-	_ = s.store.removeRun(q.name)
+	_ = s.store.RemoveRun(q.name)
 	s.qmu.Lock()
 	q.run, q.pid = nil, 0
 	s.qmu.Unlock()
@@ -204,13 +205,13 @@ func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o authz
 		return notFound
 	}
 	defer release()
-	if err := s.store.removeSpec(name); err != nil {
+	if err := s.store.RemoveWorkload(name); err != nil {
 		return err
 	}
 	s.unquarantine(name)
 	s.deleteCgroup(name)
 	s.net.Release(name, "")
-	if n := q.bad.network; n != "" {
+	if n := q.bad.Network; n != "" {
 		s.net.Drop(n)
 	}
 	s.removeLog(name)

@@ -1,91 +1,28 @@
 package supervisor
 
 import (
-	"cmp"
-	"sort"
-
+	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/registryclient"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
 
-// defaultRegistryTTL is an instance's lease when the spec names none.
-const defaultRegistryTTL = 30_000_000_000 // 30 s in ns
-
 // instances is what the registry should hold for a workload in a state:
-// one instance per endpoint while it runs, nothing otherwise.
+// one instance per endpoint while it runs, nothing otherwise; healthy
+// without a check, and with one only once it has passed.
 func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st status.State) []registryclient.Instance {
 	if st != status.Running || len(ports) == 0 {
 		return nil
 	}
-	// Replicas are instances of their group's one service.
-	name, ttl := cmp.Or(w.ReplicaOf, w.Name), int64(defaultRegistryTTL)
-	var tags []string
-	meta := map[string]string{}
-	if r := w.Registry; r != nil {
-		if r.Name != "" {
-			name = r.Name
-		}
-		if r.TTL.Duration > 0 {
-			ttl = int64(r.TTL.Duration)
-		}
-		tags = r.Tags
-		for k, v := range r.Metadata {
-			meta[k] = v
-		}
-	}
-	// Healthy without a check; with one, only once it has passed.
-	healthy := w.Health == nil || (s.healthOf(w.Name))
-	out := make([]registryclient.Instance, 0, len(ports))
-	for _, p := range ports {
-		if p.Location == spec.LocationExternal {
-			continue // not this host's to announce
-		}
-		address, port := "127.0.0.1", p.Port
-		switch {
-		case p.Address("public") != "":
-			// Exposed: its address beyond the host, whoever looks.
-			address, port = s.cfg.AdvertiseAddress, cmp.Or(p.Published, p.Port)
-		case p.Published != 0:
-			// Published on the host's loopback, for this host's own.
-			port = p.Published
-		case p.Network != spec.NetworkHost:
-			// The address the host reaches it on: its network's own, or
-			// loopback for an island.
-			if l := s.net.Link(p.Network); l != nil {
-				address = l.Inner.String()
+	return registrar.Instances(w, ports, w.Health == nil || s.healthOf(w.Name), registrar.Host{
+		Name: s.hostname, Advertise: s.cfg.AdvertiseAddress,
+		Inner: func(network string) string {
+			if l := s.net.Link(network); l != nil {
+				return l.Inner.String()
 			}
-		}
-		md := map[string]string{
-			// The contract's topology labels (R5): the unit that runs it
-			// and the service it is.
-			"container":     w.Name,
-			"service":       w.Identified().Service,
-			"flyd.workload": w.Name,
-			"flyd.endpoint": p.Endpoint,
-			"flyd.api":      p.API,
-			"flyd.host":     s.hostname,
-			"flyd.kind":     string(w.Kind),
-			"flyd.network":  p.Network,
-		}
-		for k, v := range meta {
-			md[k] = v
-		}
-		it := append([]string{"api=" + p.API}, tags...)
-		sort.Strings(it[1:])
-		out = append(out, registryclient.Instance{
-			ID:       "flyd-" + s.hostname + "-" + w.Name + "-" + p.Endpoint,
-			Name:     name,
-			Address:  address,
-			Port:     port,
-			Protocol: "tcp",
-			Tags:     it,
-			Metadata: md,
-			Healthy:  healthy,
-			TTL:      ttl,
-		})
-	}
-	return out
+			return ""
+		},
+	})
 }
 
 // publishInstances tells the registrar what the workload should have

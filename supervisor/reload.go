@@ -6,13 +6,15 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
-	"go.uber.org/zap"
+	"github.com/flyd-dev/flyd/wiring"
 )
 
 // execIn is argv run for the workload as its exec check is: inside its
@@ -26,7 +28,7 @@ func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, err
 	if err != nil {
 		return nil, err
 	}
-	pl, err := makePlan(resolved, w.s.caps(w.spec.Kind), w.ports, used)
+	pl, err := wiring.PlanRun(resolved, w.s.caps(w.spec.Kind).RuntimeContext, w.ports, used)
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +40,8 @@ func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, err
 	if err != nil {
 		return nil, err
 	}
-	env := pl.env
-	if len(pl.files) > 0 {
+	env := pl.Env
+	if len(pl.Files) > 0 {
 		// Values delivered by file reach the command as they reach the
 		// run: through the run's own carrier files, never dropped.
 		dir := ""
@@ -47,13 +49,13 @@ func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, err
 			dir = w.proc.State().CarrierDir
 		}
 		if dir == "" {
-			keys := make([]string, len(pl.files))
-			for i, f := range pl.files {
+			keys := make([]string, len(pl.Files))
+			for i, f := range pl.Files {
 				keys[i] = f.Key
 			}
 			return nil, fmt.Errorf("%w: %s of workload %s go by file, and its run has no files a command could be given", errdefs.ErrConflict, strings.Join(keys, ", "), w.name)
 		}
-		env = append(env[:len(env):len(env)], carriers.Pointers(dir, pl.files)...)
+		env = append(env[:len(env):len(env)], carriers.Pointers(dir, pl.Files)...)
 	}
 	return health.Exec(nw, cg, cred, argv, env), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -33,7 +34,7 @@ func (w *workload) detach(stop bool) {
 // restore brings a workload of an earlier daemon back: its run adopted when
 // still alive, else the restart policy applied as to any ended run. A run
 // that could not be told alive or gone is adopted later, by retries.
-func (w *workload) restore(rec specRecord, run *recovered) {
+func (w *workload) restore(rec records.Workload, run *recovered) {
 	w.desired, w.owner, w.by = rec.Running, rec.Owner, rec.By
 	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = rec.Owner, rec.By })
 	if w.s.drivers[rec.Spec.Kind] == nil {
@@ -42,12 +43,11 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 	}
 	if run != nil {
 		w.update(func(v *status.Workload) { v.Restarts = run.run.Restarts })
-		w.logPipe = run.run.LogPipe
-		w.directLog.Store(!run.run.LogPipe)
+		w.useLog(run.run.LogPipe)
 	}
 	switch {
 	case run != nil && run.proc != nil:
-		w.ready, w.self.LogFrom = run.run.Ready, run.run.LogFrom
+		w.health.Adopted(run.run.Ready, run.run.LogFrom)
 		w.adopted(run.proc)
 		w.resume()
 	case run != nil && run.err != nil:
@@ -74,7 +74,7 @@ func (w *workload) restore(rec specRecord, run *recovered) {
 func (w *workload) adopted(p driver.Process) {
 	w.proc = p
 	st := p.State()
-	w.runPID.Store(int64(st.PID))
+	w.health.SetPID(st.PID)
 	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID, v.StartedAt = st.PID, st.ID, &st.StartedAt
 	})
@@ -82,7 +82,7 @@ func (w *workload) adopted(p driver.Process) {
 
 // lost records that an earlier daemon's run ended while no daemon watched.
 func (w *workload) lost() {
-	_ = w.s.store.removeRun(w.name)
+	_ = w.s.store.RemoveRun(w.name)
 	exit := wireExit(driver.Exit{Unknown: true, At: time.Now()})
 	w.update(func(v *status.Workload) { v.LastExit = exit })
 	w.log.Info("run ended while no daemon watched")
@@ -193,4 +193,13 @@ func (s *Supervisor) sweepLater(kind spec.Kind, sw driver.Sweeper) {
 			return
 		}
 	}
+}
+
+// specsOf is the specs of records, by name.
+func specsOf(recs map[string]records.Workload) map[string]*spec.Workload {
+	out := make(map[string]*spec.Workload, len(recs))
+	for n, r := range recs {
+		out[n] = r.Spec
+	}
+	return out
 }

@@ -12,8 +12,10 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/wiring"
 )
 
 // start begins a run. A failure that retrying cannot fix leaves the
@@ -46,7 +48,7 @@ func (w *workload) start() {
 	}
 	w.proc = p
 	st := p.State()
-	w.runPID.Store(int64(st.PID))
+	w.health.SetPID(st.PID)
 	w.saveRun()
 	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID, v.LastError = st.PID, st.ID, ""
@@ -62,7 +64,6 @@ func (w *workload) launch() (driver.Process, error) {
 		<-w.lastRun
 		w.lastRun = nil
 	}
-	w.newRun.Store(true) // a new run may write at once: watch its log closely
 	used, err := w.s.usedEndpoints(w.spec, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
@@ -71,14 +72,14 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 	}
-	if err := w.prepareRun(used); err != nil {
+	if err := w.health.Prepare(w.spec.Health, used); err != nil {
 		return nil, err
 	}
-	pl, err := makePlan(resolved, w.s.caps(w.spec.Kind), w.ports, used)
+	pl, err := wiring.PlanRun(resolved, w.s.caps(w.spec.Kind).RuntimeContext, w.ports, used)
 	if err != nil {
 		return nil, err
 	}
-	pl.args = w.withWatchdogPID(pl.args, pl.env)
+	pl.Args = w.withWatchdogPID(pl.Args, pl.Env)
 	nw, err := w.s.net.Namespace(w.spec.Network)
 	if err != nil {
 		return nil, err
@@ -91,17 +92,16 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.limitHits.Baseline(cg)
+	w.s.limits.Baseline(w.name, cg)
 	log, piped, err := w.s.runLog(w.name, w.s.drivers[w.spec.Kind])
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close() // the child holds its own descriptor
-	w.logPipe = piped
-	w.directLog.Store(!piped)
+	w.useLog(piped)
 	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
-		Workload: w.name, Spec: w.spec, Args: pl.args, Env: pl.env, Log: log,
-		Files: pl.files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg, Limits: lim,
+		Workload: w.name, Spec: w.spec, Args: pl.Args, Env: pl.Env, Log: log,
+		Files: pl.Files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg, Limits: lim,
 		Preparing: func(what string) { w.setState(status.Preparing, what) },
 	})
 }
@@ -118,10 +118,8 @@ func (w *workload) noteStartFailure(err error) {
 }
 
 func (w *workload) saveRun() {
-	w.mu.Lock()
-	restarts := w.view.Restarts
-	w.mu.Unlock()
-	if err := w.s.store.saveRun(w.name, runRecord{Process: w.proc.State(), Restarts: restarts, Ready: w.ready, LogPipe: w.logPipe, LogFrom: w.self.LogFrom}); err != nil {
+	restarts := w.view.Load().Restarts
+	if err := w.s.store.SaveRun(w.name, records.Run{Process: w.proc.State(), Restarts: restarts, Ready: w.health.Ready(), LogPipe: w.logPipe, LogFrom: w.health.LogFrom()}); err != nil {
 		w.log.Error("cannot persist run state", zap.Error(err))
 	}
 }
@@ -139,7 +137,7 @@ func (w *workload) finish() driver.Exit {
 		w.lastRun = r.Reaped()
 	}
 	w.proc = nil
-	_ = w.s.store.removeRun(w.name)
+	_ = w.s.store.RemoveRun(w.name)
 	shown := wireExit(exit)
 	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID = 0, ""

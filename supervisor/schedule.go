@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/status"
 )
 
@@ -21,7 +22,7 @@ import (
 // The times are the schedule package's (w.sched); what a time does to the
 // workload is here. While armed, the workload's record keeps the instant
 // up to which the schedule's times were handled
-// (specRecord.ScheduledThrough): a daemon that starts after a time passed
+// (records.Workload.ScheduledThrough): a daemon that starts after a time passed
 // while none ran runs it once, however many passed.
 
 // scheduled says whether the workload's spec has a schedule, making
@@ -169,7 +170,7 @@ func (w *workload) restScheduled(st status.State, reason string) (status.State, 
 // armed as its record says before its run is looked at, so that a run
 // that ended meanwhile leaves it scheduled; then a time that passed while
 // no daemon ran is run, once.
-func (w *workload) restoreScheduled(rec specRecord, run *recovered) {
+func (w *workload) restoreScheduled(rec records.Workload, run *recovered) {
 	now := time.Now()
 	if w.scheduled() && w.s.drivers[rec.Spec.Kind] != nil && (rec.ScheduledThrough != nil || rec.Running) {
 		w.sched.Resume(rec.ScheduledThrough, now)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/journal"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -295,7 +296,7 @@ func setThrough(t *testing.T, stateDir, name string, at time.Time) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	var rec specRecord
+	var rec records.Workload
 	if err := json.Unmarshal(recs[name], &rec); err != nil {
 		t.Fatal(err)
 	}

@@ -32,12 +32,14 @@ import (
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/netplane"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/usage"
+	"github.com/flyd-dev/flyd/workspace"
 )
 
 // Config is what a supervisor is built from.
@@ -82,7 +84,7 @@ type Config struct {
 type Supervisor struct {
 	cfg      Config
 	log      *zap.Logger
-	store    *store
+	store    *records.Store
 	drivers  map[spec.Kind]driver.Driver
 	events   *events.Bus
 	started  time.Time
@@ -94,24 +96,23 @@ type Supervisor struct {
 
 	// net is the network plane: networks, ports, documents and rules.
 	net *netplane.Plane
-	// workspaces are the workspace documents (workspaces.go).
-	workspaces workspaces
+	// workspaces are the workspace documents in force.
+	workspaces *workspace.Set
 	// restoredBy says who applied each restored workload, for the
 	// network plane's projections before the workloads are registered.
 	restoredBy map[string]uint32
 
-	logs     *logfile.Book
-	logWaker *logfile.Waker // nil without inotify
+	logs *logfile.Book
+	// rotator keeps the logs runs write themselves within their bound.
+	rotator *logfile.Rotator
 
 	usage *usage.Sampler
+	// limits watches the workloads whose spec sets a limit.
+	limits *usage.Limits
 
 	mu           sync.Mutex
 	workloads    map[string]*workload
 	fileProblems map[string]string
-	// owners are the files that own documents, by DocKey (documents.go).
-	owners map[string]string
-	// projects serialize each project's ups and downs (projects.go).
-	projects map[string]chan struct{}
 	// dependents are the workloads whose spec names prerequisites: the
 	// only ones a start can unblock (kickDependents).
 	dependents map[*workload]struct{}
@@ -137,13 +138,13 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.LogGenerations <= 0 {
 		cfg.LogGenerations = logfile.DefaultGenerations
 	}
-	st, err := newStore(cfg.StateDir, cfg.RunDir, cfg.Logger)
+	st, err := records.Open(cfg.StateDir, cfg.RunDir, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	bus, err := events.Open(filepath.Join(cfg.StateDir, "events.log"))
 	if err != nil {
-		st.close()
+		st.Close()
 		return nil, fmt.Errorf("event history: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -159,34 +160,31 @@ func New(cfg Config) (*Supervisor, error) {
 		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
 		workloads:    map[string]*workload{},
 		dependents:   map[*workload]struct{}{},
-		projects:     map[string]chan struct{}{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,
 	}
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
 	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
+	s.limits = usage.NewLimits(cfg.Cgroups, s.limitHit)
 	for _, d := range cfg.Drivers {
 		s.drivers[d.Kind()] = d
 	}
 	if err := s.prepareDirs(); err != nil {
 		cancel()
-		st.close()
+		st.Close()
 		return nil, err
 	}
-	if s.logWaker, err = logfile.NewWaker(s.wakeLog); err != nil {
+	if s.rotator, err = logfile.NewRotator(s.logs, cfg.LogMaxSize, s.holdWriters, func(name, msg string, err error) {
+		s.log.Warn(msg, zap.String("workload", name), zap.Error(err))
+	}); err != nil {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.restore()
-	s.wg.Add(1)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
-	// One pass a second over every workload does both checks: a wake-up
-	// and a walk of thousands of workloads each, not two.
-	s.wg.Add(1)
-	go s.everyWorkload(minLogCheck, func(w *workload, now time.Time) {
-		s.checkLog(w, now)
-		s.checkLimits(w, now)
-	})
+	go func() { defer s.wg.Done(); s.rotator.Run(s.ctx) }()
+	go func() { defer s.wg.Done(); s.limits.Run(s.ctx) }()
 	return s, nil
 }
 
@@ -223,9 +221,9 @@ func (s *Supervisor) prepareDirs() (err error) {
 // swept: runs without a spec, carrier directories without a run. A record
 // that does not load is quarantined, and what its run owns is kept.
 func (s *Supervisor) restore() {
-	recs, bad := s.store.loadSpecs()
+	recs, bad := s.store.Workloads()
 	s.quarantineAll(bad)
-	specs := map[string]specRecord{}
+	specs := map[string]records.Workload{}
 	s.restoredBy = map[string]uint32{}
 	for _, r := range recs {
 		specs[r.Spec.Name] = r
@@ -233,10 +231,10 @@ func (s *Supervisor) restore() {
 	}
 	runs := map[string]*recovered{}
 	keep := map[string]bool{}
-	for _, name := range s.store.runNames() {
-		rec, ok, err := s.store.loadRun(name)
+	for _, name := range s.store.RunNames() {
+		rec, ok, err := s.store.LoadRun(name)
 		if err != nil || !ok {
-			_ = s.store.removeRun(name)
+			_ = s.store.RemoveRun(name)
 			continue
 		}
 		r := &recovered{run: rec}
@@ -256,7 +254,7 @@ func (s *Supervisor) restore() {
 			if q.keepRun(r) {
 				keep[filepath.Base(rec.Process.CarrierDir)] = true
 			} else {
-				_ = s.store.removeRun(name)
+				_ = s.store.RemoveRun(name)
 			}
 			continue
 		}
@@ -274,7 +272,7 @@ func (s *Supervisor) restore() {
 				s.log.Warn("cannot adopt a run no spec owns, to kill it", zap.String("workload", name), zap.Error(r.err))
 				continue
 			}
-			_ = s.store.removeRun(name)
+			_ = s.store.RemoveRun(name)
 			continue
 		}
 		if r.proc != nil || r.err != nil {
@@ -285,8 +283,7 @@ func (s *Supervisor) restore() {
 	s.logQuarantine()
 	s.adoptPipes(specs)
 	s.sweepCarriers(keep)
-	s.loadDocOwners()
-	s.loadWorkspaces()
+	s.workspaces = workspace.Open(s.store, s.log)
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), s.kept(specs))
 	s.sweepCgroups(s.kept(specs))
@@ -309,7 +306,7 @@ func (s *Supervisor) restore() {
 // itself when it is still alive; err says why it could not be told
 // whether it is (its runtime does not answer).
 type recovered struct {
-	run  runRecord
+	run  records.Run
 	proc driver.Process
 	err  error
 }
@@ -347,8 +344,9 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		log:    workloadLog{s.log, sp.Name},
 	}
 	w.sched = schedule.New(w.showNext)
-	w.view = initial
-	w.view.Name, w.view.Since, w.view.Group = sp.Name, time.Now(), sp.ReplicaOf
+	w.health = w.newHealth()
+	initial.Name, initial.Since, initial.Group = sp.Name, time.Now(), sp.ReplicaOf
+	w.view.Store(&initial)
 	w.setSpec(sp, ports)
 	s.trackDependentLocked(w, sp)
 	s.workloads[sp.Name] = w
@@ -468,13 +466,11 @@ func (s *Supervisor) Close() {
 	s.releaseQuarantined()
 	s.cancel()
 	s.wg.Wait()
-	if s.logWaker != nil {
-		_ = s.logWaker.Close()
-	}
+	_ = s.rotator.Close()
 	s.logs.Close()
 	s.events.Close()
 	s.net.Wait()
-	if err := s.store.close(); err != nil {
+	if err := s.store.Close(); err != nil {
 		s.log.Warn("closing the state journal", zap.Error(err))
 	}
 }

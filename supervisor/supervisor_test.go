@@ -18,6 +18,7 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/journal"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -63,7 +64,7 @@ func TestImportsOneFilePerWorkload(t *testing.T) {
 	if err := os.MkdirAll(old, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := json.Marshal(specRecord{Spec: shSpec("legacy", "exec sleep 100"), Rest: status.Stopped})
+	rec, err := json.Marshal(records.Workload{Spec: shSpec("legacy", "exec sleep 100"), Rest: status.Stopped})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	out := s.workspaceVars(c)
+	out := s.workspaces.Vars(c)
 	if out == nil {
 		return used, nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -15,10 +14,10 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/health"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
-	"github.com/flyd-dev/flyd/usage"
 )
 
 // killWait bounds the wait for a run to end after SIGKILL.
@@ -27,8 +26,8 @@ const killWait = 10 * time.Second
 var errRemoved = errors.New("workload removed")
 
 // workload is one workload's lifecycle, owned by its loop goroutine. Every
-// field below mu is touched only by that goroutine; view is what readers
-// see, under mu.
+// field but the atomic ones is touched only by that goroutine; view is
+// what readers see.
 type workload struct {
 	s    *Supervisor
 	name string
@@ -60,42 +59,27 @@ type workload struct {
 	sched *schedule.Timer // spec.Schedule's times (schedule.go)
 	// unadopted is the record of an earlier daemon's run that could not be
 	// adopted yet: while it is set the run may be alive, so none is started.
-	unadopted  *runRecord
+	unadopted  *records.Run
 	adoptTries int
 	failures   failureWindow
 	gone       bool
-	// monitor checks the run's health; healthGen tells its verdicts from
-	// those of a monitor already stopped.
-	monitor   *health.Monitor
-	healthGen int
-	// notify is a notify workload's socket, ready its READY=1, and
-	// runPID the run's pid, for the socket's check of who speaks.
-	notify *health.Notify
-	ready  bool
-	runPID atomic.Int64
-	// self is the rest of what a run that tells its health is judged by.
-	self health.Told
+	// health keeps the checks of the current run (health.go).
+	health *health.Hook
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
 	createErr error
 	// logPipe says the current run writes to a pipe the daemon reads
 	// (logpipe); without one (a containerd shim, a run of a daemon from
-	// before pipes) the run writes its log file itself, and directLog
-	// has the rotation loop look at it.
-	logPipe   bool
-	directLog atomic.Bool
-	// logs is the log rotation's schedule for this workload, kept by the
-	// rotation loop; newRun tells it a run started.
-	logs     logCheck
-	newRun   atomic.Bool
-	logWoken atomic.Bool
-	// limitHits is where the limit watcher's counting stands.
-	limitHits usage.Hits
+	// before pipes) the run writes its log file itself, and the rotator
+	// looks after it (useLog).
+	logPipe bool
 	// watch is the armed watch of its spec's watch entries (watch.go).
 	watch *armedWatch
 
-	mu   sync.Mutex
-	view status.Workload
+	// view is what readers see, copied on write (update): a view once
+	// stored never changes, nor does anything it points to, so a reader
+	// holds one without a lock.
+	view atomic.Pointer[status.Workload]
 }
 
 func (w *workload) loop(first func(*workload)) {
@@ -202,9 +186,7 @@ func (w *workload) result(err error) (*status.Workload, error) {
 }
 
 func (w *workload) snapshot(withSpec bool) status.Workload {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	v := w.view
+	v := *w.view.Load()
 	if !withSpec {
 		v.Spec = nil
 	}
@@ -215,18 +197,25 @@ func (w *workload) snapshot(withSpec bool) status.Workload {
 // goroutine must give a consumer of it (its secret configuration).
 func (w *workload) specNow() *spec.Workload { return w.full.Load() }
 
-// update changes the view under its lock.
+// update stores a new view: f changes a copy of the one in force. The
+// loop is not the only writer (the limit watcher and a notify socket's
+// refusals are others): a copy another write overtook is made again from
+// that write's, so f may run more than once and must only set v's fields,
+// never change what they point to.
 func (w *workload) update(f func(v *status.Workload)) {
-	w.mu.Lock()
-	f(&w.view)
-	w.mu.Unlock()
+	for {
+		old := w.view.Load()
+		v := *old
+		f(&v)
+		if w.view.CompareAndSwap(old, &v) {
+			return
+		}
+	}
 }
 
 func (w *workload) publish(ev status.Event) {
 	ev.Workload = w.name
-	w.mu.Lock()
-	ev.By = w.view.AppliedBy
-	w.mu.Unlock()
+	ev.By = w.view.Load().AppliedBy
 	w.s.publish(ev)
 }
 
@@ -261,6 +250,7 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 func (w *workload) setSpec(sp *spec.Workload, ports []status.PortMapping) {
 	w.spec, w.ports = sp, ports
 	w.full.Store(sp)
+	w.s.watchLimits(sp)
 	red := sp.Redacted()
 	w.update(func(v *status.Workload) {
 		v.Kind = sp.Kind
@@ -271,9 +261,7 @@ func (w *workload) setSpec(sp *spec.Workload, ports []status.PortMapping) {
 
 // networkName is the workload's network, for readers outside the loop.
 func (w *workload) networkName() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.view.Spec.Network
+	return w.view.Load().Spec.Network
 }
 
 // completed says whether the workload is at rest after a run that exited
@@ -288,15 +276,14 @@ func (w *workload) completed() bool {
 // What cannot be recorded is logged, and returned to a caller that asked
 // for the change, which must not be told it is done.
 func (w *workload) persist(rest status.State, reason string) error {
-	w.mu.Lock()
-	lastErr, lastExit, restarts := w.view.LastError, w.view.LastExit, w.view.Restarts
-	w.mu.Unlock()
-	rec := specRecord{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.Through()}
+	v := w.view.Load()
+	lastErr, lastExit, restarts := v.LastError, v.LastExit, v.Restarts
+	rec := records.Workload{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.Through()}
 	if !w.desired {
 		rec.Rest, rec.LastError, rec.Reason = rest, lastErr, reason
 		rec.LastExit, rec.Restarts = events.RecordExit(lastExit), restarts
 	}
-	if err := w.s.store.saveSpec(rec); err != nil {
+	if err := w.s.store.SaveWorkload(rec); err != nil {
 		w.log.Error("cannot persist desired state", zap.Error(err))
 		return fmt.Errorf("cannot record the desired state of %s (a daemon restart would undo this change): %w", w.name, err)
 	}
@@ -324,7 +311,7 @@ func (w *workload) cancelTimer() {
 func (w *workload) create(start bool, owner string, by uint32) error {
 	w.desired, w.owner, w.by = start, owner, by
 	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = owner, by })
-	if err := w.s.store.saveSpec(specRecord{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner, By: by}); err != nil {
+	if err := w.s.store.SaveWorkload(records.Workload{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner, By: by}); err != nil {
 		w.s.net.Detach(w.spec)
 		w.gone = true
 		w.s.forget(w)
@@ -410,8 +397,8 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	}
 	// Recorded first: a replacement that cannot be made durable is
 	// refused before the running one is touched.
-	rec := specRecord{Spec: sp, Running: start, Owner: w.owner, By: by, Rest: status.Stopped}
-	if err := w.s.store.saveSpec(rec); err != nil {
+	rec := records.Workload{Spec: sp, Running: start, Owner: w.owner, By: by, Rest: status.Stopped}
+	if err := w.s.store.SaveWorkload(rec); err != nil {
 		return fmt.Errorf("cannot record the new spec of %s, so it is not replaced: %w", w.name, err)
 	}
 	w.by = by
@@ -447,8 +434,8 @@ func (w *workload) remove() error {
 	if err := w.stopRun(); err != nil {
 		return err
 	}
-	_ = w.s.store.removeRun(w.name)
-	if err := w.s.store.removeSpec(w.name); err != nil {
+	_ = w.s.store.RemoveRun(w.name)
+	if err := w.s.store.RemoveWorkload(w.name); err != nil {
 		return err
 	}
 	w.gone = true
@@ -459,6 +446,7 @@ func (w *workload) remove() error {
 			w.log.Warn("the runtime could not release what it kept for the workload", zap.Error(err))
 		}
 	}
+	w.s.limits.Unwatch(w.name)
 	w.s.deleteCgroup(w.name)
 	w.s.net.Detach(w.spec)
 	w.s.removeLog(w.name)

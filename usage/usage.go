@@ -1,9 +1,9 @@
 // Package usage reads what workloads' cgroups say of their runs: the CPU,
 // memory and processes they use, sampled at most once an interval however
 // many readers ask, and the hits of their limits (OOM kills, forks
-// refused) since the last look. It only reads: sandbox makes the cgroups
-// and sets their limits, and what a hit means to a workload is the
-// supervisor's.
+// refused) since the last look, watched in the workloads that have a
+// limit (Limits). It only reads: sandbox makes the cgroups and sets their
+// limits, and what a hit means to a workload is the supervisor's.
 package usage
 
 import (

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -57,5 +58,45 @@ func TestHits(t *testing.T) {
 	}
 	if oom, pids, err := fresh.Look(g); err != nil || oom != 0 || pids != 0 {
 		t.Errorf("an idle cgroup: %d %d %v", oom, pids, err)
+	}
+}
+
+// TestLimitsWatchesOnlyWhatItIsTold: a watched workload whose counters
+// did not move and one without a cgroup yet report no hit; the counting
+// of an unwatched one is forgotten, and without cgroups Run returns at
+// once.
+func TestLimitsWatchesOnlyWhatItIsTold(t *testing.T) {
+	cgs, g := testCgroups(t)
+	hits := make(chan string, 4)
+	l := NewLimits(cgs, func(name string, _, _ int, _ time.Time) { hits <- name })
+	l.Watch("idle")
+	l.Watch("no-run-yet")
+	l.Baseline("idle", g)
+	l.Baseline("not-watched", g)
+	if h := l.watched["idle"]; h == nil || !h.known {
+		t.Fatalf("idle's baseline: %+v", h)
+	}
+	if l.watched["not-watched"] != nil {
+		t.Error("a baseline watched a workload")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), LimitCheck+LimitCheck/2)
+	defer cancel()
+	l.Run(ctx)
+	select {
+	case name := <-hits:
+		t.Errorf("a hit of %s, whose counters did not move", name)
+	default:
+	}
+	l.Unwatch("idle")
+	if len(l.watched) != 1 {
+		t.Errorf("watched after an unwatch: %v", l.watched)
+	}
+
+	done := make(chan struct{})
+	go func() { defer close(done); NewLimits(nil, nil).Run(context.Background()) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("Run without cgroups did not return")
 	}
 }

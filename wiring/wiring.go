@@ -1,9 +1,10 @@
 // Package wiring is what a workload is given of the others: the values of
 // the endpoints its `uses` name, the producers' configurations, and the
 // addresses its `${endpoint:…}` references resolve to, under codefly's
-// names and by seed 000's rules. It keeps nothing and makes nothing: it
-// reads the workloads and their ports through World, and asks the
-// network plane (World.Address) for the value that reaches an endpoint
+// names and by seed 000's rules; and what a run is given in all, its
+// command and its environment (PlanRun). It keeps nothing and makes
+// nothing: it reads the workloads and their ports through World, and asks
+// the network plane (World.Address) for the value that reaches an endpoint
 // from where the consumer runs.
 package wiring
 

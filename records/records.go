@@ -1,4 +1,10 @@
-package supervisor
+// Package records keeps what the supervisor must find again after a
+// restart: each workload's desired state and every document (network,
+// policy, workspace, owner) in one journal under the state dir, durable
+// with group commit, and one record per live run under the run dir, for a
+// later daemon to adopt it. It says nothing of what a record means: that
+// is the supervisor's, and the network plane's for its documents.
+package records
 
 import (
 	"cmp"
@@ -23,9 +29,9 @@ import (
 	"github.com/flyd-dev/flyd/status"
 )
 
-// specRecord is a workload's desired state, under the state dir. It holds
+// Workload is a workload's desired state, under the state dir. It holds
 // secret values, so it is written 0600.
-type specRecord struct {
+type Workload struct {
 	Spec    *spec.Workload `json:"spec"`
 	Running bool           `json:"running"`
 	// Owner is the workloads-directory file the spec comes from.
@@ -43,13 +49,13 @@ type specRecord struct {
 	LastExit *events.ExitRecord `json:"last_exit,omitempty"`
 	Restarts int                `json:"restarts,omitempty"`
 	// ScheduledThrough, set while the workload's schedule is armed, is
-	// the instant up to which its times were handled (schedule.go).
+	// the instant up to which its times were handled.
 	ScheduledThrough *time.Time `json:"scheduled_through,omitempty"`
 }
 
-// runRecord is what a later daemon needs to adopt a live run, under the run
+// Run is what a later daemon needs to adopt a live run, under the run
 // dir (tmpfs: it means nothing after a reboot).
-type runRecord struct {
+type Run struct {
 	Process  driver.State `json:"process"`
 	Restarts int          `json:"restarts"`
 	// Ready is a notify workload's READY=1, which it says once, or a log
@@ -63,50 +69,51 @@ type runRecord struct {
 	LogFrom *int64 `json:"log_from,omitempty"`
 }
 
-// store keeps the desired state, every workload's and every document's,
+// Store keeps the desired state, every workload's and every document's,
 // in one journal under the state dir (durable, with group commit), and one
 // run record per live run under the run dir. A workload's record is under
 // its name; a document's under KIND/NAME, which no workload's name is.
-type store struct {
+type Store struct {
 	specs *journal.Journal
-	// loaded is the journal's contents at open, for loadSpecs.
+	// loaded is the journal's contents at open, for Workloads and Docs.
 	loaded map[string][]byte
 	// unimported are the records of an older daemon's one-file-per-workload
 	// layout that could not be moved into the journal, by workload name.
-	unimported map[string]badRecord
+	unimported map[string]Bad
 	runDir     string
+	owners     *Owners
 }
 
-// badRecord is a stored record that does not load, with what can still be
+// Bad is a stored record that does not load, with what can still be
 // read of it.
-type badRecord struct {
-	err error
-	// network is the network its spec names; "" when that cannot be read.
-	network string
-	owner   string
+type Bad struct {
+	Err error
+	// Network is the network its spec names; "" when that cannot be read.
+	Network string
+	Owner   string
 }
 
-func newBadRecord(b []byte, err error) badRecord {
+func newBad(b []byte, err error) Bad {
 	var r struct {
 		Spec *struct {
 			Network string `json:"network"`
 		} `json:"spec"`
 		Owner string `json:"owner"`
 	}
-	bad := badRecord{err: err}
+	bad := Bad{Err: err}
 	if b != nil && json.Unmarshal(b, &r) == nil {
-		bad.owner = r.Owner
+		bad.Owner = r.Owner
 		if r.Spec != nil {
-			bad.network = cmp.Or(r.Spec.Network, spec.NetworkHost)
+			bad.Network = cmp.Or(r.Spec.Network, spec.NetworkHost)
 		}
 	}
 	return bad
 }
 
-// newStore opens the state; log hears of what the journal's callers do
-// not: a compaction that failed.
-func newStore(stateDir, runDir string, log *zap.Logger) (*store, error) {
-	s := &store{runDir: filepath.Join(runDir, "workloads"), unimported: map[string]badRecord{}}
+// Open opens the records under stateDir and runDir; log hears of what
+// the journal's callers do not: a compaction that failed.
+func Open(stateDir, runDir string, log *zap.Logger) (*Store, error) {
+	s := &Store{runDir: filepath.Join(runDir, "workloads"), unimported: map[string]Bad{}}
 	if err := os.MkdirAll(s.runDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -118,12 +125,13 @@ func newStore(stateDir, runDir string, log *zap.Logger) (*store, error) {
 	}
 	s.specs, s.loaded = j, recs
 	s.importFiles(filepath.Join(stateDir, "workloads"))
+	s.loadOwners(stateDir, log)
 	return s, nil
 }
 
 // importFiles moves the records of the layout before the journal, one
 // NAME.json per workload, into the journal.
-func (s *store) importFiles(dir string) {
+func (s *Store) importFiles(dir string) {
 	for _, name := range listJSON(dir) {
 		path := filepath.Join(dir, name+".json")
 		b, err := os.ReadFile(path)
@@ -131,7 +139,7 @@ func (s *store) importFiles(dir string) {
 			err = s.specs.Put(name, b)
 		}
 		if err != nil {
-			s.unimported[name] = newBadRecord(b, fmt.Errorf("%s: %w", path, err))
+			s.unimported[name] = newBad(b, fmt.Errorf("%s: %w", path, err))
 			continue
 		}
 		s.loaded[name] = b
@@ -140,14 +148,15 @@ func (s *store) importFiles(dir string) {
 	_ = os.Remove(dir) // once empty
 }
 
-func (s *store) close() error { return s.specs.Close() }
+// Close waits for the records being written and closes the journal.
+func (s *Store) Close() error { return s.specs.Close() }
 
 // docKey is a document's key in the journal.
 func docKey(kind, name string) string { return kind + "/" + name }
 
 // Docs are the records of the documents of a kind the journal held when
 // it was opened, by name.
-func (s *store) Docs(kind string) map[string][]byte {
+func (s *Store) Docs(kind string) map[string][]byte {
 	out := map[string][]byte{}
 	for k, b := range s.loaded {
 		if name, ok := strings.CutPrefix(k, kind+"/"); ok {
@@ -158,14 +167,15 @@ func (s *store) Docs(kind string) map[string][]byte {
 }
 
 // PutDoc records a document of a kind, durably; nil removes it.
-func (s *store) PutDoc(kind, name string, record []byte) error {
+func (s *Store) PutDoc(kind, name string, record []byte) error {
 	if record == nil {
 		return s.specs.Delete(docKey(kind, name))
 	}
 	return s.specs.Put(docKey(kind, name), record)
 }
 
-func (s *store) saveSpec(r specRecord) error {
+// SaveWorkload records a workload's desired state, durably.
+func (s *Store) SaveWorkload(r Workload) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -173,7 +183,8 @@ func (s *store) saveSpec(r specRecord) error {
 	return s.specs.Put(r.Spec.Name, b)
 }
 
-func (s *store) saveRun(name string, r runRecord) error {
+// SaveRun records workload name's live run, replacing the one before.
+func (s *Store) SaveRun(name string, r Run) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -181,51 +192,56 @@ func (s *store) saveRun(name string, r runRecord) error {
 	return atomicfile.Replace(filepath.Join(s.runDir, name+".json"), b, 0o600)
 }
 
-func (s *store) removeSpec(name string) error {
+// RemoveWorkload forgets a workload's desired state, durably.
+func (s *Store) RemoveWorkload(name string) error {
 	return s.specs.Delete(name)
 }
-func (s *store) removeRun(name string) error {
+
+// RemoveRun forgets workload name's run record; none is no error.
+func (s *Store) RemoveRun(name string) error {
 	return removeFile(filepath.Join(s.runDir, name+".json"))
 }
 
-func (s *store) loadRun(name string) (runRecord, bool, error) {
-	var r runRecord
-	ok, err := readJSON(filepath.Join(s.runDir, name+".json"), &r)
+// LoadRun reads workload name's run record; ok is false when there is
+// none.
+func (s *Store) LoadRun(name string) (r Run, ok bool, err error) {
+	ok, err = readJSON(filepath.Join(s.runDir, name+".json"), &r)
 	return r, ok, err
 }
 
-// loadSpecs returns every desired-state record the store held when it
-// was opened. A record that cannot be read is reported by workload name
-// and skipped: one bad record must not keep the others down.
-func (s *store) loadSpecs() (recs []specRecord, bad map[string]badRecord) {
+// Workloads returns every workload's record the store held when it was
+// opened, by name, its spec defaulted and valid. A record that cannot be
+// read is reported by workload name and skipped: one bad record must not
+// keep the others down.
+func (s *Store) Workloads() (recs []Workload, bad map[string]Bad) {
 	bad = maps.Clone(s.unimported)
 	for name, b := range s.loaded {
 		if strings.Contains(name, "/") {
 			continue // a document's (docKey)
 		}
-		var r specRecord
+		var r Workload
 		if err := json.Unmarshal(b, &r); err != nil {
-			bad[name] = newBadRecord(b, err)
+			bad[name] = newBad(b, err)
 			continue
 		}
 		if r.Spec == nil || r.Spec.Name != name {
-			bad[name] = newBadRecord(b, fmt.Errorf("record does not hold workload %q", name))
+			bad[name] = newBad(b, fmt.Errorf("record does not hold workload %q", name))
 			continue
 		}
 		r.Spec.SetDefaults()
 		if err := r.Spec.Validate(); err != nil {
-			bad[name] = newBadRecord(b, err)
+			bad[name] = newBad(b, err)
 			continue
 		}
 		delete(bad, name) // an unimported file of a name the journal holds
 		recs = append(recs, r)
 	}
-	slices.SortFunc(recs, func(a, b specRecord) int { return strings.Compare(a.Spec.Name, b.Spec.Name) })
+	slices.SortFunc(recs, func(a, b Workload) int { return strings.Compare(a.Spec.Name, b.Spec.Name) })
 	return recs, bad
 }
 
-// runNames lists the runs recorded in the run dir.
-func (s *store) runNames() []string { return listJSON(s.runDir) }
+// RunNames lists the workloads that have a run record.
+func (s *Store) RunNames() []string { return listJSON(s.runDir) }
 
 func listJSON(dir string) []string {
 	entries, _ := os.ReadDir(dir)
@@ -257,13 +273,4 @@ func removeFile(path string) error {
 		return err
 	}
 	return nil
-}
-
-// specsOf is the specs of records, by name.
-func specsOf(recs map[string]specRecord) map[string]*spec.Workload {
-	out := make(map[string]*spec.Workload, len(recs))
-	for n, r := range recs {
-		out[n] = r.Spec
-	}
-	return out
 }

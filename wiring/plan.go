@@ -1,4 +1,4 @@
-package supervisor
+package wiring
 
 import (
 	"fmt"
@@ -6,34 +6,24 @@ import (
 	"strconv"
 
 	"github.com/flyd-dev/flyd/carriers"
-	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
-	"github.com/flyd-dev/flyd/wiring"
 )
 
-// plan is what one run of a workload is given, computed at apply time so
-// that whatever would fail at exec is refused synchronously.
-type plan struct {
-	args  []string
-	env   []string        // inline variables
-	files []carriers.File // values delivered by file
-	ports []status.PortMapping
+// Plan is what one run of a workload is given of itself and the others:
+// its command and its environment, inline or in file carriers. It is made
+// at apply time too, so that whatever would fail at exec is refused
+// synchronously.
+type Plan struct {
+	Args  []string
+	Env   []string        // inline variables
+	Files []carriers.File // values delivered by file
 }
 
-// caps are the capabilities of kind's runtime; a kind this daemon has no
-// runtime of is refused before any plan is made.
-func (s *Supervisor) caps(k spec.Kind) driver.Capabilities {
-	if d := s.drivers[k]; d != nil {
-		return d.Capabilities()
-	}
-	return driver.Capabilities{RuntimeContext: string(k)}
-}
-
-// placeholderPorts stands in for a spec's ports before they are assigned:
-// as long as the longest real port, so measurements hold.
-func placeholderPorts(w *spec.Workload) []status.PortMapping {
+// PlaceholderPorts stands in for a spec's ports before they are assigned:
+// as long as the longest real port, so that a plan's measurements hold.
+func PlaceholderPorts(w *spec.Workload) []status.PortMapping {
 	out := make([]status.PortMapping, len(w.Endpoints))
 	for i, ep := range w.Endpoints {
 		out[i] = status.PortMapping{Endpoint: ep.Name, API: ep.API, Port: 65535,
@@ -44,16 +34,17 @@ func placeholderPorts(w *spec.Workload) []status.PortMapping {
 
 var placeholder = regexp.MustCompile(`\$\{(PORT|ADDR)_([A-Z0-9_]+)\}`)
 
-// makePlan expands the command and builds the environment for a spec
-// whose ports are assigned; used are its used endpoints' variables
-// (usedEndpoints).
-func makePlan(w *spec.Workload, caps driver.Capabilities, ports []status.PortMapping, used map[string]string) (*plan, error) {
+// PlanRun expands the command and builds the environment of a spec whose
+// ports are assigned, for a runtime whose context (codefly's runtime
+// context) is runtimeContext; used are what its workspace and its `uses`
+// give it (Uses).
+func PlanRun(w *spec.Workload, runtimeContext string, ports []status.PortMapping, used map[string]string) (*Plan, error) {
 	id := w.Identified()
 	own := map[string]string{
 		"PATH":                     execenv.DefaultPath,
 		"FLYD_WORKLOAD":            w.Name,
 		"FLYD_NETWORK":             w.Network,
-		"CODEFLY__RUNTIME_CONTEXT": caps.RuntimeContext,
+		"CODEFLY__RUNTIME_CONTEXT": runtimeContext,
 		"CODEFLY__WORKSPACE":       id.Workspace,
 		"CODEFLY__MODULE":          id.Module,
 		"CODEFLY__SERVICE":         id.Service,
@@ -105,18 +96,18 @@ func makePlan(w *spec.Workload, caps driver.Capabilities, ports []status.PortMap
 				Msg: missing + " names no endpoint of this workload"}
 		}
 	}
-	public, secret := wiring.Configurations(w)
+	public, secret := Configurations(w)
 	env, files := carriers.Build(public, own, w.Env, secret, w.SecretEnv)
-	return &plan{args: args, env: env, files: files, ports: ports}, nil
+	return &Plan{Args: args, Env: env, Files: files}, nil
 }
 
-// check refuses at apply time what exec would refuse, measuring the
-// environment with carrier paths as long as the real ones will be. The
-// driver checks again with the program's resolved path.
-func (p *plan) check(carrierDir string) error {
-	if len(p.args) == 0 {
+// Check refuses at apply time what exec would refuse, measuring the
+// environment with carrier paths (under carrierDir) as long as the real
+// ones will be. The driver checks again with the program's resolved path.
+func (p *Plan) Check(carrierDir string) error {
+	if len(p.Args) == 0 {
 		return nil
 	}
-	env := append(p.env[:len(p.env):len(p.env)], carriers.Pointers(carrierDir, p.files)...)
-	return carriers.CheckExec(p.args[0], p.args, env, carriers.StackLimit())
+	env := append(p.Env[:len(p.Env):len(p.Env)], carriers.Pointers(carrierDir, p.Files)...)
+	return carriers.CheckExec(p.Args[0], p.Args, env, carriers.StackLimit())
 }

@@ -1,4 +1,4 @@
-package supervisor
+package records
 
 import (
 	"os"
@@ -32,7 +32,7 @@ func BenchmarkStore(b *testing.B) {
 		}
 		b.Cleanup(func() { os.RemoveAll(runDir) })
 	}
-	st, err := newStore(stateDir, runDir, zap.NewNop())
+	st, err := Open(stateDir, runDir, zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,18 +41,18 @@ func BenchmarkStore(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("spec", func(b *testing.B) {
-		rec := specRecord{Spec: sp[0], Running: true}
+		rec := Workload{Spec: sp[0], Running: true}
 		for b.Loop() {
-			if err := st.saveSpec(rec); err != nil {
+			if err := st.SaveWorkload(rec); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("run", func(b *testing.B) {
-		rec := runRecord{Process: driver.State{Driver: spec.KindNative, PID: 4242, Version: 1,
+		rec := Run{Process: driver.State{Driver: spec.KindNative, PID: 4242, Version: 1,
 			Data: []byte(`{"start_ticks":123456789,"boot_id":"0f0e0d0c-0b0a-0908-0706-050403020100","cgroup":"api-server"}`)}}
 		for b.Loop() {
-			if err := st.saveRun("api-server", rec); err != nil {
+			if err := st.SaveRun("api-server", rec); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,0 +1,175 @@
+package project
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/driver/native"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/supervisor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// open is a real supervisor over the native runtime, and its projects.
+func open(t *testing.T) (*supervisor.Supervisor, *Projects) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := supervisor.New(supervisor.Config{
+		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
+		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, New(s)
+}
+
+// sleeper is a workload that runs until stopped, and stops at once.
+func sleeper(name string) *spec.Workload {
+	w := &spec.Workload{Name: name, Command: []string{"/bin/sleep", "600"}}
+	w.SetDefaults()
+	w.Stop.Timeout = spec.Duration{Duration: 2 * time.Second}
+	return w
+}
+
+func waitRunning(t *testing.T, s *supervisor.Supervisor, name string) *status.Workload {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w, err := s.Get(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.State == status.Running {
+			return w
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: state %s, want running (last error %q)", name, w.State, w.LastError)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestUpAndDown: up makes a project what its documents say and removes
+// what they no longer hold; names resolve within the project; a
+// workspace's configuration reaches the project's runs; another project of
+// the same names is untouched; down removes all of one, and a project with
+// nothing is not found.
+func TestUpAndDown(t *testing.T) {
+	s, p := open(t)
+	ctx := context.Background()
+	docs := func(names ...string) Documents {
+		var out Documents
+		for _, n := range names {
+			w := sleeper(n)
+			if n == "app" {
+				w.After = []string{"db:started"}
+			}
+			out.Workloads = append(out.Workloads, w)
+			if n == "old" {
+				out.Networks = []*spec.Network{{Kind: spec.KindNetwork, Name: "old"}}
+			}
+		}
+		out.Workspaces = []*spec.Workspace{{Kind: spec.KindWorkspace, Name: "default", Configuration: spec.Configurations{"c": {"k": "v"}}}}
+		return out
+	}
+	for _, proj := range []string{"p1", "p2"} {
+		ch, err := p.Up(ctx, proj, docs("db", "app", "old"), supervisor.ApplyOptions{Start: true})
+		if err != nil || len(ch.Applied) != 3 {
+			t.Fatalf("up %s: %+v, %v", proj, ch, err)
+		}
+		for _, o := range ch.Applied {
+			if o.Err != nil || !strings.HasPrefix(o.Name, proj+".") {
+				t.Errorf("up %s applied %s: %v", proj, o.Name, o.Err)
+			}
+		}
+		waitRunning(t, s, proj+".app")
+	}
+	app, _ := s.Get(ctx, "p1.app")
+	if app.Spec.After[0] != "p1.db:started" {
+		t.Errorf("p1.app waits for %v; want its own project's db", app.Spec.After)
+	}
+	// The run's own environment, as the kernel keeps it.
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", app.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(env, []byte("\x00CODEFLY__WORKSPACE_CONFIGURATION__C__K=v\x00")) {
+		t.Errorf("p1.app's run has not its workspace's configuration: %q", env)
+	}
+
+	ch, err := p.Up(ctx, "p1", docs("db", "app"), supervisor.ApplyOptions{Start: true})
+	if err != nil || len(ch.Removed) != 1 || ch.Removed[0].Name != "p1.old" || len(ch.Networks) != 1 || ch.Networks[0] != "p1.old" {
+		t.Fatalf("up without old: %+v, %v; want p1.old and its network removed", ch, err)
+	}
+	if _, err := s.Get(ctx, "p2.old"); err != nil {
+		t.Errorf("p2.old went with p1's: %v", err)
+	}
+	// One its files define but its profiles leave out is kept as it is.
+	kept := docs("db", "app")
+	kept.Keep = []string{"old"}
+	if ch, err := p.Up(ctx, "p2", kept, supervisor.ApplyOptions{Start: true}); err != nil || len(ch.Removed) != 0 {
+		t.Errorf("up of p2 keeping old: %+v, %v; want nothing removed", ch, err)
+	}
+
+	other := sleeper("x")
+	other.Project = "p3"
+	if _, err := p.Up(ctx, "p1", Documents{Workloads: []*spec.Workload{other}}, supervisor.ApplyOptions{}); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Errorf("up of a document of another project: %v; want refused", err)
+	}
+	if _, err := p.Up(ctx, "Not_A_Label", docs("db"), supervisor.ApplyOptions{}); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Errorf("up of a project not a DNS label: %v", err)
+	}
+
+	ch, err = p.Down(ctx, "p1", supervisor.RemoveOptions{})
+	if err != nil || len(ch.Removed) != 2 || len(ch.Workspaces) != 1 {
+		t.Fatalf("down p1: %+v, %v", ch, err)
+	}
+	for _, w := range s.List(ctx) {
+		if spec.ProjectOf(w.Name) == "p1" {
+			t.Errorf("%s is left after down", w.Name)
+		}
+	}
+	if _, err := p.Down(ctx, "p1", supervisor.RemoveOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a second down: %v; want not found", err)
+	}
+	if n := len(s.Workspaces(ctx)); n != 1 {
+		t.Errorf("%d workspaces left; want p2's", n)
+	}
+}
+
+// TestUpsOfAProjectWait: a second up or down of a project waits for the
+// first, and gives up with its context; another project's goes on.
+func TestUpsOfAProjectWait(t *testing.T) {
+	_, p := open(t)
+	unlock, err := p.lock(context.Background(), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.Down(ctx, "p1", supervisor.RemoveOptions{}); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("a down while an up holds p1: %v; want a conflict", err)
+	}
+	if _, err := p.Down(context.Background(), "p2", supervisor.RemoveOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a down of p2 meanwhile: %v; want not found", err)
+	}
+	unlock()
+	if _, err := p.Down(context.Background(), "p1", supervisor.RemoveOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a down of p1 after: %v; want not found", err)
+	}
+}

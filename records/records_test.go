@@ -1,0 +1,142 @@
+package records
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
+)
+
+// TestRecordsSurviveReopening: what is recorded is found again after the
+// store is reopened; a record that does not load is reported with what
+// can be read of it and keeps none of the others down; the older layout's
+// files are moved into the journal; removed records stay removed.
+func TestRecordsSurviveReopening(t *testing.T) {
+	stateDir, runDir := t.TempDir(), t.TempDir()
+	st, err := Open(stateDir, runDir, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := &spec.Workload{Name: "web", Command: []string{"/bin/true"}}
+	web.SetDefaults()
+	gone := web.Clone()
+	gone.Name = "gone"
+	for _, r := range []Workload{{Spec: web, Running: true, Owner: "web.yaml", By: 1000}, {Spec: gone, Rest: status.Stopped}} {
+		if err := st.SaveWorkload(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.RemoveWorkload("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveRun("web", Run{Process: driver.State{Driver: spec.KindNative, PID: 4242}, Restarts: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutDoc(spec.KindNetwork, "ci", []byte(`{"name":"ci"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// An older daemon's layout: one file per workload, one of them bad.
+	old := filepath.Join(stateDir, "workloads")
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]string{
+		"legacy": `{"spec":{"name":"legacy","command":["/bin/true"]},"rest":"stopped"}`,
+		"broken": `{"spec":{"name":"broken","network":"ci","command":`,
+		"other":  `{"spec":{"name":"someone-else","network":"ci","command":["/bin/true"]},"owner":"x.yaml"}`,
+	} {
+		if err := os.WriteFile(filepath.Join(old, name+".json"), []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	st, err = Open(stateDir, runDir, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, bad := st.Workloads()
+	var names []string
+	for _, r := range recs {
+		names = append(names, r.Spec.Name)
+	}
+	if !slices.Equal(names, []string{"legacy", "web"}) {
+		t.Errorf("workloads %v; want legacy and web", names)
+	}
+	if w := recs[len(recs)-1]; !w.Running || w.Owner != "web.yaml" || w.By != 1000 || w.Spec.Restart.Policy == "" {
+		t.Errorf("web's record: %+v", w)
+	}
+	if b := bad["broken"]; b.Err == nil || b.Network != "" {
+		t.Errorf("the broken record: %+v; want an error and no network read", b)
+	}
+	if b := bad["other"]; b.Err == nil || b.Network != "ci" || b.Owner != "x.yaml" {
+		t.Errorf("the record of another name: %+v; want an error, its network and owner", b)
+	}
+	if len(bad) != 2 {
+		t.Errorf("bad records %v", bad)
+	}
+	if _, err := os.Stat(filepath.Join(old, "legacy.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the moved file is still there: %v", err)
+	}
+	if r, ok, err := st.LoadRun("web"); err != nil || !ok || r.Process.PID != 4242 || r.Restarts != 2 {
+		t.Errorf("web's run: %+v, %v, %v", r, ok, err)
+	}
+	if docs := st.Docs(spec.KindNetwork); len(docs) != 1 || string(docs["ci"]) != `{"name":"ci"}` {
+		t.Errorf("network documents %q", docs)
+	}
+	if err := st.RemoveRun("web"); err != nil || len(st.RunNames()) != 0 {
+		t.Errorf("after removing web's run: %v, runs %v", err, st.RunNames())
+	}
+	if err := st.RemoveRun("web"); err != nil {
+		t.Errorf("removing a run twice: %v", err)
+	}
+}
+
+// TestOwners: a document's owner is recorded before it is in force and
+// found again after reopening; an older daemon's owners file is moved
+// into the journal and removed.
+func TestOwners(t *testing.T) {
+	stateDir, runDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(stateDir, ownersFile), []byte(`{"network/old":"old.yaml"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(stateDir, runDir, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := st.Owners()
+	if err := o.Set("policy/quiet", "stack.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Set("network/gone", "stack.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Set("network/gone", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, ownersFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the owners file is left after the move: %v", err)
+	}
+	st, err = Open(stateDir, runDir, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	all := st.Owners().All()
+	if len(all) != 2 || all["network/old"] != "old.yaml" || st.Owners().Of("policy/quiet") != "stack.yaml" {
+		t.Errorf("owners after reopening: %v", all)
+	}
+}
