@@ -1,14 +1,10 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 
-	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -78,7 +74,7 @@ func ResultOf(name string, wl *Workload, err error) Result {
 	r := Result{Name: name}
 	switch {
 	case err != nil:
-		r.Error = toError(err)
+		r.Error = ErrorOf(err)
 	case wl != nil:
 		r.State, r.PID = wl.State, wl.PID
 		if wl.State == StateFailed {
@@ -87,76 +83,6 @@ func ResultOf(name string, wl *Workload, err error) Result {
 	}
 	return r
 }
-
-// --- server ---
-
-func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request) {
-	if !s.admitApply(w, r) {
-		return
-	}
-	defer s.doneApply(r)
-	var body struct {
-		Workloads []json.RawMessage `json:"workloads"`
-	}
-	if err := decodeStrict(r, &body); err != nil {
-		writeError(w, err)
-		return
-	}
-	specs := make([]*spec.Workload, len(body.Workloads))
-	for i, raw := range body.Workloads {
-		ws, err := spec.DecodeJSON(bytes.NewReader(raw))
-		if err == nil {
-			err = s.checkSpec(r, ws)
-		}
-		if err != nil {
-			writeError(w, inBatch(i, err))
-			return
-		}
-		specs[i] = ws
-	}
-	q := r.URL.Query()
-	rs, err := s.backend.ApplyBatch(r.Context(), specs, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
-	respond(w, Results{Results: emptyIfNil(rs)}, err)
-}
-
-func (s *Server) runBatch(w http.ResponseWriter, r *http.Request) {
-	var bt Batch
-	if err := decodeStrict(r, &bt); err != nil {
-		writeError(w, err)
-		return
-	}
-	rs, err := s.backend.Batch(r.Context(), Action(r.PathValue("action")), bt)
-	respond(w, Results{Results: emptyIfNil(rs)}, err)
-}
-
-// decodeStrict reads one JSON value into v, refusing unknown fields.
-func decodeStrict(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return fmt.Errorf("%w: request body: %v", errdefs.ErrInvalid, err)
-	}
-	return nil
-}
-
-// inBatch points a spec's error at its place in the batch.
-func inBatch(i int, err error) error {
-	var fe *spec.FieldError
-	if errors.As(err, &fe) {
-		return &spec.FieldError{Field: fmt.Sprintf("workloads[%d].%s", i, fe.Field), Msg: fe.Msg}
-	}
-	var ae *Error
-	if errors.As(err, &ae) && ae.Field != "" {
-		return &Error{Status: ae.Status, Code: ae.Code, Field: fmt.Sprintf("workloads[%d].%s", i, ae.Field), Message: ae.Message}
-	}
-	return fmt.Errorf("%w: workloads[%d]: %w", errdefs.ErrInvalid, i, err)
-}
-
-// --- client ---
 
 // ApplyBatch applies specs in one request, or in as few as the body limit
 // allows, sent one after the other in `after` order. Each workload's

@@ -26,13 +26,12 @@ import (
 // DefaultSocket is where the daemon listens unless told otherwise.
 const DefaultSocket = "/run/flyd/flyd.sock"
 
-// Client talks to a daemon over its Unix socket. It implements Backend.
+// Client talks to a daemon over its Unix socket. It implements
+// server.Backend.
 type Client struct {
 	socket string
 	hc     *http.Client
 }
-
-var _ Backend = (*Client)(nil)
 
 // NewClient returns a client for the daemon listening on socket.
 func NewClient(socket string) *Client {
@@ -59,12 +58,23 @@ func NewClient(socket string) *Client {
 // before anything (a spec's secret_env) is sent: whoever could replace the
 // socket file must not get to read what the CLI says to the daemon.
 func trustServer(c net.Conn, socket string) error {
-	p, err := readPeer(c)
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("%w: who serves %s: not a Unix socket", errdefs.ErrForbidden, socket)
+	}
+	raw, err := uc.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("%w: who serves %s: %v", errdefs.ErrForbidden, socket, err)
 	}
-	if p.UID != 0 && p.UID != uint32(os.Getuid()) {
-		return fmt.Errorf("%w: %s is served by uid %d (pid %d), neither root nor you: not talking to it", errdefs.ErrForbidden, socket, p.UID, p.PID)
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || cerr != nil {
+		return fmt.Errorf("%w: who serves %s: %v", errdefs.ErrForbidden, socket, errors.Join(err, cerr))
+	}
+	if cred.Uid != 0 && cred.Uid != uint32(os.Getuid()) {
+		return fmt.Errorf("%w: %s is served by uid %d (pid %d), neither root nor you: not talking to it", errdefs.ErrForbidden, socket, cred.Uid, cred.Pid)
 	}
 	return nil
 }

@@ -1,10 +1,8 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -39,7 +37,7 @@ func (e *Error) Unwrap() error {
 
 // Forbidden refuses a field of a spec to the peer that sent it.
 func Forbidden(field, format string, args ...any) *Error {
-	return &Error{Status: http.StatusForbidden, Code: "forbidden", Field: field,
+	return &Error{Status: 403, Code: "forbidden", Field: field,
 		Message: field + ": " + fmt.Sprintf(format, args...)}
 }
 
@@ -49,22 +47,32 @@ var codes = []struct {
 	code   string
 	status int
 }{
-	{errdefs.ErrInvalid, "invalid_spec", http.StatusBadRequest},
-	{errdefs.ErrNotFound, "not_found", http.StatusNotFound},
-	{errdefs.ErrConflict, "conflict", http.StatusConflict},
-	{errdefs.ErrForbidden, "forbidden", http.StatusForbidden},
-	{errdefs.ErrPortInUse, "port_in_use", http.StatusConflict},
-	{errdefs.ErrArgumentTooLong, "argument_too_long", http.StatusUnprocessableEntity},
-	{errdefs.ErrEnvironmentTooLarge, "environment_too_large", http.StatusUnprocessableEntity},
-	{errdefs.ErrRuntimeUnavailable, "runtime_unavailable", http.StatusServiceUnavailable},
-	{errdefs.ErrNotImplemented, "not_implemented", http.StatusNotImplemented},
-	{errdefs.ErrUnavailable, "unavailable", http.StatusServiceUnavailable},
+
+	{errdefs.ErrInvalid, "invalid_spec", 400},
+
+	{errdefs.ErrNotFound, "not_found", 404},
+
+	{errdefs.ErrConflict, "conflict", 409},
+
+	{errdefs.ErrForbidden, "forbidden", 403},
+
+	{errdefs.ErrPortInUse, "port_in_use", 409},
+
+	{errdefs.ErrArgumentTooLong, "argument_too_long", 422},
+
+	{errdefs.ErrEnvironmentTooLarge, "environment_too_large", 422},
+
+	{errdefs.ErrRuntimeUnavailable, "runtime_unavailable", 503},
+
+	{errdefs.ErrNotImplemented, "not_implemented", 501},
+
+	{errdefs.ErrUnavailable, "unavailable", 503},
 }
 
-// toError maps any error to its wire form. Errors of unknown kind are
+// ErrorOf maps any error to its wire form. Errors of unknown kind are
 // internal; their message is still the wrapped message, which packages keep
 // free of secrets and values.
-func toError(err error) *Error {
+func ErrorOf(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
 		return ae
@@ -75,26 +83,14 @@ func toError(err error) *Error {
 	if errors.As(err, &rf) {
 		return Forbidden(rf.Field, "%s", rf.Msg)
 	}
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
-			Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
-	}
 	var fe *spec.FieldError
 	if errors.As(err, &fe) {
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_spec", Message: fe.Error(), Field: fe.Field}
+		return &Error{Status: 400, Code: "invalid_spec", Message: fe.Error(), Field: fe.Field}
 	}
 	for _, c := range codes {
 		if errors.Is(err, c.kind) {
 			return &Error{Status: c.status, Code: c.code, Message: err.Error()}
 		}
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: err.Error()}
-}
-
-func writeError(w http.ResponseWriter, err error) {
-	e := toError(err)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(ErrorBody{Error: e})
+	return &Error{Status: 500, Code: "internal", Message: err.Error()}
 }

@@ -1,9 +1,10 @@
-// Package api is flyd's wire: the JSON types of the local API, the HTTP
-// server that serves a Backend over the Unix socket, and the Go client that
-// the CLI and the tests use. The client implements Backend too, so one
-// interface is served in-process and over the socket.
+// Package api is flyd's wire as a client sees it: the JSON types of the
+// local API, its error codes and bounds, and the Go client that the CLI and
+// the tests use over the Unix socket. The server is package api/server,
+// and what serves the supervisor through it is daemon.Backend.
 //
-// It holds no supervision logic; that lives in package supervisor.
+// It holds neither supervision logic nor who may come in: the first lives
+// in package supervisor, the second in api/server.
 package api
 
 import (

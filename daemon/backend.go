@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/project"
 	"github.com/flyd-dev/flyd/spec"
@@ -12,7 +13,7 @@ import (
 	"github.com/flyd-dev/flyd/supervisor"
 )
 
-// Backend is the supervisor as the API serves it (api.Backend): it turns
+// Backend is the supervisor as the API serves it (server.Backend): it turns
 // the API's requests into the supervisor's commands and their answers
 // into the wire's types, and ups and downs into its projects'. It decides
 // nothing: who may do what is the API server's (api/caller.go), what
@@ -25,7 +26,7 @@ type Backend struct {
 // NewBackend serves s, and its projects.
 func NewBackend(s *supervisor.Supervisor) *Backend { return &Backend{s: s, p: project.New(s)} }
 
-var _ api.Backend = (*Backend)(nil)
+var _ server.Backend = (*Backend)(nil)
 
 func (b *Backend) Status(ctx context.Context) (*api.Status, error) {
 	return api.FromDaemon(b.s.Status(ctx)), nil
@@ -244,7 +245,7 @@ func applyOptions(ctx context.Context, o api.ApplyOptions) supervisor.ApplyOptio
 
 // callerOf is who the API says asks; root, for a call of its own.
 func callerOf(ctx context.Context) supervisor.Caller {
-	uid, confined, _ := api.CallerOf(ctx)
+	uid, confined, _ := server.CallerOf(ctx)
 	return supervisor.Caller{By: uid, Confined: confined}
 }
 

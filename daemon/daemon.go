@@ -23,7 +23,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/instance"
@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if cfg.RegistryListen == "" {
 		cfg.RegistryListen = instance.RegistryListen(cfg.RunDir)
 	}
-	policy, err := api.PeerUsersPolicy(cfg.PeerUsers)
+	policy, err := server.PeerUsersPolicy(cfg.PeerUsers)
 	if err != nil {
 		return err
 	}
@@ -207,15 +207,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	gid := lookupGroup(cfg.SocketGroup)
 	backend := NewBackend(sup)
 	m := metrics.New(backend)
-	opts := []api.Option{api.WithRoute("GET /metrics", m), api.WithMiddleware(m.Count), api.WithRoute("GET /v1/reach", api.ReachHandler(backend))}
+	opts := []server.Option{server.WithRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
 	if policy != nil {
-		opts = append(opts, api.WithSpecPolicy(policy))
+		opts = append(opts, server.WithSpecPolicy(policy))
 	}
-	srv := api.NewServer(backend, api.PeerPolicy(gid), log.Named("api"), append(opts,
+	srv := server.New(backend, server.PeerPolicy(gid), log.Named("api"), append(opts,
 		// Profiles, for the same peers as the rest of the API.
-		api.WithRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
-		api.WithRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),
-		api.WithRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))...)
+		server.WithRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
+		server.WithRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),
+		server.WithRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))...)
 
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watched := make(chan error, 1)

@@ -16,7 +16,7 @@ import (
 // spec file's directory), and, while watching is on, there, a directory
 // or a file, and a tree within MaxDirs. It reads them as the daemon, for
 // callers the daemon lets watch (root's: a caller that --peer-users
-// confines is refused watching before, api.PeerUsersPolicy).
+// confines is refused watching before, the API server's PeerUsersPolicy).
 func Check(entries []spec.Watch, watching bool) error {
 	var errs []error
 	for i, e := range entries {

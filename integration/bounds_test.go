@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	apiserver "github.com/flyd-dev/flyd/api/server"
 )
 
 // flood runs testprog's flood as uid nobody with groups, holding its
@@ -60,7 +61,7 @@ func (d *daemon) fds(t *testing.T) int {
 
 // TestConnectionFloods: 20,000 connections from a user outside the socket
 // group are each refused at once and hold nothing, and a member is held
-// to api.MaxConns; root is served throughout.
+// to apiserver.MaxConns; root is served throughout.
 func TestConnectionFloods(t *testing.T) {
 	t.Parallel()
 	gid := usersGroup(t)
@@ -73,7 +74,7 @@ func TestConnectionFloods(t *testing.T) {
 		if out := d.mustCLI(t, "ps"); !strings.Contains(out, "NAME") {
 			t.Errorf("ps as root during a flood printed %q", out)
 		}
-		if n := d.fds(t); n > api.MaxConns+200 {
+		if n := d.fds(t); n > apiserver.MaxConns+200 {
 			t.Errorf("the daemon holds %d descriptors during a flood", n)
 		}
 	}
@@ -82,9 +83,9 @@ func TestConnectionFloods(t *testing.T) {
 	if stranger["silent"] != 0 || stranger["opened"] < 1000 {
 		t.Errorf("a stranger's flood: %v; want every connection refused", stranger)
 	}
-	member := flood(t, d, api.MaxConns+100, []uint32{uint32(gid)}, rootServed)
-	if member["silent"] > api.MaxConns || member["503"] == 0 || member["silent"]+member["503"]+member["closed"] != member["opened"] {
-		t.Errorf("a member's flood: %v; want at most %d held, the rest answered 503 or closed", member, api.MaxConns)
+	member := flood(t, d, apiserver.MaxConns+100, []uint32{uint32(gid)}, rootServed)
+	if member["silent"] > apiserver.MaxConns || member["503"] == 0 || member["silent"]+member["503"]+member["closed"] != member["opened"] {
+		t.Errorf("a member's flood: %v; want at most %d held, the rest answered 503 or closed", member, apiserver.MaxConns)
 	}
 	t.Logf("stranger %v, member %v", stranger, member)
 	// Once the flood is gone, the member is served again.

@@ -1,7 +1,7 @@
 // Package metrics exposes the daemon in Prometheus text: workloads by
 // state, restarts, health, port allocations, registry heart-beating, and
 // the API's requests. Everything but the request counter is read from the
-// daemon's own api.Backend at scrape time, so no number can drift from
+// daemon's own server.Backend at scrape time, so no number can drift from
 // what `flyd status` and `flyd ps` say.
 //
 // It is not a place for other packages' counters: they keep their own
@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/api/server"
 )
 
 var (
@@ -43,7 +44,7 @@ type Handler struct {
 }
 
 // New returns the metrics of a daemon whose state backend serves.
-func New(backend api.Backend) *Handler {
+func New(backend server.Backend) *Handler {
 	h := &Handler{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -90,7 +91,7 @@ func (s *statusRecorder) WriteHeader(code int) {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // collector reads the backend at scrape time.
-type collector struct{ backend api.Backend }
+type collector struct{ backend server.Backend }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{workloadsDesc, restartsDesc, healthyDesc, oomDesc, pidsDesc, notifyDesc, portsDesc, regDesiredDesc, regBeatsDesc, regFailsDesc, reachDesc} {
@@ -142,7 +143,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(regBeatsDesc, prometheus.CounterValue, float64(r.Heartbeats))
 		ch <- prometheus.MustNewConstMetric(regFailsDesc, prometheus.CounterValue, float64(r.Failures))
 	}
-	if src, ok := c.backend.(api.ReachSource); ok {
+	if src, ok := c.backend.(server.ReachSource); ok {
 		if eps, err := src.Reach(ctx, ""); err == nil {
 			for _, e := range eps {
 				for _, r := range e.Refused {

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/daemon"
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
 	"github.com/flyd-dev/flyd/internal/cli"
@@ -93,7 +93,7 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 	if _, err := spec.ParseSize(cfg.logMaxSize); err != nil || cfg.logGens < 1 {
 		return cli.Usagef("--log-max-size must be a size like 10Mi and --log-generations at least 1")
 	}
-	if _, err := api.PeerUsersPolicy(cfg.peerUsers); err != nil {
+	if _, err := server.PeerUsersPolicy(cfg.peerUsers); err != nil {
 		return cli.Usage(err)
 	}
 	switch {

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
 )
 
@@ -118,7 +119,7 @@ func (g *gate) refuse(c net.Conn, err error) {
 			}
 		}
 		e := toError(err)
-		body, _ := json.Marshal(ErrorBody{Error: e})
+		body, _ := json.Marshal(api.ErrorBody{Error: e})
 		_ = c.SetDeadline(time.Now().Add(100 * time.Millisecond))
 		fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 			e.Status, http.StatusText(e.Status), len(body), body)

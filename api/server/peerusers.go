@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -57,33 +58,33 @@ func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 		if c := w.Containerd; c != nil {
 			for i, s := range c.Volumes {
 				if v, err := spec.ParseVolume(s); err != nil || !v.Named() {
-					return Forbidden(fmt.Sprintf("containerd.volumes[%d]", i), "%q: a caller other than root mounts no host path: flyd would mount it as root, whoever may read it", s)
+					return api.Forbidden(fmt.Sprintf("containerd.volumes[%d]", i), "%q: a caller other than root mounts no host path: flyd would mount it as root, whoever may read it", s)
 				}
 			}
 		}
 		if w.Watches() {
-			return Forbidden("watching", "a caller other than root watches no files here: the daemon would read the tree as root on its behalf, and inotify follows a symlink that the tree's owner could swap in between a check and a watch")
+			return api.Forbidden("watching", "a caller other than root watches no files here: the daemon would read the tree as root on its behalf, and inotify follows a symlink that the tree's owner could swap in between a check and a watch")
 		}
 		if w.Kind != spec.KindNative {
-			return Forbidden("kind", "a caller other than root may run only native workloads here (%s ones run code as root)", w.Kind)
+			return api.Forbidden("kind", "a caller other than root may run only native workloads here (%s ones run code as root)", w.Kind)
 		}
 		if w.User == "" {
-			return Forbidden("user", "is required of a caller other than root: one of %s", them)
+			return api.Forbidden("user", "is required of a caller other than root: one of %s", them)
 		}
 		a, err := execenv.Lookup(w.User)
 		if err != nil || !allowed[a.UID] {
-			return Forbidden("user", "%q is not a user a caller other than root may run as here (one of %s)", w.User, them)
+			return api.Forbidden("user", "%q is not a user a caller other than root may run as here (one of %s)", w.User, them)
 		}
 		if len(w.Endpoints) > maxPeerEndpoints {
-			return Forbidden("endpoints", "a caller other than root declares at most %d endpoints a workload", maxPeerEndpoints)
+			return api.Forbidden("endpoints", "a caller other than root declares at most %d endpoints a workload", maxPeerEndpoints)
 		}
 		start := unprivilegedPortStart()
 		for i, e := range w.Endpoints {
 			if e.Publish.Mode == spec.PortFixed && e.Publish.Number < start {
-				return Forbidden(fmt.Sprintf("endpoints[%d].publish", i), "%d is a privileged port (below %d, net.ipv4.ip_unprivileged_port_start): root's to publish", e.Publish.Number, start)
+				return api.Forbidden(fmt.Sprintf("endpoints[%d].publish", i), "%d is a privileged port (below %d, net.ipv4.ip_unprivileged_port_start): root's to publish", e.Publish.Number, start)
 			}
 			if e.Port.Mode == spec.PortFixed && e.Port.Number < start && (w.Network == "" || w.Network == spec.NetworkHost) {
-				return Forbidden(fmt.Sprintf("endpoints[%d].port", i), "%d is a privileged port of the host (below %d, net.ipv4.ip_unprivileged_port_start): root's to hold", e.Port.Number, start)
+				return api.Forbidden(fmt.Sprintf("endpoints[%d].port", i), "%d is a privileged port of the host (below %d, net.ipv4.ip_unprivileged_port_start): root's to hold", e.Port.Number, start)
 			}
 		}
 		ws := spec.PeerWorkspace(p.UID)
@@ -93,16 +94,16 @@ func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 		case w.Identity.Workspace == "":
 			w.Identity.Workspace = ws
 		case w.Identity.Workspace != ws:
-			return Forbidden("identity.workspace", "%q: a caller other than root works in its own workspace, %q", w.Identity.Workspace, ws)
+			return api.Forbidden("identity.workspace", "%q: a caller other than root works in its own workspace, %q", w.Identity.Workspace, ws)
 		}
 		// Its registry names are its workspace's too, and it never opts an
 		// instance into the edge's routing, which names a public host.
 		if r := w.Registry; r != nil {
 			if r.Name != "" && !strings.HasPrefix(r.Name, ws+".") {
-				return Forbidden("registry.name", "%q: a caller other than root registers under its workspace, %s.NAME", r.Name, ws)
+				return api.Forbidden("registry.name", "%q: a caller other than root registers under its workspace, %s.NAME", r.Name, ws)
 			}
 			if _, ok := r.Metadata["jet.domain"]; ok || slices.ContainsFunc(r.Tags, func(t string) bool { return strings.HasPrefix(t, "jet.domain=") }) {
-				return Forbidden("registry", "jet.domain routes a public host to the instance: root's to say")
+				return api.Forbidden("registry", "jet.domain routes a public host to the instance: root's to say")
 			}
 		}
 		if w.Registry == nil {

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -17,18 +17,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
-)
-
-// MaxBodyBytes caps request bodies; MaxProjectBytes a project's (flyd up),
-// which holds all of its documents in one request, as its prune needs, and
-// cannot be split as a batch is. Both are read once an apply is admitted,
-// a few at a time.
-const (
-	MaxBodyBytes    = 1 << 20
-	MaxProjectBytes = 16 << 20
 )
 
 // Server serves a Backend over HTTP. Access control is a Peer check run on
@@ -70,7 +62,7 @@ func (s *Server) checkSpec(r *http.Request, w *spec.Workload) error {
 	}
 	p, _ := peerFrom(r.Context())
 	err := s.specPolicy(p, w)
-	var ae *Error
+	var ae *api.Error
 	if errors.As(err, &ae) {
 		named := *ae
 		named.Message = "workload " + w.Name + ": " + ae.Message
@@ -90,9 +82,9 @@ func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 	return func(s *Server) { s.handler = mw(s.handler) }
 }
 
-// NewServer returns a server for b. allow decides which peers are served;
+// New returns a server for b. allow decides which peers are served;
 // everyone else gets 403 and nothing else.
-func NewServer(b Backend, allow func(Peer) bool, log *zap.Logger, opts ...Option) *Server {
+func New(b Backend, allow func(Peer) bool, log *zap.Logger, opts ...Option) *Server {
 	s := &Server{backend: b, allow: allow, log: log, mux: http.NewServeMux(),
 		rootApplying: make(chan struct{}, maxApplies), peerApplying: make(chan struct{}, maxApplies),
 		applyQuota:  newQuota("applies in progress", maxApplies, maxAppliesPerUser),
@@ -208,9 +200,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: uid %d may not use this socket", errdefs.ErrForbidden, p.UID))
 		return
 	}
-	limit := int64(MaxBodyBytes)
+	limit := int64(api.MaxBodyBytes)
 	if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/projects/") {
-		limit = MaxProjectBytes
+		limit = api.MaxProjectBytes
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if r.ContentLength != 0 {
@@ -336,12 +328,12 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.backend.List(r.Context())
 	if q := r.URL.Query(); q.Has("project") {
-		ws = slices.DeleteFunc(ws, func(wl Workload) bool { return spec.ProjectOf(wl.Name) != q.Get("project") })
+		ws = slices.DeleteFunc(ws, func(wl api.Workload) bool { return spec.ProjectOf(wl.Name) != q.Get("project") })
 	}
 	// A confined caller sees its own lane: the workloads it applied, in
 	// whatever project.
 	c := s.callerOf(r)
-	ws = slices.DeleteFunc(ws, func(wl Workload) bool { return authz.Decide(c, authz.Read, workloadDoc(wl.Name, wl)) != nil })
+	ws = slices.DeleteFunc(ws, func(wl api.Workload) bool { return authz.Decide(c, authz.Read, workloadDoc(wl.Name, wl)) != nil })
 	respond(w, emptyIfNil(ws), err)
 }
 
@@ -378,7 +370,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	wl, err := s.backend.Apply(r.Context(), ws, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
+	wl, err := s.backend.Apply(r.Context(), ws, api.ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -387,14 +379,14 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	if err := s.backend.Remove(r.Context(), r.PathValue("name"), RemoveOptions{Force: r.URL.Query().Get("force") == "true"}); err != nil {
+	if err := s.backend.Remove(r.Context(), r.PathValue("name"), api.RemoveOptions{Force: r.URL.Query().Get("force") == "true"}); err != nil {
 		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) lifecycle(op func(Backend, context.Context, string) (*Workload, error)) http.HandlerFunc {
+func (s *Server) lifecycle(op func(Backend, context.Context, string) (*api.Workload, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		wl, err := op(s.backend, r.Context(), r.PathValue("name"))
 		if err != nil {
@@ -416,7 +408,7 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: replicas: %q is not a number", errdefs.ErrInvalid, q.Get("replicas")))
 		return
 	}
-	wl, err := s.backend.Scale(r.Context(), r.PathValue("name"), n, ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
+	wl, err := s.backend.Scale(r.Context(), r.PathValue("name"), n, api.ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	if err != nil {
 		writeError(w, err)
 		return

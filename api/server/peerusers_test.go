@@ -1,9 +1,11 @@
-package api
+package server
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/flyd-dev/flyd/api"
 
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -29,7 +31,7 @@ func TestPeerVolumes(t *testing.T) {
 		{[]string{"/nonexistent:/n"}, "containerd.volumes[0]"},
 	} {
 		err := policy(peer, w(tt.vols...))
-		var e *Error
+		var e *api.Error
 		if !errors.As(err, &e) || e.Code != "forbidden" || e.Field != tt.field || !strings.Contains(e.Message, "mounts no host path") {
 			t.Errorf("a peer's %q: %v; want forbidden, field %s", tt.vols, err, tt.field)
 		}
@@ -57,7 +59,7 @@ func TestPeerWatching(t *testing.T) {
 		t.Errorf("a peer's declared watch: %v", err)
 	}
 	w.Watching = true
-	var e *Error
+	var e *api.Error
 	if err := policy(peer, w.Clone()); !errors.As(err, &e) || e.Code != "forbidden" || e.Field != "watching" || !strings.Contains(e.Message, "as root") {
 		t.Errorf("a peer's watching: %v; want forbidden, field watching", err)
 	}

@@ -1,4 +1,4 @@
-package api_test
+package server_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/daemon"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
@@ -26,8 +27,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// The client serves the same interface over the socket as daemon.Backend
+// in-process.
+var _ server.Backend = (*api.Client)(nil)
+
 // serve runs a real supervisor behind a real server on a Unix socket.
-func serve(t *testing.T, allow func(api.Peer) bool) (*api.Client, string) {
+func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 	t.Helper()
 	dir := t.TempDir()
 	sup, err := supervisor.New(supervisor.Config{
@@ -46,7 +51,7 @@ func serve(t *testing.T, allow func(api.Peer) bool) (*api.Client, string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = api.NewServer(daemon.NewBackend(sup), allow, zap.NewNop()).Serve(ctx, l)
+		_ = server.New(daemon.NewBackend(sup), allow, zap.NewNop()).Serve(ctx, l)
 	}()
 	c := api.NewClient(sock)
 	t.Cleanup(func() {
@@ -58,7 +63,7 @@ func serve(t *testing.T, allow func(api.Peer) bool) (*api.Client, string) {
 	return c, sock
 }
 
-func allowAll(api.Peer) bool { return true }
+func allowAll(server.Peer) bool { return true }
 
 // raw sends a request over the socket without the client's help.
 func raw(t *testing.T, sock, method, path, body string) (int, string) {
@@ -124,7 +129,7 @@ func TestErrorModel(t *testing.T) {
 }
 
 func TestForbiddenPeerGetsNothingElse(t *testing.T) {
-	c, sock := serve(t, func(api.Peer) bool { return false })
+	c, sock := serve(t, func(server.Peer) bool { return false })
 	for _, p := range []string{"/v1/status", "/v1/workloads", "/v1/events", "/nothing"} {
 		status, body := raw(t, sock, "GET", p, "")
 		if status != 403 || !strings.Contains(body, `"code":"forbidden"`) {
@@ -142,28 +147,28 @@ func TestPeerPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	self := int32(os.Getpid())
-	policy := api.PeerPolicy(4242)
+	policy := server.PeerPolicy(4242)
 	tests := []struct {
 		name string
-		p    api.Peer
+		p    server.Peer
 		want bool
 	}{
-		{"root", api.Peer{PID: self, UID: 0, GID: 0}, true},
-		{"own uid", api.Peer{PID: self, UID: uint32(os.Getuid()), GID: 1}, true},
-		{"primary group", api.Peer{PID: self, UID: 5000, GID: 4242}, true},
-		{"stranger", api.Peer{PID: self, UID: 5000, GID: 5000}, false},
+		{"root", server.Peer{PID: self, UID: 0, GID: 0}, true},
+		{"own uid", server.Peer{PID: self, UID: uint32(os.Getuid()), GID: 1}, true},
+		{"primary group", server.Peer{PID: self, UID: 5000, GID: 4242}, true},
+		{"stranger", server.Peer{PID: self, UID: 5000, GID: 5000}, false},
 	}
 	for _, tt := range tests {
 		if got := policy(tt.p); got != tt.want {
 			t.Errorf("%s: allowed = %v, want %v", tt.name, got, tt.want)
 		}
 	}
-	if api.PeerPolicy(-1)(api.Peer{PID: self, UID: 5000, GID: 5000}) {
+	if server.PeerPolicy(-1)(server.Peer{PID: self, UID: 5000, GID: 5000}) {
 		t.Error("without a group only root and the daemon's uid may connect")
 	}
 	// Supplementary groups come from /proc of the peer.
 	for _, g := range groups {
-		if g != 0 && !api.PeerPolicy(g)(api.Peer{PID: self, UID: 5000, GID: 5000}) {
+		if g != 0 && !server.PeerPolicy(g)(server.Peer{PID: self, UID: 5000, GID: 5000}) {
 			t.Errorf("a member of supplementary group %d was refused", g)
 		}
 	}

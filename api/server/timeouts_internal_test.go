@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flyd-dev/flyd/api"
+
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/spec"
@@ -24,15 +26,17 @@ type statusOnly struct {
 	applying, most atomic.Int32
 }
 
-func (b *statusOnly) Status(context.Context) (*Status, error) { return &Status{Version: "test"}, nil }
+func (b *statusOnly) Status(context.Context) (*api.Status, error) {
+	return &api.Status{Version: "test"}, nil
+}
 
-func (b *statusOnly) Apply(ctx context.Context, w *spec.Workload, o ApplyOptions) (*Workload, error) {
+func (b *statusOnly) Apply(ctx context.Context, w *spec.Workload, o api.ApplyOptions) (*api.Workload, error) {
 	n := b.applying.Add(1)
 	defer b.applying.Add(-1)
 	for m := b.most.Load(); n > m && !b.most.CompareAndSwap(m, n); m = b.most.Load() {
 	}
 	time.Sleep(20 * time.Millisecond)
-	return &Workload{Name: w.Name, State: StateRunning}, nil
+	return &api.Workload{Name: w.Name, State: api.StateRunning}, nil
 }
 
 func serveShort(t *testing.T, b Backend) string {
@@ -48,7 +52,7 @@ func serveShort(t *testing.T, b Backend) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = NewServer(b, func(Peer) bool { return true }, zap.NewNop()).Serve(ctx, l)
+		_ = New(b, func(Peer) bool { return true }, zap.NewNop()).Serve(ctx, l)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -101,12 +105,12 @@ func TestSlowAndIdleConnectionsDropped(t *testing.T) {
 // maxApplies are read and checked together.
 func TestAppliesAreCapped(t *testing.T) {
 	b := &statusOnly{}
-	c := NewClient(serveShort(t, b))
+	c := api.NewClient(serveShort(t, b))
 	defer c.Close()
 	errs := make(chan error, 16)
 	for i := range 16 {
 		go func() {
-			_, err := c.Apply(context.Background(), &spec.Workload{Name: fmt.Sprintf("w%d", i), Command: []string{"/bin/true"}}, ApplyOptions{})
+			_, err := c.Apply(context.Background(), &spec.Workload{Name: fmt.Sprintf("w%d", i), Command: []string{"/bin/true"}}, api.ApplyOptions{})
 			errs <- err
 		}()
 	}

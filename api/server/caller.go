@@ -1,9 +1,10 @@
-package api
+package server
 
 import (
 	"context"
 	"net/http"
 
+	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/authz"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) callerOf(r *http.Request) authz.Caller {
 
 // workloadDoc is a workload the backend answered, as authz judges it,
 // under the name the caller gave it.
-func workloadDoc(name string, wl Workload) authz.Doc {
+func workloadDoc(name string, wl api.Workload) authz.Doc {
 	return authz.Doc{Name: name, Exists: true, AppliedBy: wl.AppliedBy, Owner: wl.Owner}
 }
 

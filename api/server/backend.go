@@ -1,60 +1,61 @@
-package api
+package server
 
 import (
 	"context"
 	"syscall"
 
+	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/spec"
 )
 
 // Backend is what the daemon offers. daemon.Backend implements it in-process
-// and Client implements it over the socket.
+// and api.Client implements it over the socket.
 type Backend interface {
-	Status(ctx context.Context) (*Status, error)
-	List(ctx context.Context) ([]Workload, error)
-	Get(ctx context.Context, name string) (*Workload, error)
+	Status(ctx context.Context) (*api.Status, error)
+	List(ctx context.Context) ([]api.Workload, error)
+	Get(ctx context.Context, name string) (*api.Workload, error)
 	// Apply creates or replaces a workload. Replacing with an equal spec
 	// changes nothing. With Start, it returns after the first start
 	// attempt, with its outcome in the returned state.
-	Apply(ctx context.Context, w *spec.Workload, o ApplyOptions) (*Workload, error)
+	Apply(ctx context.Context, w *spec.Workload, o api.ApplyOptions) (*api.Workload, error)
 	// ApplyBatch applies specs as one batch: a name twice or an `after`
 	// cycle refuses all of it; else dependencies first, one Result each.
-	ApplyBatch(ctx context.Context, specs []*spec.Workload, o ApplyOptions) ([]Result, error)
+	ApplyBatch(ctx context.Context, specs []*spec.Workload, o api.ApplyOptions) ([]api.Result, error)
 	// Up makes a project what docs say, removing what it has beyond them;
 	// Down removes all of it. Both say what they did, and what failed.
-	Up(ctx context.Context, project string, docs Documents, o ApplyOptions) (*ProjectChange, error)
-	Down(ctx context.Context, project string, o RemoveOptions) (*ProjectChange, error)
+	Up(ctx context.Context, project string, docs api.Documents, o api.ApplyOptions) (*api.ProjectChange, error)
+	Down(ctx context.Context, project string, o api.RemoveOptions) (*api.ProjectChange, error)
 	// Batch runs one action on many workloads in parallel, one Result each.
-	Batch(ctx context.Context, action Action, bt Batch) ([]Result, error)
-	Start(ctx context.Context, name string) (*Workload, error)
-	Stop(ctx context.Context, name string) (*Workload, error)
+	Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error)
+	Start(ctx context.Context, name string) (*api.Workload, error)
+	Stop(ctx context.Context, name string) (*api.Workload, error)
 	// Kill stops a workload at once, without a grace period, overtaking
 	// a stop in progress.
-	Kill(ctx context.Context, name string) (*Workload, error)
-	Restart(ctx context.Context, name string) (*Workload, error)
+	Kill(ctx context.Context, name string) (*api.Workload, error)
+	Restart(ctx context.Context, name string) (*api.Workload, error)
 	// Scale applies a workload, or a group of replicas, again with that
 	// many replicas; it answers with the first replica's state.
-	Scale(ctx context.Context, name string, replicas int, o ApplyOptions) (*Workload, error)
+	Scale(ctx context.Context, name string, replicas int, o api.ApplyOptions) (*api.Workload, error)
 	Signal(ctx context.Context, name string, sig syscall.Signal) error
 	// Remove stops and removes a workload.
-	Remove(ctx context.Context, name string, o RemoveOptions) error
+	Remove(ctx context.Context, name string, o api.RemoveOptions) error
 	// Logs gives out the records of a workload's log that q selects and,
 	// following, what is written next until ctx is done.
-	Logs(ctx context.Context, name string, q LogQuery, out LogSink) error
+	Logs(ctx context.Context, name string, q api.LogQuery, out api.LogSink) error
 	// Ports lists every endpoint's allocation as a network mapping.
-	Ports(ctx context.Context) ([]PortMapping, error)
+	Ports(ctx context.Context) ([]api.PortMapping, error)
 	// Networks lists the isolated networks; DeleteNetwork deletes one no
 	// workload uses.
-	Networks(ctx context.Context) ([]Network, error)
+	Networks(ctx context.Context) ([]api.Network, error)
 	DeleteNetwork(ctx context.Context, name string) error
 	// PutNetwork records a network's document (its settings) and applies
 	// it to the network when it exists.
-	PutNetwork(ctx context.Context, n *spec.Network) (*Network, error)
+	PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error)
 	// Policies lists the policy documents and what each is in force for;
 	// PutPolicy records one and puts it in force before answering;
 	// DeletePolicy removes one and its rules.
-	Policies(ctx context.Context) ([]Policy, error)
-	PutPolicy(ctx context.Context, p *spec.Policy) (*Policy, error)
+	Policies(ctx context.Context) ([]api.Policy, error)
+	PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, error)
 	DeletePolicy(ctx context.Context, name string) error
 	// Workspaces lists the workspace documents (secrets redacted);
 	// PutWorkspace records one, whose configurations its workloads get
@@ -64,23 +65,9 @@ type Backend interface {
 	DeleteWorkspace(ctx context.Context, name string) error
 	// Stats samples the running workloads' usage, at most once an
 	// interval (the sample says which).
-	Stats(ctx context.Context) (*Stats, error)
+	Stats(ctx context.Context) (*api.Stats, error)
 	// Events streams events until ctx is done. The channel is closed when
 	// the stream ends, including when a reader too slow to keep up is dropped.
 	// With after > 0 it first replays the kept events numbered after it.
-	Events(ctx context.Context, after uint64) (<-chan Event, error)
-}
-
-// ApplyOptions qualify Apply. Force changes a workload a file of the
-// workloads directory owns. Who applies it is the request's (CallerOf).
-type ApplyOptions struct {
-	Start bool
-	Force bool
-}
-
-// RemoveOptions qualify Remove, as ApplyOptions do Apply.
-type RemoveOptions struct {
-	Force bool
-	// Volumes: a project's Down removes its named volumes too.
-	Volumes bool
+	Events(ctx context.Context, after uint64) (<-chan api.Event, error)
 }
