@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -101,7 +100,7 @@ func (c *Client) ApplyBatch(ctx context.Context, specs []*spec.Workload, o Apply
 			return nil
 		}
 		var rs Results
-		err := c.do(ctx, http.MethodPost, "/v1/batch/apply", q, struct {
+		err := c.do(ctx, "POST", "/v1/batch/apply", q, struct {
 			Workloads []json.RawMessage `json:"workloads"`
 		}{chunk}, &rs)
 		out = append(out, rs.Results...)
@@ -130,6 +129,6 @@ func (c *Client) ApplyBatch(ctx context.Context, specs []*spec.Workload, o Apply
 // Batch runs action on the workloads bt names, in one request.
 func (c *Client) Batch(ctx context.Context, action Action, bt Batch) ([]Result, error) {
 	var rs Results
-	err := c.do(ctx, http.MethodPost, "/v1/batch/"+string(action), nil, bt, &rs)
+	err := c.do(ctx, "POST", "/v1/batch/"+string(action), nil, bt, &rs)
 	return rs.Results, err
 }

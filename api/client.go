@@ -2,20 +2,17 @@ package api
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/user"
 	"strconv"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -27,31 +24,29 @@ import (
 const DefaultSocket = "/run/flyd/flyd.sock"
 
 // Client talks to a daemon over its Unix socket. It implements
-// server.Backend.
+// server.Backend. It may be used by several goroutines at once.
 type Client struct {
 	socket string
-	hc     *http.Client
+	conns  pool
 }
 
 // NewClient returns a client for the daemon listening on socket.
 func NewClient(socket string) *Client {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "unix", socket)
-			if err != nil {
-				return nil, err
-			}
-			if err := trustServer(c, socket); err != nil {
-				c.Close()
-				return nil, err
-			}
-			return c, nil
-		},
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     30 * time.Second,
+	return &Client{socket: socket}
+}
+
+// dial connects to the daemon, if it is one the client trusts.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return nil, c.dialError(err)
 	}
-	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+	if err := trustServer(nc, c.socket); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
 }
 
 // trustServer refuses a socket that neither root nor this user serves,
@@ -80,55 +75,52 @@ func trustServer(c net.Conn, socket string) error {
 }
 
 // Close releases idle connections.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+func (c *Client) Close() { c.conns.closeAll() }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body any, out any) error {
 	resp, err := c.send(ctx, method, path, q, body)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil
+	defer resp.body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.body).Decode(out); err != nil {
+			return err
+		}
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	// What is left (the encoder's newline) is read, so that the
+	// connection serves the next request.
+	_, err = io.Copy(io.Discard, resp.body)
+	return err
 }
 
 // send performs a request and turns an error answer into an *Error.
-func (c *Client) send(ctx context.Context, method, path string, q url.Values, body any) (*http.Response, error) {
-	var rd io.Reader
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, body any) (*response, error) {
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return nil, err
 		}
-		rd = bytes.NewReader(b)
 	}
-	u := "http://flyd" + path
+	target := path
 	if len(q) > 0 {
-		u += "?" + q.Encode()
+		target += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	resp, err := c.roundTrip(ctx, method, target, b)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, c.dialError(err)
-	}
-	if resp.StatusCode < 300 {
+	if resp.code < 300 {
 		return resp, nil
 	}
-	defer resp.Body.Close()
+	defer resp.body.Close()
 	var eb ErrorBody
-	if json.NewDecoder(resp.Body).Decode(&eb) != nil || eb.Error == nil {
-		return nil, &Error{Status: resp.StatusCode, Code: "internal", Message: resp.Status}
+	if json.NewDecoder(io.LimitReader(resp.body, 1<<20)).Decode(&eb) != nil || eb.Error == nil {
+		return nil, &Error{Status: resp.code, Code: "internal", Message: resp.text}
 	}
-	eb.Error.Status = resp.StatusCode
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.body, 4<<10))
+	eb.Error.Status = resp.code
 	return nil, eb.Error
 }
 
@@ -138,11 +130,6 @@ func (c *Client) dialError(err error) error {
 		return fmt.Errorf("%w: no flyd daemon answers on %s (is it running? set --socket or FLYD_SOCKET)", errdefs.ErrUnavailable, c.socket)
 	case errors.Is(err, unix.EACCES):
 		return fmt.Errorf("%w: permission denied on %s (root or %s is needed)", errdefs.ErrForbidden, c.socket, socketGroup(c.socket))
-	case errors.Is(err, errdefs.ErrForbidden):
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return ue.Err // trustServer's own words, without the request's
-		}
 	}
 	return err
 }
@@ -171,12 +158,12 @@ func workloadPath(name string, rest ...string) string {
 
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var st Status
-	return &st, c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &st)
+	return &st, c.do(ctx, "GET", "/v1/status", nil, nil, &st)
 }
 
 func (c *Client) List(ctx context.Context) ([]Workload, error) {
 	var ws []Workload
-	return ws, c.do(ctx, http.MethodGet, "/v1/workloads", nil, nil, &ws)
+	return ws, c.do(ctx, "GET", "/v1/workloads", nil, nil, &ws)
 }
 
 // ListProject lists one project's workloads ("" for the default
@@ -184,12 +171,12 @@ func (c *Client) List(ctx context.Context) ([]Workload, error) {
 // host runs.
 func (c *Client) ListProject(ctx context.Context, project string) ([]Workload, error) {
 	var ws []Workload
-	return ws, c.do(ctx, http.MethodGet, "/v1/workloads", url.Values{"project": {project}}, nil, &ws)
+	return ws, c.do(ctx, "GET", "/v1/workloads", url.Values{"project": {project}}, nil, &ws)
 }
 
 func (c *Client) Get(ctx context.Context, name string) (*Workload, error) {
 	var w Workload
-	if err := c.do(ctx, http.MethodGet, workloadPath(name), nil, nil, &w); err != nil {
+	if err := c.do(ctx, "GET", workloadPath(name), nil, nil, &w); err != nil {
 		return nil, err
 	}
 	return &w, nil
@@ -202,7 +189,7 @@ func (c *Client) Put(ctx context.Context, ws *spec.Workload, start bool) (*Workl
 
 func (c *Client) Apply(ctx context.Context, ws *spec.Workload, o ApplyOptions) (*Workload, error) {
 	var w Workload
-	if err := c.do(ctx, http.MethodPut, workloadPath(ws.Name), applyQuery(o), ws, &w); err != nil {
+	if err := c.do(ctx, "PUT", workloadPath(ws.Name), applyQuery(o), ws, &w); err != nil {
 		return nil, err
 	}
 	return &w, nil
@@ -221,7 +208,7 @@ func applyQuery(o ApplyOptions) url.Values {
 
 func (c *Client) lifecycle(ctx context.Context, name, op string, q url.Values) (*Workload, error) {
 	var w Workload
-	if err := c.do(ctx, http.MethodPost, workloadPath(name, op), q, nil, &w); err != nil {
+	if err := c.do(ctx, "POST", workloadPath(name, op), q, nil, &w); err != nil {
 		return nil, err
 	}
 	return &w, nil
@@ -255,7 +242,7 @@ func (c *Client) Scale(ctx context.Context, name string, replicas int, o ApplyOp
 }
 
 func (c *Client) Signal(ctx context.Context, name string, sig syscall.Signal) error {
-	return c.do(ctx, http.MethodPost, workloadPath(name, "signal"), url.Values{"sig": {strconv.Itoa(int(sig))}}, nil, nil)
+	return c.do(ctx, "POST", workloadPath(name, "signal"), url.Values{"sig": {strconv.Itoa(int(sig))}}, nil, nil)
 }
 
 // Delete removes a workload through the API, without force.
@@ -268,68 +255,68 @@ func (c *Client) Remove(ctx context.Context, name string, o RemoveOptions) error
 	if o.Force {
 		q = url.Values{"force": {"true"}}
 	}
-	return c.do(ctx, http.MethodDelete, workloadPath(name), q, nil, nil)
+	return c.do(ctx, "DELETE", workloadPath(name), q, nil, nil)
 }
 
 func (c *Client) Ports(ctx context.Context) ([]PortMapping, error) {
 	var ps []PortMapping
-	return ps, c.do(ctx, http.MethodGet, "/v1/ports", nil, nil, &ps)
+	return ps, c.do(ctx, "GET", "/v1/ports", nil, nil, &ps)
 }
 
 func (c *Client) Networks(ctx context.Context) ([]Network, error) {
 	var ns []Network
-	return ns, c.do(ctx, http.MethodGet, "/v1/networks", nil, nil, &ns)
+	return ns, c.do(ctx, "GET", "/v1/networks", nil, nil, &ns)
 }
 
 func (c *Client) PutNetwork(ctx context.Context, n *spec.Network) (*Network, error) {
 	var nw Network
-	if err := c.do(ctx, http.MethodPut, "/v1/networks/"+url.PathEscape(n.Name), nil, n, &nw); err != nil {
+	if err := c.do(ctx, "PUT", "/v1/networks/"+url.PathEscape(n.Name), nil, n, &nw); err != nil {
 		return nil, err
 	}
 	return &nw, nil
 }
 
 func (c *Client) DeleteNetwork(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
+	return c.do(ctx, "DELETE", "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
 }
 
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	var st Stats
-	return &st, c.do(ctx, http.MethodGet, "/v1/stats", nil, nil, &st)
+	return &st, c.do(ctx, "GET", "/v1/stats", nil, nil, &st)
 }
 
 func (c *Client) Policies(ctx context.Context) ([]Policy, error) {
 	var ps []Policy
-	return ps, c.do(ctx, http.MethodGet, "/v1/policies", nil, nil, &ps)
+	return ps, c.do(ctx, "GET", "/v1/policies", nil, nil, &ps)
 }
 
 func (c *Client) PutPolicy(ctx context.Context, p *spec.Policy) (*Policy, error) {
 	var out Policy
-	if err := c.do(ctx, http.MethodPut, "/v1/policies/"+url.PathEscape(p.Name), nil, p, &out); err != nil {
+	if err := c.do(ctx, "PUT", "/v1/policies/"+url.PathEscape(p.Name), nil, p, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
 func (c *Client) DeletePolicy(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/policies/"+url.PathEscape(name), nil, nil, nil)
+	return c.do(ctx, "DELETE", "/v1/policies/"+url.PathEscape(name), nil, nil, nil)
 }
 
 func (c *Client) Workspaces(ctx context.Context) ([]spec.Workspace, error) {
 	var out []spec.Workspace
-	return out, c.do(ctx, http.MethodGet, "/v1/workspaces", nil, nil, &out)
+	return out, c.do(ctx, "GET", "/v1/workspaces", nil, nil, &out)
 }
 
 func (c *Client) PutWorkspace(ctx context.Context, ws *spec.Workspace) (*spec.Workspace, error) {
 	var out spec.Workspace
-	if err := c.do(ctx, http.MethodPut, "/v1/workspaces/"+url.PathEscape(ws.Name), nil, ws, &out); err != nil {
+	if err := c.do(ctx, "PUT", "/v1/workspaces/"+url.PathEscape(ws.Name), nil, ws, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
 func (c *Client) DeleteWorkspace(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/workspaces/"+url.PathEscape(name), nil, nil, nil)
+	return c.do(ctx, "DELETE", "/v1/workspaces/"+url.PathEscape(name), nil, nil, nil)
 }
 
 func (c *Client) Events(ctx context.Context, after uint64) (<-chan Event, error) {
@@ -346,15 +333,15 @@ func (c *Client) events(ctx context.Context, after uint64, q url.Values) (<-chan
 	if after > 0 {
 		q.Set("after", strconv.FormatUint(after, 10))
 	}
-	resp, err := c.send(ctx, http.MethodGet, "/v1/events", q, nil)
+	resp, err := c.send(ctx, "GET", "/v1/events", q, nil)
 	if err != nil {
 		return nil, err
 	}
 	ch := make(chan Event)
 	go func() {
 		defer close(ch)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
+		defer resp.body.Close()
+		sc := bufio.NewScanner(resp.body)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			var ev Event

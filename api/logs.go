@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -134,15 +133,15 @@ func unexpectedEOF(err error) error {
 // follower knows to resume from its last record's End. One ended by ctx
 // returns nil.
 func (c *Client) Logs(ctx context.Context, name string, q LogQuery, out LogSink) error {
-	resp, err := c.send(ctx, http.MethodGet, workloadPath(name, "logs"), q.values(true), nil)
+	resp, err := c.send(ctx, "GET", workloadPath(name, "logs"), q.values(true), nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // ended by the caller before the stream began
 		}
 		return err
 	}
-	defer resp.Body.Close()
-	err = readLogRecords(resp.Body, out.Record)
+	defer resp.body.Close()
+	err = readLogRecords(resp.body, out.Record)
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 
 	"github.com/flyd-dev/flyd/spec"
@@ -46,7 +45,7 @@ func (c *ProjectChange) Err() error {
 // is removed. The change's own failure, after what it did, is its Err.
 func (c *Client) Up(ctx context.Context, project string, docs Documents, o ApplyOptions) (*ProjectChange, error) {
 	var out ProjectChange
-	if err := c.do(ctx, http.MethodPut, "/v1/projects/"+url.PathEscape(project), applyQuery(o), docs, &out); err != nil {
+	if err := c.do(ctx, "PUT", "/v1/projects/"+url.PathEscape(project), applyQuery(o), docs, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -62,7 +61,7 @@ func (c *Client) Down(ctx context.Context, project string, o RemoveOptions) (*Pr
 		q.Set("volumes", "true")
 	}
 	var out ProjectChange
-	if err := c.do(ctx, http.MethodDelete, "/v1/projects/"+url.PathEscape(project), q, nil, &out); err != nil {
+	if err := c.do(ctx, "DELETE", "/v1/projects/"+url.PathEscape(project), q, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

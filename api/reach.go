@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 
 	"github.com/flyd-dev/flyd/status"
@@ -48,7 +47,7 @@ func (c *Client) Reach(ctx context.Context, name string) ([]ReachEndpoint, error
 		q = url.Values{"name": {name}}
 	}
 	var eps []ReachEndpoint
-	return eps, c.do(ctx, http.MethodGet, "/v1/reach", q, nil, &eps)
+	return eps, c.do(ctx, "GET", "/v1/reach", q, nil, &eps)
 }
 
 // ReachEndpoints converts the supervisor's allow-lists to the wire.
