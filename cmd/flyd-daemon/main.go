@@ -1,7 +1,8 @@
-// Command flyd-daemon is flyd's daemon, its registry server and its
-// terminal UI: what `flyd daemon`, `flyd registry serve` and `flyd top`
+// Command flyd-daemon is flyd's daemon, its registry server and client and
+// its terminal UI: what `flyd daemon`, `flyd registry` and `flyd top`
 // exec. It links what the other commands do not need (the runtimes'
-// clients, the metrics, etcd's client, the terminal UI's libraries).
+// clients, the metrics, etcd's client, the registry's client with TLS, the
+// terminal UI's libraries).
 package main
 
 import (

@@ -17,15 +17,29 @@ const registryServeUsage = "serve [--listen ADDR] [--key-file F] [--tls-cert F -
 	"             [--store memory|etcd --etcd-endpoints URL,... [--etcd-prefix P] [--etcd-timeout 2s] [--etcd-cacert F --etcd-cert F --etcd-key F]]"
 
 func init() {
-	cli.Register("registry", "run a service registry", registryServeUsage, cmdRegistry)
+	cli.Register("registry", "run or query a service registry", registryServeUsage+"\n       flyd registry "+registryLsUsage+"\n       flyd registry "+registryDriftUsage, cmdRegistry)
 }
 
-// cmdRegistry is `flyd registry serve`; `flyd registry ls` is the client's.
+// cmdRegistry is every `flyd registry` command: serving a registry, and
+// querying one, whose client (TLS, TOML references) the CLI does not link.
 func cmdRegistry(ctx context.Context, c *cli.Env, args []string) error {
-	if len(args) == 0 || args[0] != "serve" {
-		return cli.Usagef("this program serves a registry; flyd registry ls queries one")
+	if len(args) == 0 {
+		return cli.Usagef("name a subcommand: serve, ls or drift")
 	}
-	return registryServe(ctx, c, args[1:])
+	switch args[0] {
+	case "serve":
+		return registryServe(ctx, c, args[1:])
+	case "ls":
+		c.Usage = registryLsUsage
+		return registryLs(ctx, c, args[1:])
+	case "drift":
+		c.Usage = registryDriftUsage
+		return registryDrift(ctx, c, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprintf(c.Stderr, "usage: flyd registry %s\n       flyd registry %s\n       flyd registry %s\n", registryServeUsage, registryLsUsage, registryDriftUsage)
+		return flag.ErrHelp
+	}
+	return cli.Usagef("unknown subcommand %q: serve, ls or drift", args[0])
 }
 
 // registryFlags is a flag set for a registry subcommand: they take none of
