@@ -14,10 +14,10 @@ import (
 	"github.com/flyd-dev/flyd/internal/trust"
 )
 
-// daemonProgram is the program that runs the daemon, the registry server
-// and flyd top (cmd/flyd-daemon): what links the runtimes' clients, etcd's
-// and a terminal UI's libraries, whose start-up (~10 ms) the other commands
-// do not pay. It is looked for beside this executable (a build's bin/) and
+// daemonProgram is the program that runs the daemon, the registry's server
+// and client, and flyd top (cmd/flyd-daemon): what links the runtimes'
+// clients, etcd's, the registry's (TLS) and a terminal UI's libraries,
+// whose start-up the other commands do not pay. It is looked for beside this executable (a build's bin/) and
 // then in ../libexec/flyd/ (what scripts/install lays out).
 const daemonProgram = "flyd-daemon"
 
@@ -25,8 +25,12 @@ func init() {
 	// The main goroutine stays on the process's first thread, so that
 	// execDaemon execs from it: what the kernel keeps per thread and a
 	// thread born later lacks (a parent-death signal set for the process
-	// that runs `flyd daemon`) goes on to the daemon.
-	runtime.LockOSThread()
+	// that runs `flyd daemon`) goes on to the daemon. Only a command that
+	// may exec is held there: a locked main goroutine that waits has its
+	// thread handed off and another started, which a short call pays for.
+	if mayExecDaemon(os.Args[1:]) {
+		runtime.LockOSThread()
+	}
 	for _, c := range []struct{ name, summary, usage string }{
 		{"daemon", "run the daemon in the foreground", "[flags] (flyd daemon -h lists them)"},
 		{"top", "a live view of the workloads, their logs and events, with keys to act on them", ""},
@@ -34,6 +38,18 @@ func init() {
 		cli.Register(c.name, c.summary, c.usage,
 			func(_ context.Context, _ *cli.Env, args []string) error { return execDaemon(c.name, args...) })
 	}
+}
+
+// mayExecDaemon says whether args may name a command that execs the
+// daemon program: any of them, wherever the shared flags put the name.
+func mayExecDaemon(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "daemon", "top", "registry":
+			return true
+		}
+	}
+	return false
 }
 
 // execDaemon replaces this process with the daemon program, running its
