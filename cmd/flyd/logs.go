@@ -15,7 +15,7 @@ import (
 func init() {
 	cli.Register("logs", "print workloads' logs", "[-f] [--tail N] [--since D] [-t] NAME... | --all", cmdLogs)
 	cli.Register("events", "stream the daemon's events, across daemon restarts", "[--reconnect D]", cmdEvents)
-	cli.Register("version", "print the version", "", cmdVersion)
+	cli.RegisterQuery("version", "print the version", "", cmdVersion)
 }
 
 func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {

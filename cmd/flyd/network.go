@@ -20,10 +20,10 @@ import (
 )
 
 func init() {
-	cli.Register("ports", "list every endpoint's port and addresses", "", cmdPorts)
+	cli.RegisterQuery("ports", "list every endpoint's port and addresses", "", cmdPorts)
 	cli.Register("networks", "list isolated networks, or delete one", "[rm NAME]", cmdNetworks)
 	cli.Register("exec", "run a command inside an isolated network", "--network NET -- CMD [ARGS...]", cmdExec)
-	cli.Register("port", "compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A] [--mode host|container] [--scope PROJECT]", cmdPort)
+	cli.RegisterQuery("port", "compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A] [--mode host|container] [--scope PROJECT]", cmdPort)
 }
 
 func cmdPorts(ctx context.Context, c *cli.Env, args []string) error {

@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	cli.Register("reach", "each endpoint's derived allow-list, and who was refused", "[NAME]", cmdReach)
+	cli.RegisterQuery("reach", "each endpoint's derived allow-list, and who was refused", "[NAME]", cmdReach)
 }
 
 // cmdReach prints, for each endpoint, who may open a connection to it and

@@ -19,8 +19,8 @@ import (
 
 func init() {
 	cli.Register("apply", "create or replace workloads from spec files", "-f FILE|DIR|- [-f ...] [--env-file FILE ...] [--profile NAME ...] [--start=false] [--force] [--wait [--timeout 1m]]", cmdApply)
-	cli.Register("ps", "list workloads", "", cmdPs)
-	cli.Register("inspect", "show a workload as JSON", "NAME", cmdInspect)
+	cli.RegisterQuery("ps", "list workloads", "", cmdPs)
+	cli.RegisterQuery("inspect", "show a workload as JSON", "NAME", cmdInspect)
 	cli.Register("start", "start workloads", "NAME...|--all", lifecycleCmd(api.ActionStart))
 	cli.Register("stop", "stop workloads", "NAME...|--all [--force]", lifecycleCmd(api.ActionStop))
 	cli.Register("restart", "restart workloads", "NAME...|--all", lifecycleCmd(api.ActionRestart))
@@ -28,7 +28,7 @@ func init() {
 	cli.Register("reload", "have workloads take their configuration again, as their spec's reload says", "NAME...|--all", lifecycleCmd(api.ActionReload))
 	cli.Register("signal", "send a signal to workloads", "NAME...|--all SIGNAL", cmdSignal)
 	cli.Register("scale", "run a workload as N replicas, NAME-1…NAME-N, replacing those that ran one at a time", "NAME N [--force] [--wait [--timeout 1m]]", cmdScale)
-	cli.Register("status", "show the daemon's status", "", cmdStatus)
+	cli.RegisterQuery("status", "show the daemon's status", "", cmdStatus)
 }
 
 // stringList is a repeatable string flag.

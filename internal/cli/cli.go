@@ -37,6 +37,11 @@ type Command struct {
 	Summary string
 	Usage   string
 	Run     func(ctx context.Context, env *Env, args []string) error
+	// Query is a command that asks and changes nothing, and answers at
+	// once: an interrupt ends it where it stands (the signal's default),
+	// so it does without the signal handling that cancels the others'
+	// context, which starts two threads in every call.
+	Query bool
 }
 
 var commands = map[string]Command{}
@@ -44,6 +49,11 @@ var commands = map[string]Command{}
 // Register adds a subcommand to this program's table.
 func Register(name, summary, usage string, run func(ctx context.Context, env *Env, args []string) error) {
 	commands[name] = Command{Summary: summary, Usage: usage, Run: run}
+}
+
+// RegisterQuery adds a subcommand that is a Query.
+func RegisterQuery(name, summary, usage string, run func(ctx context.Context, env *Env, args []string) error) {
+	commands[name] = Command{Summary: summary, Usage: usage, Run: run, Query: true}
 }
 
 // ExitError makes the process exit with Code, saying nothing more: the
@@ -86,7 +96,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		printUsage(stderr)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.Background(), func() {}
+	if !c.Query {
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	}
 	defer stop()
 	env := &Env{Stdout: stdout, Stderr: stderr, Name: name, Usage: c.Usage}
 	// The shared flags go first, so that the command's own copy of them
