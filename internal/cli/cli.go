@@ -1,11 +1,11 @@
 // Package cli is what flyd's two programs share: the command table, the
 // flag rules and the exit codes. cmd/flyd is the client every user runs;
-// cmd/flyd-daemon is the daemon, the registry server and flyd top, which
-// `flyd daemon`, `flyd registry serve` and `flyd top` exec. They are two
-// programs so that a client call does not pay the others' start-up (the
-// containerd client's, etcd's, the metrics' and a terminal UI's package
-// initialisation: 12.7 ms for `flyd version` in one program, ~3.5 ms in
-// two); to a user they are one command.
+// cmd/flyd-daemon is the daemon, the registry's server and client and flyd
+// top, which `flyd daemon`, `flyd registry` and `flyd top` exec. They are
+// two programs so that a client call does not pay the others' start-up
+// (the containerd client's, etcd's, TLS's, the metrics' and a terminal
+// UI's package initialisation: 12.7 ms for `flyd version` in one program,
+// ~3.5 ms in two); to a user they are one command.
 package cli
 
 import (
