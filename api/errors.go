@@ -41,31 +41,22 @@ func Forbidden(field, format string, args ...any) *Error {
 		Message: field + ": " + fmt.Sprintf(format, args...)}
 }
 
-// codes is the one table from error kinds to wire codes.
+// codes is the one table from error kinds to wire codes and the HTTP
+// statuses they are answered with (numbers: the client links no net/http).
 var codes = []struct {
 	kind   error
 	code   string
 	status int
 }{
-
 	{errdefs.ErrInvalid, "invalid_spec", 400},
-
 	{errdefs.ErrNotFound, "not_found", 404},
-
 	{errdefs.ErrConflict, "conflict", 409},
-
 	{errdefs.ErrForbidden, "forbidden", 403},
-
 	{errdefs.ErrPortInUse, "port_in_use", 409},
-
 	{errdefs.ErrArgumentTooLong, "argument_too_long", 422},
-
 	{errdefs.ErrEnvironmentTooLarge, "environment_too_large", 422},
-
 	{errdefs.ErrRuntimeUnavailable, "runtime_unavailable", 503},
-
 	{errdefs.ErrNotImplemented, "not_implemented", 501},
-
 	{errdefs.ErrUnavailable, "unavailable", 503},
 }
 

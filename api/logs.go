@@ -51,8 +51,7 @@ type LogSink interface {
 type LogFunc func(LogRecord) error
 
 func (f LogFunc) Record(r LogRecord) error { return f(r) }
-
-func (LogFunc) Flush() {}
+func (LogFunc) Flush()                     {}
 
 // WriteLog is the sink that writes the records' bytes to w, as the log
 // holds them.
