@@ -214,7 +214,7 @@ func readHead(br *bufio.Reader, method string) (h head, answered bool, err error
 		if len(line) == 0 && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
 			return h, false, fmt.Errorf("the daemon closed the connection without an answer: %w", io.ErrUnexpectedEOF)
 		}
-		return h, len(line) > 0, err
+		return h, len(line) > 0, unexpected(err)
 	}
 	proto, rest, _ := strings.Cut(line, " ")
 	code, reason, _ := strings.Cut(rest, " ")
