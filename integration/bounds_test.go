@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -401,6 +402,30 @@ func TestPeerUsersPolicy(t *testing.T) {
 	if out, errOut, code := member("ps"); code != 0 || strings.Contains(out, "mine") || !strings.Contains(out, "ok") {
 		t.Errorf("ps by a member: exit %d, %q %s; want its own workload alone", code, out, errOut)
 	}
+	// Nor does it see root's in the lists beside them: the host's ports,
+	// the usage sample, the daemon's counts.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "rport.yaml", "name: rport\ncommand: [\"@PROG@\", signals]\nnetwork: ci-rport\nendpoints: [{name: http, port: ephemeral}]\n"))
+	var rootPorts, memberPorts []api.PortMapping
+	decodeJSON(t, d.mustCLI(t, "ports", "--json"), &rootPorts)
+	if !slices.ContainsFunc(rootPorts, func(pm api.PortMapping) bool { return pm.Workload == "rport" }) {
+		t.Fatalf("root's ports: %+v; want rport's", rootPorts)
+	}
+	out, errOut, code := member("ports", "--json")
+	if code != 0 {
+		t.Fatalf("ports by a member: exit %d, %s", code, errOut)
+	}
+	if decodeJSON(t, out, &memberPorts); len(memberPorts) != 0 {
+		t.Errorf("ports by a member: %+v; want none (root's are not its own)", memberPorts)
+	}
+	var st api.Status
+	out, errOut, code = member("status", "--json")
+	if code != 0 {
+		t.Fatalf("status by a member: exit %d, %s", code, errOut)
+	}
+	if decodeJSON(t, out, &st); st.Workloads != 1 || st.States[api.StateRunning] != 1 {
+		t.Errorf("status by a member: %d workloads, states %v; want its own one, running", st.Workloads, st.States)
+	}
+	d.mustCLI(t, "rm", "rport")
 	if out, errOut, code := member("stop", "--all"); code != 0 || strings.Contains(out, "mine") || !strings.Contains(out, "ok") {
 		t.Errorf("stop --all by a member: exit %d, %q %s; want its own workload alone", code, out, errOut)
 	}

@@ -138,10 +138,22 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/batch/{action}", s.runBatch)
 	m.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.backend.Stats(r.Context())
+		if err == nil {
+			var mine func(string) bool
+			if mine, err = s.lane(r); err == nil && mine != nil {
+				st.Workloads = slices.DeleteFunc(st.Workloads, func(u api.Usage) bool { return !mine(u.Workload) })
+			}
+		}
 		respond(w, st, err)
 	})
 	m.HandleFunc("GET /v1/ports", func(w http.ResponseWriter, r *http.Request) {
 		ps, err := s.backend.Ports(r.Context())
+		if err == nil {
+			var mine func(string) bool
+			if mine, err = s.lane(r); err == nil && mine != nil {
+				ps = slices.DeleteFunc(ps, func(pm api.PortMapping) bool { return !mine(pm.Workload) })
+			}
+		}
 		respond(w, emptyIfNil(ps), err)
 	})
 	documents(s, m, "/v1/networks", spec.KindNetwork, spec.DecodeNetworkJSON, func(n *spec.Network) string { return n.Name },
@@ -322,7 +334,44 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st.Streams = s.streams.Load()
+	if c := s.callerOf(r); c.Confined {
+		// A confined caller's counts are of its own lane; the workloads
+		// directory's files and the quarantined records are root's, and
+		// the registry's last error may name another's instance.
+		ws, err := s.backend.List(r.Context())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		st.Workloads, st.States = 0, map[api.State]int{}
+		for _, wl := range ws {
+			if authz.Decide(c, authz.Read, workloadDoc(wl.Name, wl)) == nil {
+				st.Workloads++
+				st.States[wl.State]++
+			}
+		}
+		st.FileProblems, st.Quarantined, st.Registry.LastError = nil, nil, ""
+	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// lane is what a confined caller may read of the workloads, by name, for
+// an answer that lists them beside what else (ports, usage); nil for a
+// caller who reads them all.
+func (s *Server) lane(r *http.Request) (func(name string) bool, error) {
+	c := s.callerOf(r)
+	if !c.Confined {
+		return nil, nil
+	}
+	ws, err := s.backend.List(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	mine := make(map[string]bool, len(ws))
+	for _, wl := range ws {
+		mine[wl.Name] = authz.Decide(c, authz.Read, workloadDoc(wl.Name, wl)) == nil
+	}
+	return func(name string) bool { return mine[name] }, nil
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
