@@ -2,12 +2,15 @@ package supervisor
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/runhook"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // stepHook notes what the runner asks of it in calls.
@@ -85,5 +88,32 @@ func TestRunHooksReleaseInReverse(t *testing.T) {
 				t.Fatalf("calls:\n%q\nwant\n%q", calls, tc.calls)
 			}
 		})
+	}
+}
+
+// TestStartThatFailsReleases: a run its runtime does not start leaves
+// nothing its hooks acquired (a notify socket bound for it); the next
+// start acquires anew.
+func TestStartThatFailsReleases(t *testing.T) {
+	d := newFakeDriver()
+	d.failStarts = 1
+	s := openFake(t, d)
+	defer s.Close()
+	sp := fakeSpec("tells", "run")
+	sp.Health = &spec.Health{Notify: true}
+	sp.Restart.Backoff.Initial.Duration, sp.Restart.Backoff.Max.Duration = time.Hour, time.Hour
+	if _, err := s.Apply(t.Context(), sp, ApplyOptions{Start: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, "tells", status.Backoff)
+	if _, err := os.Stat(s.notifyPath("tells")); !os.IsNotExist(err) {
+		t.Errorf("the notify socket of a run that did not start is kept: %v", err)
+	}
+	if _, err := s.Restart(t.Context(), "tells"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, "tells", status.Running)
+	if _, err := os.Stat(s.notifyPath("tells")); err != nil {
+		t.Errorf("the run's notify socket: %v", err)
 	}
 }
