@@ -12,7 +12,8 @@
 //
 // A Hook keeps the checks of one workload's current run, on its owner's
 // loop: made ready before the run starts, started and stopped with it,
-// with what the run said of its readiness. It builds a check from a spec's
+// with what the run said of its readiness; it is the notify-and-health
+// step of the run (runhook.Hook). It builds a check from a spec's
 // health section (ProbeOf), with the ports it is given, but it is not the
 // supervisor: it restarts nothing, resolves no endpoint names and starts
 // no run. The supervisor gives it addresses it allocated and the run's

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/runhook"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -39,6 +40,9 @@ type Hook struct {
 	// pid is the current run's main process, for the checks of other
 	// goroutines.
 	pid atomic.Int64
+	// run is the current run, as its hooks keep it (runhook.go); nil
+	// while none is.
+	run *runhook.Run
 }
 
 // HookConfig is what a Hook's checks are made with, and whom they tell.
@@ -239,8 +243,7 @@ func (h *Hook) logChecked(gen int, ok bool, err error) {
 		return
 	}
 	if ok {
-		h.ready = true
-		h.cfg.Ready()
+		h.said()
 	} else {
 		h.told.Late = err
 	}
@@ -301,8 +304,7 @@ func (h *Hook) notified(m Message) {
 	case m.Stopping:
 		h.told.Stopping = true
 	case m.Ready && !h.ready:
-		h.ready = true
-		h.cfg.Ready()
+		h.said()
 	}
 	h.judge()
 }

@@ -15,6 +15,9 @@
 // workload alive (a read end keeps no writer from exiting), is in no
 // workload's cgroup, and leaves with nothing to hold.
 //
-// This package does not decide where a pipe's bytes go (a Sink does) nor
-// which runs get pipes (the supervisor does).
+// Hook is the logs step of a run (runhook.Hook): a pipe for every run
+// whose runtime does not write its log file itself, the log file for one
+// that does (looked after by logfile's Rotator), the ended run's last
+// output drained into its log, the log files removed with the workload.
+// Pipes themselves do not decide where their bytes go (a Sink does).
 package logpipe

@@ -25,6 +25,7 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/journal"
+	"github.com/flyd-dev/flyd/runhook"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -58,15 +59,9 @@ type Workload struct {
 type Run struct {
 	Process  driver.State `json:"process"`
 	Restarts int          `json:"restarts"`
-	// Ready is a notify workload's READY=1, which it says once, or a log
-	// check's line.
-	Ready bool `json:"ready,omitempty"`
-	// LogPipe says the run writes to a pipe the daemon reads; a record
-	// without it is of a run that writes its log file itself.
-	LogPipe bool `json:"log_pipe,omitempty"`
-	// LogFrom is where the run's output begins in its log, for its log
-	// check.
-	LogFrom *int64 `json:"log_from,omitempty"`
+	// Kept is what the run's hooks keep of it, in the record's own
+	// fields (ready, log_pipe, log_from).
+	runhook.Kept
 }
 
 // Store keeps the desired state, every workload's and every document's,

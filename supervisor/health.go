@@ -3,7 +3,6 @@ package supervisor
 import (
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -39,15 +38,6 @@ func (w *workload) newHealth() *health.Hook {
 		},
 		Warn: func(msg string, err error) { w.log.Warn(msg, zap.Error(err)) },
 	})
-}
-
-// startHealth starts checking the current run, when the spec has a check.
-func (w *workload) startHealth() {
-	started := time.Now()
-	if st := w.proc.State(); !st.StartedAt.IsZero() {
-		started = st.StartedAt // an adopted run's
-	}
-	w.health.Start(w.spec.Health, started)
 }
 
 // stopHealth stops checking the run: its health is not known any more.

@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
 
@@ -50,16 +49,6 @@ func (s *Supervisor) limitHit(name string, newOOM, newPids int, now time.Time) {
 		w.log.Warn("forks refused by the pids limit", zap.Int("refused", newPids))
 		w.publish(status.Event{Type: status.EventLimit, State: state,
 			Message: count(newPids, "fork", "forks") + " refused by the pids limit (resources.pids_max)"})
-	}
-}
-
-// watchLimits has the limit watcher follow sp: watched when it sets a
-// memory or pids limit.
-func (s *Supervisor) watchLimits(sp *spec.Workload) {
-	if r := sp.Resources; r != nil && (r.MemoryMax != 0 || r.PidsMax != 0) {
-		s.limits.Watch(sp.Name)
-	} else {
-		s.limits.Unwatch(sp.Name)
 	}
 }
 

@@ -209,12 +209,11 @@ func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o authz
 		return err
 	}
 	s.unquarantine(name)
-	s.deleteCgroup(name)
+	s.destroy(name)
 	s.net.Release(name, "")
 	if n := q.bad.Network; n != "" {
 		s.net.Drop(n)
 	}
-	s.removeLog(name)
 	s.log.Info("removed a quarantined workload", zap.String("workload", name))
 	s.publish(status.Event{Type: status.EventRemoved, Workload: name, Message: "quarantined record removed"})
 	return nil

@@ -43,11 +43,13 @@ func (w *workload) restore(rec records.Workload, run *recovered) {
 	}
 	if run != nil {
 		w.update(func(v *status.Workload) { v.Restarts = run.run.Restarts })
-		w.useLog(run.run.LogPipe)
+		// Taken again until it is known to be gone: it may be alive.
+		r := w.newRun()
+		r.Kept = run.run.Kept
+		w.adopt(r)
 	}
 	switch {
 	case run != nil && run.proc != nil:
-		w.health.Adopted(run.run.Ready, run.run.LogFrom)
 		w.adopted(run.proc)
 		w.resume()
 	case run != nil && run.err != nil:
@@ -74,7 +76,6 @@ func (w *workload) restore(rec records.Workload, run *recovered) {
 func (w *workload) adopted(p driver.Process) {
 	w.proc = p
 	st := p.State()
-	w.health.SetPID(st.PID)
 	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID, v.StartedAt = st.PID, st.ID, &st.StartedAt
 	})
@@ -83,6 +84,7 @@ func (w *workload) adopted(p driver.Process) {
 // lost records that an earlier daemon's run ended while no daemon watched.
 func (w *workload) lost() {
 	_ = w.s.store.RemoveRun(w.name)
+	w.release()
 	exit := wireExit(driver.Exit{Unknown: true, At: time.Now()})
 	w.update(func(v *status.Workload) { v.LastExit = exit })
 	w.log.Info("run ended while no daemon watched")
@@ -107,7 +109,7 @@ func (w *workload) resume() {
 		since = st.StartedAt
 	}
 	w.setStateSince(status.Running, "adopted", since)
-	w.startHealth()
+	w.poststart()
 }
 
 // adoptBackoff paces the retries of an adoption whose runtime is down.

@@ -48,16 +48,19 @@ func (w *workload) start() {
 	}
 	w.proc = p
 	st := p.State()
-	w.health.SetPID(st.PID)
+	w.run.Process = st
 	w.saveRun()
 	w.update(func(v *status.Workload) {
 		v.PID, v.ContainerID, v.LastError = st.PID, st.ID, ""
 		v.StartedAt = &st.StartedAt
 	})
 	w.setState(status.Running, "")
-	w.startHealth()
+	w.poststart()
 }
 
+// launch starts a run: its hooks acquire what it needs, its command and
+// environment are planned, its runtime starts it. A run that does not
+// start leaves nothing acquired.
 func (w *workload) launch() (driver.Process, error) {
 	if w.lastRun != nil {
 		// The run before this one must have let go of its pid.
@@ -72,38 +75,31 @@ func (w *workload) launch() (driver.Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 	}
-	if err := w.health.Prepare(w.spec.Health, used); err != nil {
+	r := w.newRun()
+	r.Env = used
+	if r.Env == nil {
+		r.Env = map[string]string{}
+	}
+	r.Task.CarrierDir = w.s.carrierDir(w.name)
+	r.Task.Preparing = func(what string) { w.setState(status.Preparing, what) }
+	if err := w.prestart(r); err != nil {
 		return nil, err
 	}
-	pl, err := wiring.PlanRun(resolved, w.s.caps(w.spec.Kind).RuntimeContext, w.ports, used)
+	pl, err := wiring.PlanRun(resolved, w.s.caps(w.spec.Kind).RuntimeContext, w.ports, r.Env)
 	if err != nil {
+		w.release()
 		return nil, err
 	}
-	pl.Args = w.withWatchdogPID(pl.Args, pl.Env)
-	nw, err := w.s.net.Namespace(w.spec.Network)
+	r.Task.Args, r.Task.Env, r.Task.Files = w.withWatchdogPID(pl.Args, pl.Env), pl.Env, pl.Files
+	p, err := r.Driver.Start(w.s.ctx, &r.Task)
+	// The child holds its own descriptor of its output.
+	_ = r.Task.Log.Close()
+	r.Task.Log = nil
 	if err != nil {
+		w.release()
 		return nil, err
 	}
-	lim, err := limits(w.spec.Resources)
-	if err != nil {
-		return nil, err
-	}
-	cg, err := w.s.cgroup(w.spec.Name, lim)
-	if err != nil {
-		return nil, err
-	}
-	w.s.limits.Baseline(w.name, cg)
-	log, piped, err := w.s.runLog(w.name, w.s.drivers[w.spec.Kind])
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close() // the child holds its own descriptor
-	w.useLog(piped)
-	return w.s.drivers[w.spec.Kind].Start(w.s.ctx, &driver.Task{
-		Workload: w.name, Spec: w.spec, Args: pl.Args, Env: pl.Env, Log: log,
-		Files: pl.Files, CarrierDir: w.s.carrierDir(w.name), Network: nw, Cgroup: cg, Limits: lim,
-		Preparing: func(what string) { w.setState(status.Preparing, what) },
-	})
+	return p, nil
 }
 
 // noteStartFailure records why a run could not start, in the state and in
@@ -117,22 +113,24 @@ func (w *workload) noteStartFailure(err error) {
 	}
 }
 
+// saveRun records the current run for a later daemon, with what its
+// hooks keep of it.
 func (w *workload) saveRun() {
+	if w.proc == nil || w.run == nil {
+		return
+	}
 	restarts := w.view.Load().Restarts
-	if err := w.s.store.SaveRun(w.name, records.Run{Process: w.proc.State(), Restarts: restarts, Ready: w.health.Ready(), LogPipe: w.logPipe, LogFrom: w.health.LogFrom()}); err != nil {
+	if err := w.s.store.SaveRun(w.name, records.Run{Process: w.proc.State(), Restarts: restarts, Kept: w.run.Kept}); err != nil {
 		w.log.Error("cannot persist run state", zap.Error(err))
 	}
 }
 
-// finish takes the ended run's exit and forgets the run.
+// finish takes the ended run's exit and forgets the run: its hooks
+// release what it held (its last lines are in its log before anyone hears
+// that it ended: a reader told of a failure finds why).
 func (w *workload) finish() driver.Exit {
-	w.stopHealth()
 	exit := w.proc.Exit()
-	// Its last lines are in its log before anyone hears that it ended: a
-	// reader told of a failure finds why.
-	if p := w.s.cfg.LogPipes; p != nil && !p.Drain(w.name, drainFor) {
-		w.log.Warn("the ended run's last output is not all in its log yet", zap.Duration("waited", drainFor))
-	}
+	w.release()
 	if r, ok := w.proc.(driver.Reaped); ok {
 		w.lastRun = r.Reaped()
 	}
@@ -140,16 +138,12 @@ func (w *workload) finish() driver.Exit {
 	_ = w.s.store.RemoveRun(w.name)
 	shown := wireExit(exit)
 	w.update(func(v *status.Workload) {
-		v.PID, v.ContainerID = 0, ""
+		v.PID, v.ContainerID, v.Healthy = 0, "", nil
 		v.LastExit = shown
 	})
 	w.publish(status.Event{Type: status.EventExit, Message: exit.String(), Exit: wireExit(exit)})
 	return exit
 }
-
-// drainFor bounds the wait for an ended run's output to reach its log:
-// microseconds as a rule, longer only while its disk is full.
-const drainFor = 2 * time.Second
 
 // wireExit is an exit as the API shows it.
 func wireExit(e driver.Exit) *status.Exit {

@@ -34,6 +34,7 @@ import (
 	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/registrar"
+	"github.com/flyd-dev/flyd/runhook"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
@@ -105,6 +106,11 @@ type Supervisor struct {
 	logs *logfile.Book
 	// rotator keeps the logs runs write themselves within their bound.
 	rotator *logfile.Rotator
+	// hooks are the steps of every workload's runs but its health's
+	// (hooks.go): network, cgroup and limits, logs, in order.
+	hooks      []runhook.Hook
+	cgroupHook *usage.CgroupHook
+	logHook    *logpipe.Hook
 
 	usage *usage.Sampler
 	// limits watches the workloads whose spec sets a limit.
@@ -175,11 +181,14 @@ func New(cfg Config) (*Supervisor, error) {
 		st.Close()
 		return nil, err
 	}
-	if s.rotator, err = logfile.NewRotator(s.logs, cfg.LogMaxSize, s.holdWriters, func(name, msg string, err error) {
+	s.cgroupHook = usage.NewCgroupHook(cfg.Cgroups, s.limits, s.net.Placed, s.log)
+	if s.rotator, err = logfile.NewRotator(s.logs, cfg.LogMaxSize, s.cgroupHook.HoldWriters, func(name, msg string, err error) {
 		s.log.Warn(msg, zap.String("workload", name), zap.Error(err))
 	}); err != nil {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
+	s.logHook = logpipe.NewHook(cfg.LogPipes, s.logs, s.rotator, s.log)
+	s.hooks = []runhook.Hook{netHook{s.net}, s.cgroupHook, s.logHook}
 	s.restore()
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
@@ -281,12 +290,15 @@ func (s *Supervisor) restore() {
 		runs[name] = r
 	}
 	s.logQuarantine()
-	s.adoptPipes(specs)
+	s.logHook.AdoptAll(func(name string) bool {
+		_, ok := specs[name]
+		return ok || s.quarantine[name] != nil
+	})
 	s.sweepCarriers(keep)
 	s.workspaces = workspace.Open(s.store, s.log)
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), s.kept(specs))
-	s.sweepCgroups(s.kept(specs))
+	s.cgroupHook.Sweep(s.kept(specs))
 	s.sweepDrivers(s.kept(specs))
 	for _, r := range recs {
 		run := runs[r.Spec.Name]

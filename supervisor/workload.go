@@ -15,6 +15,7 @@ import (
 	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/records"
+	"github.com/flyd-dev/flyd/runhook"
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -68,11 +69,9 @@ type workload struct {
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
 	createErr error
-	// logPipe says the current run writes to a pipe the daemon reads
-	// (logpipe); without one (a containerd shim, a run of a daemon from
-	// before pipes) the run writes its log file itself, and the rotator
-	// looks after it (useLog).
-	logPipe bool
+	// run is the current run as its hooks hold it (hooks.go): set from
+	// their Prestart or Adopt to their Exited.
+	run *runhook.Run
 	// watch is the armed watch of its spec's watch entries (watch.go).
 	watch *armedWatch
 
@@ -250,7 +249,6 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 func (w *workload) setSpec(sp *spec.Workload, ports []status.PortMapping) {
 	w.spec, w.ports = sp, ports
 	w.full.Store(sp)
-	w.s.watchLimits(sp)
 	red := sp.Redacted()
 	w.update(func(v *status.Workload) {
 		v.Kind = sp.Kind
@@ -446,10 +444,8 @@ func (w *workload) remove() error {
 			w.log.Warn("the runtime could not release what it kept for the workload", zap.Error(err))
 		}
 	}
-	w.s.limits.Unwatch(w.name)
-	w.s.deleteCgroup(w.name)
+	w.s.destroy(w.name)
 	w.s.net.Detach(w.spec)
-	w.s.removeLog(w.name)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil
 }

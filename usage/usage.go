@@ -2,8 +2,11 @@
 // memory and processes they use, sampled at most once an interval however
 // many readers ask, and the hits of their limits (OOM kills, forks
 // refused) since the last look, watched in the workloads that have a
-// limit (Limits). It only reads: sandbox makes the cgroups and sets their
-// limits, and what a hit means to a workload is the supervisor's.
+// limit (Limits). Its CgroupHook is the cgroup-and-limits step of a run
+// (runhook.Hook): the workload's cgroup made with its spec's limits
+// (through sandbox, which knows the kernel's files), emptied of what an
+// earlier run left, watched, and deleted with the workload. What a hit
+// means to a workload is the supervisor's.
 package usage
 
 import (
