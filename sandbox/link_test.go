@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/flyd-dev/flyd/internal/testenv"
 )
@@ -39,6 +40,7 @@ func TestConnectAndDelete(t *testing.T) {
 			t.Fatalf("link %+v", l)
 		}
 		seen[l.Subnet] = true
+		checkMTUs(t, nw, l)
 		again, err := n.Connect(nw, testPool)
 		if err != nil || *again != *l {
 			t.Fatalf("connecting again: %+v %v, want %+v", again, err, l)
@@ -79,5 +81,48 @@ func TestCheckPool(t *testing.T) {
 	}
 	if err := CheckPool(testPool); err != nil {
 		t.Errorf("the test pool: %v", err)
+	}
+}
+
+// checkMTUs: both ends of a link take loopback's size, and the way out,
+// the default route inside, an Ethernet's.
+func checkMTUs(t *testing.T, nw *Network, l *Link) {
+	t.Helper()
+	host, err := netlink.LinkByName(l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mtu := host.Attrs().MTU; mtu != linkMTU {
+		t.Errorf("link %s: MTU %d, want %d", l.Name, mtu, linkMTU)
+	}
+	ns, err := netns.GetFromPath(nw.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	inner, err := h.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mtu := inner.Attrs().MTU; mtu != linkMTU {
+		t.Errorf("eth0 of network %s: MTU %d, want %d", nw.Name, mtu, linkMTU)
+	}
+	routes, err := h.RouteList(inner, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def *netlink.Route
+	for i, r := range routes {
+		if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+			def = &routes[i]
+		}
+	}
+	if def == nil || def.MTU != wayOutMTU || def.Gw.String() != l.Host.String() {
+		t.Errorf("default route of network %s: %+v, want through %v with MTU %d", nw.Name, def, l.Host, wayOutMTU)
 	}
 }
