@@ -109,19 +109,29 @@ func (n *Networks) Connect(nw *Network, pool netip.Prefix) (*Link, error) {
 			return nil, fmt.Errorf("connect network %q: delete its half-made link %s: %w", nw.Name, l.Name, err)
 		}
 	}
-	for i := 0; i < maxLinks; i++ {
-		l, ok := linkAt(pool, i)
-		if !ok {
-			break
+	// From where the last search ended, then from the pool's start: the
+	// /30s below n.next were taken when this process last looked, and
+	// each one taken costs a link creation the kernel refuses (EEXIST).
+	start := 0
+	if pool == n.nextPool {
+		start = n.next
+	}
+	for _, span := range [][2]int{{start, maxLinks}, {0, start}} {
+		for i := span[0]; i < span[1]; i++ {
+			l, ok := linkAt(pool, i)
+			if !ok {
+				break
+			}
+			err := h.makeLink(l, nw, ns)
+			if errors.Is(err, unix.EEXIST) {
+				continue // another network's, maybe another daemon's
+			}
+			if err != nil {
+				return nil, fmt.Errorf("connect network %q: %w", nw.Name, err)
+			}
+			n.next, n.nextPool = i+1, pool
+			return l, nil
 		}
-		err := h.makeLink(l, nw, ns)
-		if errors.Is(err, unix.EEXIST) {
-			continue // another network's, maybe another daemon's
-		}
-		if err != nil {
-			return nil, fmt.Errorf("connect network %q: %w", nw.Name, err)
-		}
-		return l, nil
 	}
 	return nil, fmt.Errorf("%w: network pool %v has no free /30 left for network %q", errdefs.ErrUnavailable, pool, nw.Name)
 }
@@ -404,6 +414,11 @@ func (n *Networks) retire(hh *netlink.Handle, host netlink.Link, nw *Network) er
 	}
 	if err := hh.LinkSetDown(host); err != nil {
 		return err
+	}
+	// Its /30 is free once the kernel has deleted it: the next search
+	// starts there.
+	if i, err := strconv.Atoi(strings.TrimPrefix(host.Attrs().Name, LinkPrefix)); err == nil && i < n.next {
+		n.next = i
 	}
 	n.retiring.Go(func() {
 		if err := deleteLink(host); err != nil {

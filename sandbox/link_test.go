@@ -216,3 +216,43 @@ func TestConnectRemakesHalfMade(t *testing.T) {
 		t.Errorf("the half-made link %s is still there", half)
 	}
 }
+
+// TestConnectReusesAFreedSubnet: a network made after another's deletion,
+// once its link is gone, gets the /30 that deletion freed, though the
+// search for a free one starts after the last one taken.
+func TestConnectReusesAFreedSubnet(t *testing.T) {
+	testenv.RequireRoot(t, "links are made on the host")
+	n, err := NewNetworks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]*Link{}
+	for _, name := range []string{"lk-1", "lk-2", "lk-3"} {
+		nw, err := n.Ensure(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Delete(name); _ = n.Wait() })
+		if links[name], err = n.Connect(nw, testPool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.DeleteLinked("lk-2", links["lk-2"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	nw, err := n.Ensure("lk-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Delete("lk-4"); _ = n.Wait() })
+	l, err := n.Connect(nw, testPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Subnet != links["lk-2"].Subnet {
+		t.Errorf("network made after lk-2's deletion got %v, want lk-2's %v", l.Subnet, links["lk-2"].Subnet)
+	}
+}

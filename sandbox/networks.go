@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,11 @@ type Networks struct {
 	retiring  sync.WaitGroup
 	retireMu  sync.Mutex
 	retireErr error
+	// next is where Connect's search for a free /30 of nextPool starts
+	// (under the lock): the links there are, this daemon's and others',
+	// are not tried one by one at every network's birth.
+	next     int
+	nextPool netip.Prefix
 }
 
 // Network is one isolated network.
