@@ -153,10 +153,10 @@ func linkAt(pool netip.Prefix, i int) (*Link, bool) {
 // but one byte. The traffic that crosses a link stays on this host (the
 // host's 127.0.0.1 to a published port, the host to a network's address,
 // one network to another's published port through the host), and in
-// segments of loopback's size it moves as fast as loopback does: with
-// 1,500 bytes, TCP's segments were a 45th of loopback's, and a published
-// port's echo ran at 0.75x loopback's; with this, at 0.96x
-// (BENCHMARKS.md).
+// segments of loopback's size it moves nearly as fast as loopback does:
+// with 1,500 bytes, TCP's segments were a 45th of loopback's, and a
+// published port's echo ran at 0.70–0.78x loopback's; with this, at
+// 0.91–0.99x (BENCHMARKS.md).
 const linkMTU = 65535
 
 // wayOutMTU is the MTU of a network's default route, what leaves through
@@ -259,11 +259,12 @@ func (n *Networks) Link(nw *Network) (*Link, error) {
 	return l, err
 }
 
-// linkIn finds nw's link from inside: eth0 in its namespace is the end of a veth pair whose other end, on
-// the host, it names by index; that end is nw's when its alias is nw's
-// path (a retired link's is not, and an index the host reused is another
-// link's). It returns the link and its host end, nil for none; a link
-// with no address (half made) has a Name alone.
+// linkIn finds nw's link from inside: eth0 in its namespace is the end
+// of a veth pair whose other end, on the host, it names by index; that
+// end is nw's when its alias is nw's path (a retired link's is not, and
+// an index the host reused is another link's). It returns the link and
+// its host end, nil for none; a link with no address (half made) has a
+// Name alone.
 func (h *handles) linkIn(nw *Network) (*Link, netlink.Link, error) {
 	inner, err := h.in.LinkByName("eth0")
 	if notFound(err) {
