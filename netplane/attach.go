@@ -318,7 +318,7 @@ func (p *Plane) dropLocked(name string) {
 		}
 		return
 	}
-	if err := p.nets.Delete(name); err != nil {
+	if err := p.nets.DeleteLinked(name, p.Link(name)); err != nil {
 		p.log.Warn("cannot delete network", zap.String("network", name), zap.Error(err))
 	}
 	p.forgetLink(name)

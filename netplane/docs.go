@@ -212,7 +212,7 @@ func (p *Plane) DeleteNetwork(name string) error {
 		}
 		return err
 	}
-	if err := p.nets.Delete(name); err != nil {
+	if err := p.nets.DeleteLinked(name, p.Link(name)); err != nil {
 		return err
 	}
 	p.forgetLink(name)

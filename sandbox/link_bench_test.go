@@ -9,7 +9,8 @@ import (
 
 // BenchmarkNetworkLifecycle is one isolated network made and deleted: an
 // island with only loopback, and one linked to the host (veth pair,
-// addresses, default route), deleted with its link, as a caller sees it
+// addresses, default route), deleted with its link as the network plane
+// deletes one (told the link it keeps), as a caller sees it
 // (the kernel finishes deleting the link meanwhile), and waiting each time
 // until the link is gone, as every deletion did before.
 func BenchmarkNetworkLifecycle(b *testing.B) {
@@ -31,11 +32,12 @@ func BenchmarkNetworkLifecycle(b *testing.B) {
 					b.Fatal(err)
 				}
 				if connect {
-					if _, err := n.Connect(nw, testPool); err != nil {
+					if nw.Link, err = n.Connect(nw, testPool); err != nil {
 						b.Fatal(err)
 					}
 				}
-				if err := n.Delete("bench"); err != nil {
+				// As the network plane deletes one: told its link.
+				if err := n.DeleteLinked("bench", nw.Link); err != nil {
 					b.Fatal(err)
 				}
 				if c.wait {
@@ -66,10 +68,10 @@ func BenchmarkNetworkAmongOthers(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := n.Connect(nw, testPool); err != nil {
+		if nw.Link, err = n.Connect(nw, testPool); err != nil {
 			b.Fatal(err)
 		}
-		if err := n.Delete("bench"); err != nil {
+		if err := n.DeleteLinked("bench", nw.Link); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/flyd-dev/flyd/internal/testenv"
 )
@@ -39,6 +40,7 @@ func TestConnectAndDelete(t *testing.T) {
 			t.Fatalf("link %+v", l)
 		}
 		seen[l.Subnet] = true
+		checkMTUs(t, nw, l)
 		again, err := n.Connect(nw, testPool)
 		if err != nil || *again != *l {
 			t.Fatalf("connecting again: %+v %v, want %+v", again, err, l)
@@ -79,5 +81,178 @@ func TestCheckPool(t *testing.T) {
 	}
 	if err := CheckPool(testPool); err != nil {
 		t.Errorf("the test pool: %v", err)
+	}
+}
+
+// checkMTUs: both ends of a link take loopback's size, and the way out,
+// the default route inside, an Ethernet's.
+func checkMTUs(t *testing.T, nw *Network, l *Link) {
+	t.Helper()
+	host, err := netlink.LinkByName(l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mtu := host.Attrs().MTU; mtu != linkMTU {
+		t.Errorf("link %s: MTU %d, want %d", l.Name, mtu, linkMTU)
+	}
+	ns, err := netns.GetFromPath(nw.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	inner, err := h.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mtu := inner.Attrs().MTU; mtu != linkMTU {
+		t.Errorf("eth0 of network %s: MTU %d, want %d", nw.Name, mtu, linkMTU)
+	}
+	routes, err := h.RouteList(inner, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def *netlink.Route
+	for i, r := range routes {
+		if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+			def = &routes[i]
+		}
+	}
+	if def == nil || def.MTU != wayOutMTU || def.Gw.String() != l.Host.String() {
+		t.Errorf("default route of network %s: %+v, want through %v with MTU %d", nw.Name, def, l.Host, wayOutMTU)
+	}
+}
+
+// TestDeleteLinkedToldWrong: a caller that tells Delete a link that is
+// not the network's (another network's, or one it no longer has) deletes
+// the network's own all the same, found inside it, and leaves the other.
+func TestDeleteLinkedToldWrong(t *testing.T) {
+	testenv.RequireRoot(t, "links are made on the host")
+	n, err := NewNetworks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]*Link{}
+	for _, name := range []string{"lk-told", "lk-other"} {
+		nw, err := n.Ensure(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Delete(name); _ = n.Wait() })
+		if links[name], err = n.Connect(nw, testPool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, told := range []*Link{links["lk-other"], {Name: LinkPrefix + "gone"}} {
+		if err := n.DeleteLinked("lk-told", told); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := netlink.LinkByName(links["lk-told"].Name); err == nil {
+			t.Errorf("told %s: link %s outlived its network", told.Name, links["lk-told"].Name)
+		}
+		other, err := netlink.LinkByName(links["lk-other"].Name)
+		if err != nil || other.Attrs().Flags&net.FlagUp == 0 || other.Attrs().Alias != filepath.Join(n.Dir(), "lk-other") {
+			t.Fatalf("told %s: the other network's link %s was touched: %v", told.Name, links["lk-other"].Name, err)
+		}
+		nw, err := n.Ensure("lk-told")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if links["lk-told"], err = n.Connect(nw, testPool); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestConnectRemakesHalfMade: a link a daemon left half made (the pair,
+// no address) is made again by the next Connect, and a link found from
+// inside is the one Connect made.
+func TestConnectRemakesHalfMade(t *testing.T) {
+	testenv.RequireRoot(t, "links are made on the host")
+	n, err := NewNetworks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw, err := n.Ensure("lk-half")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Delete("lk-half"); _ = n.Wait() })
+	ns, err := netns.GetFromPath(nw.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	half := LinkPrefix + "half"
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: half}, PeerName: "eth0", PeerNamespace: netlink.NsFd(ns)}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(veth) })
+	if err := netlink.LinkSetAlias(veth, nw.Path); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := n.Link(nw); err != nil || l == nil || l.Name != half || l.Subnet.IsValid() {
+		t.Fatalf("a half-made link found as %+v (%v), want %s with no subnet", l, err, half)
+	}
+	l, err := n.Connect(nw, testPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Name == half || !l.Subnet.IsValid() {
+		t.Fatalf("connected over a half-made link: %+v", l)
+	}
+	if found, err := n.Link(nw); err != nil || found == nil || *found != *l {
+		t.Fatalf("link found from inside: %+v (%v), want %+v", found, err, l)
+	}
+	if _, err := netlink.LinkByName(half); err == nil {
+		t.Errorf("the half-made link %s is still there", half)
+	}
+}
+
+// TestConnectReusesAFreedSubnet: a network made after another's deletion,
+// once its link is gone, gets the /30 that deletion freed, though the
+// search for a free one starts after the last one taken.
+func TestConnectReusesAFreedSubnet(t *testing.T) {
+	testenv.RequireRoot(t, "links are made on the host")
+	n, err := NewNetworks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]*Link{}
+	for _, name := range []string{"lk-1", "lk-2", "lk-3"} {
+		nw, err := n.Ensure(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Delete(name); _ = n.Wait() })
+		if links[name], err = n.Connect(nw, testPool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.DeleteLinked("lk-2", links["lk-2"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	nw, err := n.Ensure("lk-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Delete("lk-4"); _ = n.Wait() })
+	l, err := n.Connect(nw, testPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Subnet != links["lk-2"].Subnet {
+		t.Errorf("network made after lk-2's deletion got %v, want lk-2's %v", l.Subnet, links["lk-2"].Subnet)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,6 +30,11 @@ type Networks struct {
 	retiring  sync.WaitGroup
 	retireMu  sync.Mutex
 	retireErr error
+	// next is where Connect's search for a free /30 of nextPool starts
+	// (under the lock): the links there are, this daemon's and others',
+	// are not tried one by one at every network's birth.
+	next     int
+	nextPool netip.Prefix
 }
 
 // Network is one isolated network.
@@ -121,8 +128,15 @@ func (n *Networks) Open(name string) (*Network, error) {
 // Delete unmounts and removes a network's namespace file. Deleting a missing
 // network is not an error. Processes still inside, and sockets or file
 // descriptors opened on it, keep the namespace alive in the kernel; the
-// name is free again either way.
-func (n *Networks) Delete(name string) error {
+// name is free again either way. Its link, found from inside it, is
+// taken out of use at once and deleted in the background (Wait).
+func (n *Networks) Delete(name string) error { return n.DeleteLinked(name, nil) }
+
+// DeleteLinked is Delete for a caller that keeps the networks' links, told
+// the network's (nil: one it does not know of): one link of the host's is
+// asked for, by name, and while it is the network's nothing else is; one
+// that is not is looked for inside the namespace, as Delete does.
+func (n *Networks) DeleteLinked(name string, link *Link) error {
 	nw, err := n.network(name)
 	if err != nil {
 		return err
@@ -134,11 +148,16 @@ func (n *Networks) Delete(name string) error {
 	defer unlock()
 	// A process or socket may keep the namespace alive after the unmount;
 	// its link must go now all the same.
-	if l, err := n.Link(nw); err != nil {
-		return fmt.Errorf("delete network %q: %w", name, err)
-	} else if l != nil {
-		if err := n.retire(l, nw); err != nil {
-			return fmt.Errorf("delete network %q: link %s: %w", name, l.Name, err)
+	hh, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("delete network %q: netlink: %w", name, err)
+	}
+	defer hh.Close()
+	if host, err := hostEnd(hh, nw, link); err != nil {
+		return fmt.Errorf("delete network %q: find its link: %w", name, err)
+	} else if host != nil {
+		if err := n.retire(hh, host, nw); err != nil {
+			return fmt.Errorf("delete network %q: link %s: %w", name, host.Attrs().Name, err)
 		}
 	}
 	if err := unmountAll(nw.Path); err != nil {
