@@ -120,10 +120,7 @@ func (w *workload) restartUnhealthy() {
 		w.log.Error("restart of an unhealthy run", zap.Error(err))
 		return
 	}
-	var n int
-	w.update(func(v *status.Workload) { v.Restarts++; n = v.Restarts })
-	w.publish(status.Event{Type: status.EventRestart, Message: fmt.Sprintf("restart #%d: unhealthy", n)})
-	w.start()
+	w.startAgain("unhealthy")
 }
 
 // notifyPath is where a notify workload's socket is.

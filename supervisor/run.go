@@ -193,10 +193,23 @@ func (w *workload) scheduleRestart(reason string) {
 }
 
 // restart starts the run a backoff waited for.
-func (w *workload) restart() {
+func (w *workload) restart() { w.startAgain("") }
+
+// startAgain counts a restart and starts the next run. The count and the
+// state starting change in one update: no reader sees the new count on a
+// workload still shown stopping or in backoff.
+func (w *workload) startAgain(why string) {
 	var n int
-	w.update(func(v *status.Workload) { v.Restarts++; n = v.Restarts })
-	w.publish(status.Event{Type: status.EventRestart, Message: fmt.Sprintf("restart #%d", n)})
+	w.update(func(v *status.Workload) {
+		v.Restarts++
+		n = v.Restarts
+		v.State, v.Reason, v.Since = status.Starting, "", time.Now()
+	})
+	msg := fmt.Sprintf("restart #%d", n)
+	if why != "" {
+		msg += ": " + why
+	}
+	w.publish(status.Event{Type: status.EventRestart, Message: msg})
 	w.start()
 }
 
