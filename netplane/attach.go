@@ -18,13 +18,15 @@ import (
 	"github.com/flyd-dev/flyd/status"
 )
 
-// Attach declares a workload and reserves its ports in its network (made
-// on first use) and its published ports on the host, and writes the rules
-// these change: at apply time, so that a conflict is refused at once. A
-// network made for a spec that is then refused does not stay behind. The
-// mappings say how each endpoint is reached.
-func (p *Plane) Attach(ctx context.Context, w *spec.Workload) ([]status.PortMapping, error) {
-	ports, reproject, err := p.reserve(ctx, w)
+// Attach declares a workload, applied by by, and reserves its ports in its
+// network (made on first use) and its published ports on the host, and
+// writes the rules these change: at apply time, so that a conflict is
+// refused at once. From then on the workload is a user of its network,
+// until it is released from it. A network made for a spec that is then
+// refused does not stay behind. The mappings say how each endpoint is
+// reached.
+func (p *Plane) Attach(ctx context.Context, w *spec.Workload, by uint32) ([]status.PortMapping, error) {
+	ports, reproject, err := p.reserve(ctx, w, by)
 	if err != nil || !reproject {
 		return ports, err
 	}
@@ -35,10 +37,18 @@ func (p *Plane) Attach(ctx context.Context, w *spec.Workload) ([]status.PortMapp
 	return ports, nil
 }
 
-func (p *Plane) reserve(ctx context.Context, w *spec.Workload) (_ []status.PortMapping, reproject bool, _ error) {
+func (p *Plane) reserve(ctx context.Context, w *spec.Workload, by uint32) (_ []status.PortMapping, reproject bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	reproject = p.declare(w)
+	reproject = p.declare(w, by)
+	if w.Network != spec.NetworkHost && !p.join(w.Name, w.Network) {
+		defer func() {
+			if err != nil {
+				p.leave(w.Name, w.Network)
+				p.dropLocked(w.Network)
+			}
+		}()
+	}
 	nw, err := p.Namespace(w.Network)
 	if err != nil {
 		return nil, false, err
@@ -70,6 +80,7 @@ func (p *Plane) reserve(ctx context.Context, w *spec.Workload) (_ []status.PortM
 	if err := p.WriteRules(w.Network); err != nil {
 		return nil, false, err
 	}
+	p.unquarantine(w.Name)
 	// The same declaration with other ports (or a projection that failed
 	// last time) is projected again too.
 	if !reproject && declaredOf(w).ShapesGuards() {
@@ -277,13 +288,15 @@ func (p *Plane) Detach(w *spec.Workload) {
 	}
 }
 
-// Release frees a workload's ports in network ("" for every network) and
-// drops that network when nothing uses it any more: for a workload that
-// moved to another network, or whose spec is lost.
+// Release frees a workload's ports in network ("" for every network, and
+// quarantine) and takes it out of that network, which it drops when
+// nothing uses it any more: for a workload that moved to another network,
+// or whose spec is lost.
 func (p *Plane) Release(workload, network string) {
 	if err := p.ports.Release(workload, network); err != nil {
 		p.log.Warn("cannot release ports", zap.String("workload", workload), zap.Error(err))
 	}
+	p.leave(workload, network)
 	if network != "" {
 		p.Drop(network)
 	}
@@ -312,7 +325,7 @@ func (p *Plane) dropLocked(name string) {
 	if name == spec.NetworkHost {
 		return
 	}
-	if len(p.cfg.Users(name)) > 0 || p.ports.InUse(name) {
+	if len(p.users(name)) > 0 || p.ports.InUse(name) {
 		if err := p.WriteRules(name); err != nil {
 			p.log.Warn("cannot rewrite a network's rules", zap.String("network", name), zap.Error(err))
 		}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"go.uber.org/zap"
@@ -202,7 +201,7 @@ func (p *Plane) ForgetNetwork(name string) error {
 func (p *Plane) DeleteNetwork(name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if users := p.cfg.Users(name); len(users) > 0 {
+	if users := p.users(name); len(users) > 0 {
 		return fmt.Errorf("%w: network %s is used by %s", errdefs.ErrConflict, name, strings.Join(users, ", "))
 	}
 	doc := p.Doc(name) != nil
@@ -240,8 +239,7 @@ func (p *Plane) Networks() ([]status.Network, error) {
 		if err != nil {
 			continue
 		}
-		users := p.cfg.Users(n)
-		sort.Strings(users)
+		users := p.users(n)
 		an := status.Network{Name: n, Path: nw.Path, Workloads: users}
 		if l := p.Link(n); l != nil {
 			an.Link, an.Address, an.Gateway = l.Name, l.Inner.String(), l.Host.String()

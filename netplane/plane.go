@@ -44,11 +44,6 @@ type Config struct {
 	// ContainerPorts says whether a runtime's endpoints hash in codefly's
 	// container mode (driver.Capabilities).
 	ContainerPorts func(spec.Kind) bool
-	// Users names the workloads in a network, quarantined ones too: a
-	// network none uses is deleted when its last reservation goes.
-	Users func(network string) []string
-	// AppliedBy says who applied a workload, for the policies' `users`.
-	AppliedBy func(workload string) (uint32, bool)
 	// Cgroups tells the workloads' sockets apart for declared reach;
 	// HostReach puts the host's network under it; Event reports what it
 	// refuses.
@@ -84,9 +79,19 @@ type Plane struct {
 	policies map[string]*spec.Policy
 	guards   coalescer
 
-	// decls are the workloads' specs as the projection needs them.
-	declMu sync.Mutex
-	decls  map[string]Declaration
+	// decls are the workloads' specs as the projection needs them, and
+	// appliers who applied each (for the policies' `users`), as Attach and
+	// Restore were told.
+	declMu   sync.Mutex
+	decls    map[string]Declaration
+	appliers map[string]uint32
+	// members are the networks each workload is in, from its Attach until
+	// its Release; a workload whose spec moved it is in both until the old
+	// network is released. quarantined are the workloads whose record did
+	// not load (Restore), until they are attached or released. A network
+	// none of them uses is deleted when its last reservation goes.
+	members     map[string]map[string]bool
+	quarantined map[string]Quarantined
 	// serving are the replicas ready for connections, replicas each
 	// group's declared replicas, by group (replicas.go).
 	serving  map[string]bool
@@ -105,12 +110,6 @@ func Open(cfg Config) (*Plane, error) {
 	if cfg.ContainerPorts == nil {
 		cfg.ContainerPorts = func(spec.Kind) bool { return false }
 	}
-	if cfg.Users == nil {
-		cfg.Users = func(string) []string { return nil }
-	}
-	if cfg.AppliedBy == nil {
-		cfg.AppliedBy = func(string) (uint32, bool) { return 0, false }
-	}
 	nets, err := sandbox.NewNetworks(filepath.Join(cfg.RunDir, "netns"))
 	if err != nil {
 		return nil, err
@@ -120,21 +119,44 @@ func Open(cfg Config) (*Plane, error) {
 		return nil, err
 	}
 	return &Plane{cfg: cfg, log: cfg.Logger, fw: cfg.Firewall, nets: nets, ports: ports,
-		links: map[string]*sandbox.Link{}, policies: map[string]*spec.Policy{}, decls: map[string]Declaration{}, serving: map[string]bool{}, replicas: map[string]map[string]bool{}}, nil
+		links: map[string]*sandbox.Link{}, policies: map[string]*spec.Policy{}, decls: map[string]Declaration{},
+		appliers: map[string]uint32{}, members: map[string]map[string]bool{}, quarantined: map[string]Quarantined{}, serving: map[string]bool{}, replicas: map[string]map[string]bool{}}, nil
+}
+
+// Quarantined is a workload whose record an earlier daemon left and this
+// one cannot load: its reservations stay, and it uses the network its
+// record names, or every network while the record names none and a run
+// of it may be alive.
+type Quarantined struct {
+	Network string
+	Running bool
+}
+
+// in says whether a quarantined workload may be in network.
+func (q Quarantined) in(network string) bool {
+	return q.Network == network || q.Network == "" && q.Running
 }
 
 // Restore takes up what an earlier daemon left: its documents, the
-// declarations of the workloads there are (specs), and the networks and
-// reservations, of which those no kept workload owns are swept; then it
-// writes the rules for exactly what is left, replacing what a crash left.
-// kept names the workloads whose reservations stay: those with a spec
-// and those quarantined.
-func (p *Plane) Restore(specs map[string]*spec.Workload, kept map[string]bool) {
+// declarations of the workloads there are (specs, applied by by), and the
+// networks and reservations, of which those neither a spec nor a
+// quarantined workload owns are swept; then it writes the rules for
+// exactly what is left, replacing what a crash left.
+func (p *Plane) Restore(specs map[string]*spec.Workload, by map[string]uint32, quarantined map[string]Quarantined) {
 	p.loadNetDocs()
 	p.loadPolicies()
-	for _, w := range specs {
-		p.declare(w)
+	kept := make(map[string]bool, len(specs)+len(quarantined))
+	for name, w := range specs {
+		p.declare(w, by[name])
+		p.join(name, w.Network)
+		kept[name] = true
 	}
+	p.declMu.Lock()
+	for name, q := range quarantined {
+		p.quarantined[name] = q
+		kept[name] = true
+	}
+	p.declMu.Unlock()
 	p.sweep(specs, kept)
 	p.syncLinks()
 	if err := p.writeGuards(); err != nil {
@@ -145,7 +167,7 @@ func (p *Plane) Restore(specs map[string]*spec.Workload, kept map[string]bool) {
 // sweep deletes the isolated networks no spec names and the reservations
 // of workloads not kept. A quarantined name keeps its reservations and
 // its network, or every network while its record does not say which one
-// its run is in (Users).
+// its run is in (users).
 func (p *Plane) sweep(specs map[string]*spec.Workload, kept map[string]bool) {
 	used := map[string]bool{}
 	for _, w := range specs {
@@ -156,7 +178,7 @@ func (p *Plane) sweep(specs map[string]*spec.Workload, kept map[string]bool) {
 		p.log.Warn("cannot list networks", zap.Error(err))
 	}
 	for _, n := range names {
-		if !used[n] && len(p.cfg.Users(n)) == 0 {
+		if !used[n] && len(p.users(n)) == 0 {
 			p.log.Info("deleting a network no spec uses", zap.String("network", n))
 			if err := p.nets.Delete(n); err != nil {
 				p.log.Warn("cannot delete network", zap.String("network", n), zap.Error(err))

@@ -205,7 +205,7 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 	for {
 		// Assigned on each pass: a workload removed meanwhile, or whose
 		// create failed, released what the last pass took.
-		ports, err := s.net.Attach(ctx, sp)
+		ports, err := s.net.Attach(ctx, sp, o.By)
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -89,19 +90,17 @@ func (s *Supervisor) quarantinedList() []status.Quarantined {
 	return out
 }
 
-// quarantinedIn lists the quarantined names whose run may be inside
-// network: those whose record names it, and those whose record does not
-// say which network it has.
-func (s *Supervisor) quarantinedIn(network string) []string {
+// quarantinedNetworks is the quarantined names as the network plane
+// keeps them: in the network their record names, or in every network
+// while it names none and their run lives on.
+func (s *Supervisor) quarantinedNetworks() map[string]netplane.Quarantined {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	var names []string
-	for _, q := range s.quarantine {
-		if q.bad.Network == network || q.bad.Network == "" && q.pid != 0 {
-			names = append(names, q.name+" (quarantined)")
-		}
+	out := make(map[string]netplane.Quarantined, len(s.quarantine))
+	for name, q := range s.quarantine {
+		out[name] = netplane.Quarantined{Network: q.bad.Network, Running: q.pid != 0}
 	}
-	return names
+	return out
 }
 
 // kept is every name whose state a starting daemon must not sweep: the
@@ -235,15 +234,4 @@ func (s *Supervisor) releaseQuarantined() {
 		}
 		<-q.claim
 	}
-}
-
-// networkUsers names the workloads in a network, quarantined ones too.
-func (s *Supervisor) networkUsers(name string) []string {
-	var users []string
-	for _, w := range s.all() {
-		if w.networkName() == name {
-			users = append(users, w.name)
-		}
-	}
-	return append(users, s.quarantinedIn(name)...)
 }

@@ -99,9 +99,6 @@ type Supervisor struct {
 	net *netplane.Plane
 	// workspaces are the workspace documents in force.
 	workspaces *workspace.Set
-	// restoredBy says who applied each restored workload, for the
-	// network plane's projections before the workloads are registered.
-	restoredBy map[string]uint32
 
 	logs *logfile.Book
 	// rotator keeps the logs runs write themselves within their bound.
@@ -211,16 +208,7 @@ func (s *Supervisor) prepareDirs() (err error) {
 		Pool: s.cfg.NetworkPool, Firewall: s.cfg.Firewall, AdvertiseAddress: s.cfg.AdvertiseAddress,
 		Logger:         s.log,
 		ContainerPorts: func(k spec.Kind) bool { return s.caps(k).ContainerPorts },
-		Users:          s.networkUsers,
-		AppliedBy: func(name string) (uint32, bool) {
-			w, err := s.lookup(name)
-			if err != nil {
-				by, ok := s.restoredBy[name]
-				return by, ok
-			}
-			return w.snapshot(false).AppliedBy, true
-		},
-		Cgroups: s.cfg.Cgroups, HostReach: s.cfg.HostReach, Event: s.publish,
+		Cgroups:        s.cfg.Cgroups, HostReach: s.cfg.HostReach, Event: s.publish,
 	})
 	return err
 }
@@ -233,10 +221,10 @@ func (s *Supervisor) restore() {
 	recs, bad := s.store.Workloads()
 	s.quarantineAll(bad)
 	specs := map[string]records.Workload{}
-	s.restoredBy = map[string]uint32{}
+	by := map[string]uint32{}
 	for _, r := range recs {
 		specs[r.Spec.Name] = r
-		s.restoredBy[r.Spec.Name] = r.By
+		by[r.Spec.Name] = r.By
 	}
 	runs := map[string]*recovered{}
 	keep := map[string]bool{}
@@ -297,7 +285,7 @@ func (s *Supervisor) restore() {
 	s.sweepCarriers(keep)
 	s.workspaces = workspace.Open(s.store, s.log)
 	// In force before any workload's loop can start a run.
-	s.net.Restore(specsOf(specs), s.kept(specs))
+	s.net.Restore(specsOf(specs), by, s.quarantinedNetworks())
 	s.cgroupHook.Sweep(s.kept(specs))
 	s.sweepDrivers(s.kept(specs))
 	for _, r := range recs {
