@@ -1,9 +1,10 @@
 package daemon
 
-// Run is the daemon: it makes and checks its paths, takes its locks,
-// assembles the supervisor with the runtimes, the network plane, the
-// registry and the workloads directory, serves the API until a signal or
-// ctx ends it, and shuts down in order.
+// Run is the daemon: it makes and checks its paths, takes its locks, opens
+// its records and event bus, builds the registry, the runtimes and the
+// network plane, then the supervisor over them and the workloads directory
+// and API above it, serves the API until a signal or ctx ends it, and
+// shuts down in the reverse order.
 
 import (
 	"context"
@@ -17,7 +18,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -125,13 +125,20 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer os.Remove(cfg.Socket)
 
-	// The registrar may report before the supervisor exists.
-	var supRef atomic.Pointer[supervisor.Supervisor]
-	reg, err := startRegistry(ctx, cfg, log, func(owner, id string, err error) {
-		if sup := supRef.Load(); sup != nil {
-			sup.RegistryProblem(owner, id, err)
+	// Closed last: everything below reports into them or reads them.
+	st, bus, err := openState(cfg, log)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	defer func() {
+		bus.Close()
+		if err := st.Close(); err != nil {
+			log.Warn("closing the state journal", zap.Error(err))
 		}
-	})
+	}()
+	publish := publisher(bus, log)
+	reg, err := startRegistry(ctx, cfg, log, registryProblem(publish))
 	if err != nil {
 		l.Close()
 		return err
@@ -180,7 +187,17 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if pipes != nil {
 		defer pipes.Close() // after the supervisor's: the holder keeps the pipes
 	}
+	plane, err := openPlane(cfg, st, drivers, pool, fw, cgroups, reachHost, publish, log)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	// After the supervisor's close: the links of deleted networks go.
+	defer plane.Wait()
 	sup, err := supervisor.New(supervisor.Config{
+		Store:            st,
+		Events:           bus,
+		Net:              plane,
 		LogPipes:         pipes,
 		Registrar:        reg.registrar,
 		RegistryURL:      reg.url,
@@ -195,15 +212,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Version:          cfg.Version,
 		StopOnClose:      cfg.StopOnExit,
 		AdvertiseAddress: cfg.AdvertiseAddress,
-		NetworkPool:      pool,
-		Firewall:         fw,
-		HostReach:        reachHost,
 	})
 	if err != nil {
 		l.Close()
 		return err
 	}
-	supRef.Store(sup)
 	gid := lookupGroup(cfg.SocketGroup)
 	backend := NewBackend(sup)
 	m := metrics.New(backend)

@@ -7,9 +7,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/internal/instance"
+	"github.com/flyd-dev/flyd/netplane"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // DefaultNetworkPool is where isolated networks' links come from unless
@@ -40,4 +45,21 @@ func networkLinks(cfg Config, log *zap.Logger) (netip.Prefix, *firewall.Firewall
 		return pool, nil, nil
 	}
 	return pool, fw, nil
+}
+
+// openPlane opens the network plane over the daemon's records: a runtime's
+// endpoints hash as its capabilities say, and what the plane reports goes
+// on the bus through publish.
+func openPlane(cfg Config, st *records.Store, drivers []driver.Driver, pool netip.Prefix, fw *firewall.Firewall,
+	cgroups *sandbox.Cgroups, reachHost bool, publish func(status.Event), log *zap.Logger) (*netplane.Plane, error) {
+	ports := map[spec.Kind]bool{}
+	for _, d := range drivers {
+		ports[d.Kind()] = d.Capabilities().ContainerPorts
+	}
+	return netplane.Open(netplane.Config{
+		Store: st, StateDir: cfg.StateDir, RunDir: cfg.RunDir,
+		Pool: pool, Firewall: fw, AdvertiseAddress: cfg.AdvertiseAddress, Logger: log,
+		ContainerPorts: func(k spec.Kind) bool { return ports[k] },
+		Cgroups:        cgroups, HostReach: reachHost, Event: publish,
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/supervisor"
+	"github.com/flyd-dev/flyd/supervisor/supervisortest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,14 +28,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func open(t *testing.T) (*supervisor.Supervisor, *Projects) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := supervisor.New(supervisor.Config{
+	s := supervisortest.Open(t, supervisor.Config{
 		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
 	return s, New(s)
 }
 

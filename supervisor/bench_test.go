@@ -32,12 +32,12 @@ func BenchmarkApplyToRunning(b *testing.B) {
 
 func benchApply(b *testing.B, cgs *sandbox.Cgroups) {
 	d := dirs{b.TempDir() + "/state", b.TempDir() + "/run"}
-	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{native.Driver{Cgroups: cgs}},
+	s, err := newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{native.Driver{Cgroups: cgs}},
 		Cgroups: cgs, StopOnClose: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	w := &spec.Workload{Name: "bench", Command: []string{"/bin/sleep", "100"}}
 	w.SetDefaults()
@@ -58,7 +58,7 @@ func benchApply(b *testing.B, cgs *sandbox.Cgroups) {
 // opening the state until every one is adopted and running again.
 func BenchmarkAdopt200(b *testing.B) {
 	d := dirs{b.TempDir() + "/state", b.TempDir() + "/run"}
-	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers()})
+	s, err := newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,8 +76,8 @@ func BenchmarkAdopt200(b *testing.B) {
 		pids[w.Name] = w.PID
 	}
 	for b.Loop() {
-		s.Close()
-		s, err = New(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers()})
+		shut(s)
+		s, err = newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -93,5 +93,5 @@ func BenchmarkAdopt200(b *testing.B) {
 	}
 	b.StopTimer()
 	s.cfg.StopOnClose = true
-	s.Close()
+	shut(s)
 }

@@ -40,7 +40,7 @@ func TestLargeValuesArriveAsFilesAndLeaveWithTheRun(t *testing.T) {
 	testenv.RequireRoot(t, "needs root to run a workload as nobody")
 	d := newDirs(t)
 	s := open(t, d, true)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	big := strings.Repeat("0123456789abcdef", 72<<10/16) // 72 KiB
 	w := shSpec("carried", "exec sleep 100")
@@ -104,7 +104,7 @@ func waitGone(t *testing.T, path string) {
 
 func TestOversizeRefusedAtApply(t *testing.T) {
 	s := open(t, newDirs(t), true)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	secret := "hunter2-" + strings.Repeat("x", 200<<10)
 
@@ -146,7 +146,7 @@ func TestOrphanCarriersAreSwept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	shut(s)
 	stray := filepath.Join(d.run, "carriers", "gone.0123456789abcdef")
 	if err := os.MkdirAll(stray, 0o700); err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestOrphanCarriersAreSwept(t *testing.T) {
 	live := filepath.Dir(envOf(t, got.PID)["CODEFLY__FILE__BIG"])
 
 	s = open(t, d, true)
-	defer s.Close()
+	defer shut(s)
 	if _, err := os.Stat(stray); !os.IsNotExist(err) {
 		t.Fatal("a carrier directory no run owns survived the sweep")
 	}
@@ -165,7 +165,7 @@ func TestOrphanCarriersAreSwept(t *testing.T) {
 
 func TestArgMaxFollowsTheStackLimit(t *testing.T) {
 	s := open(t, newDirs(t), true)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	// Ten values just under the file threshold: 320 KiB inline, over the
 	// 256 KiB a 1 MiB stack allows, well under the 2 MiB of an 8 MiB one.
@@ -201,7 +201,7 @@ func TestArgMaxFollowsTheStackLimit(t *testing.T) {
 func TestCarrierDirectoryThatCannotBeWritten(t *testing.T) {
 	d := newDirs(t)
 	s := open(t, d, true)
-	defer s.Close()
+	defer shut(s)
 	// A file where the carrier root should be: even root cannot create a
 	// directory under it.
 	root := filepath.Join(d.run, "carriers")

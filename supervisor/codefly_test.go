@@ -17,7 +17,7 @@ import (
 // and a reference by API chooses among what the consumer may reach.
 func TestUsesAsCodeflyGivesThem(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	billing := fakeSpec("billing", "stubborn")
 	billing.Identity = &spec.Identity{Module: "billing"}
@@ -83,7 +83,7 @@ func (s *Supervisor) mustPort(t *testing.T, name, endpoint string) string {
 // names, secrets with their values (not the redacted ones inspect shows).
 func TestConfigurationsAsCodeflyGivesThem(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	pg := fakeSpec("pg", "stubborn")
 	pg.Identity = &spec.Identity{Module: "store", Service: "pg-main"}

@@ -40,10 +40,10 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 	if s.net.Doc("ci-doc").AllowsEgress() {
 		t.Error("the file's document is not in force")
 	}
-	s.Close()
+	shut(s)
 
 	s = open(t, d, true)
-	defer s.Close()
+	defer shut(s)
 	if owned, _ := s.OwnedDocuments(ctx); owned["network/ci-doc"] != "stack.yaml" || len(owned) != 1 {
 		t.Fatalf("owners after a restart: %v", owned)
 	}
@@ -78,7 +78,7 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 // what it applied.
 func TestLanes(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	put := func(name, network string, by uint32, endpoints int) error {
 		w := fakeSpec(name, "stubborn")
@@ -137,7 +137,7 @@ func TestInstances(t *testing.T) {
 // order, and a cycle refuses all of it before anything is applied.
 func TestApplyAllInOrder(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	app, db := fakeSpec("app", "stubborn"), fakeSpec("db", "stubborn")
 	app.After = []string{"db"}
@@ -161,7 +161,7 @@ func TestApplyAllInOrder(t *testing.T) {
 // network or cgroups.
 func TestRestartReloadAndReadings(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	w := fakeSpec("svc", "run")
 	w.Reload = &spec.Reload{Signal: "SIGHUP"}
@@ -213,7 +213,7 @@ func TestRestartReloadAndReadings(t *testing.T) {
 // (it is not there: nothing to do).
 func TestFileProblemsInStatus(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	s.FileProblem("b.yaml", errors.New("line 3: name: must be a DNS label"))
 	s.FileProblem("a.yaml", errors.New("not a regular file"))
@@ -234,7 +234,7 @@ func TestFileProblemsInStatus(t *testing.T) {
 // a namespace exists.
 func TestNetworkDocumentWithoutNamespace(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	off := false
 	nw, err := s.PutNetwork(ctx, &spec.Network{Kind: spec.KindNetwork, Name: "ci-later", Egress: &off, Peers: true})
@@ -299,8 +299,8 @@ func TestDocumentsMoveIntoTheJournal(t *testing.T) {
 	if err := s.DeleteNetwork(ctx, "ci-two"); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	shut(s)
 	s = open(t, d, true)
-	defer s.Close()
+	defer shut(s)
 	check("after a restart", false) // ci-two's deletion held
 }

@@ -32,7 +32,7 @@ func TestFullDiskApplyLeavesNoTrace(t *testing.T) {
 	d := dirs{state: filepath.Join(fs, "state"), run: filepath.Join(t.TempDir(), "run")}
 	ctx := context.Background()
 	s := open(t, d, true)
-	defer func() { s.Close() }()
+	defer func() { shut(s) }()
 
 	port := freePort(t)
 	withPort := func(name string) *spec.Workload {
@@ -71,7 +71,7 @@ func TestFullDiskApplyLeavesNoTrace(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d.state, "workloads.journal", "snapshot.json")); err != nil {
 		t.Fatalf("the journal did not compact: %v", err)
 	}
-	s.Close()
+	shut(s)
 	s = open(t, d, true)
 	list := s.List(ctx)
 	if len(list) != 1 || list[0].Name != "taker" {
@@ -125,7 +125,7 @@ func TestQuarantinedRecordKeepsItsRun(t *testing.T) {
 			}
 		})
 	}
-	s.Close()
+	shut(s)
 	carriers, _ := filepath.Glob(filepath.Join(d.run, "carriers", "*"))
 	if len(carriers) != 2 {
 		t.Fatalf("carrier directories %v; want one per run", carriers)
@@ -134,11 +134,11 @@ func TestQuarantinedRecordKeepsItsRun(t *testing.T) {
 	invalidate(t, d, "removed")
 
 	core, logs := observer.New(zap.InfoLevel)
-	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers(), StopOnClose: true, Logger: zap.New(core)})
+	s, err := newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers(), StopOnClose: true, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { s.Close() }()
+	defer func() { shut(s) }()
 	for name, pid := range pids {
 		if !alive(pid) {
 			t.Fatalf("the run of quarantined %s (pid %d) was killed", name, pid)
@@ -188,7 +188,7 @@ func TestQuarantinedRecordKeepsItsRun(t *testing.T) {
 	if st := s.Status(ctx); len(st.Quarantined) != 0 {
 		t.Fatalf("still quarantined: %+v", st.Quarantined)
 	}
-	s.Close()
+	shut(s)
 	s = open(t, d, true)
 	list := s.List(ctx)
 	if st := s.Status(ctx); len(list) != 1 || list[0].Name != "fixed" || len(st.Quarantined) != 0 {
@@ -204,7 +204,7 @@ func TestFullDiskChangesAreNotAcknowledged(t *testing.T) {
 	d := dirs{state: filepath.Join(fs, "state"), run: filepath.Join(t.TempDir(), "run")}
 	ctx := context.Background()
 	s := open(t, d, true)
-	defer func() { s.Close() }()
+	defer func() { shut(s) }()
 	// Records larger than a page: none fits in what the last page of the
 	// journal's log has left once the disk is full.
 	big := func(script string) *spec.Workload {

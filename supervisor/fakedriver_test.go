@@ -141,7 +141,7 @@ func (r *fakeRun) Kill() error {
 func openFake(t testing.TB, d *fakeDriver) *Supervisor {
 	t.Helper()
 	dirs := t.TempDir()
-	s, err := New(Config{StateDir: dirs + "/state", RunDir: dirs + "/run", Drivers: []driver.Driver{d}, StopOnClose: true})
+	s, err := newSupervisor(Config{StateDir: dirs + "/state", RunDir: dirs + "/run", Drivers: []driver.Driver{d}, StopOnClose: true})
 	if err != nil {
 		t.Fatal(err)
 	}

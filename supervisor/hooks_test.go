@@ -98,7 +98,7 @@ func TestStartThatFailsReleases(t *testing.T) {
 	d := newFakeDriver()
 	d.failStarts = 1
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	sp := fakeSpec("tells", "run")
 	sp.Health = &spec.Health{Notify: true}
 	sp.Restart.Backoff.Initial.Duration, sp.Restart.Backoff.Max.Duration = time.Hour, time.Hour

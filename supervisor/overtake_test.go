@@ -22,11 +22,11 @@ func TestStopIsOvertaken(t *testing.T) {
 		{"kill", func(s *Supervisor) error { _, err := s.Kill(context.Background(), "stubborn"); return err }},
 		{"signal KILL", func(s *Supervisor) error { return s.Signal(context.Background(), "stubborn", syscall.SIGKILL) }},
 		{"remove", func(s *Supervisor) error { return s.Remove(context.Background(), "stubborn", RemoveOptions{}) }},
-		{"shutdown", func(s *Supervisor) error { s.Close(); return nil }},
+		{"shutdown", func(s *Supervisor) error { shut(s); return nil }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := open(t, newDirs(t), false)
-			defer s.Close()
+			defer shut(s)
 			ctx := context.Background()
 			w := startStubborn(t, s)
 			stopped := make(chan error, 1)
@@ -69,7 +69,7 @@ func startStubborn(t *testing.T, s *Supervisor) *status.Workload {
 // the grace period it would give a stop.
 func TestKillWithoutGrace(t *testing.T) {
 	s := open(t, newDirs(t), true)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	w := startStubborn(t, s)
 	got, err := s.Kill(ctx, "stubborn")
@@ -89,7 +89,7 @@ func TestKillWithoutGrace(t *testing.T) {
 func TestExecCheckRunsAsTheWorkloadsUser(t *testing.T) {
 	testenv.RequireRoot(t, "the workload runs as nobody")
 	s := open(t, newDirs(t), true)
-	defer s.Close()
+	defer shut(s)
 	sp := shSpec("checked", "exec sleep 100")
 	sp.User = "nobody"
 	sp.Health = &spec.Health{Exec: []string{"/bin/sh", "-c", `test "$(id -u)" = 65534`},

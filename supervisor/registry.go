@@ -39,16 +39,6 @@ func (w *workload) publishInstances(st status.State) {
 	w.s.cfg.Registrar.Set(w.name, w.s.instances(w.spec, w.ports, st))
 }
 
-// RegistryProblem reports a registration that fails, or recovers (err nil),
-// as an event. The registrar calls it; it must not block.
-func (s *Supervisor) RegistryProblem(owner, id string, err error) {
-	ev := status.Event{Type: status.EventRegistry, Workload: owner, Message: id + " registered again"}
-	if err != nil {
-		ev.Message = id + ": " + err.Error()
-	}
-	s.publish(ev)
-}
-
 // healthOf is the last verdict of a workload's health check.
 func (s *Supervisor) healthOf(name string) bool {
 	w, err := s.lookup(name)

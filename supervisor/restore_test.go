@@ -45,15 +45,15 @@ func TestUnreachableRunIsAdoptedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLog(t, s, "db", "started")
-	s.Close()
+	shut(s)
 
 	var down atomic.Bool
 	down.Store(true)
-	s, err = New(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{unreachable{down: &down}}, StopOnClose: true})
+	s, err = newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{unreachable{down: &down}}, StopOnClose: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer shut(s)
 	w := waitState(t, s, "db", status.Unknown)
 	if !strings.Contains(w.Reason, "cannot adopt its run") || w.PID != 0 {
 		t.Errorf("unknown with reason %q, pid %d", w.Reason, w.PID)

@@ -45,7 +45,7 @@ func eventsOf(ch <-chan status.Event, name, typ string) func() []status.Event {
 func TestScheduleArmsAndFires(t *testing.T) {
 	d := newFakeDriver()
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	collected := eventsOf(s.Events(ctx, 0), "job", status.EventSchedule)
 
@@ -113,7 +113,7 @@ func TestScheduleArmsAndFires(t *testing.T) {
 func TestScheduleSkipsWhileRunning(t *testing.T) {
 	d := newFakeDriver()
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	collected := eventsOf(s.Events(ctx, 0), "long", status.EventSchedule)
 	if _, err := s.Apply(ctx, scheduledSpec("long", "@every 1s", "run"), ApplyOptions{Start: true}); err != nil {
@@ -149,7 +149,7 @@ func TestScheduleMissedRunsOnce(t *testing.T) {
 	d := newFakeDriver()
 	dirs := t.TempDir()
 	cfg := Config{StateDir: dirs + "/state", RunDir: dirs + "/run", Drivers: []driver.Driver{d}}
-	s, err := New(cfg)
+	s, err := newSupervisor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +157,11 @@ func TestScheduleMissedRunsOnce(t *testing.T) {
 	if _, err := s.Apply(ctx, scheduledSpec("nightly", "@hourly", "exit", "0"), ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	shut(s)
 	// Three hours without a daemon.
 	setThrough(t, cfg.StateDir, "nightly", time.Now().Add(-3*time.Hour))
 
-	s, err = New(cfg)
+	s, err = newSupervisor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,18 +179,18 @@ func TestScheduleMissedRunsOnce(t *testing.T) {
 	if w.NextStart == nil || time.Until(*w.NextStart) <= 0 || time.Until(*w.NextStart) > time.Hour {
 		t.Errorf("next start %v, want within the next hour", w.NextStart)
 	}
-	s.Close()
+	shut(s)
 	cancel()
 	evs := collected()
 	if len(evs) != 1 || !strings.Contains(evs[0].Message, "missed while no daemon ran") {
 		t.Errorf("events %+v, want one saying the run was missed", evs)
 	}
 
-	s, err = New(cfg)
+	s, err = newSupervisor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer shut(s)
 	waitState(t, s, "nightly", status.Scheduled)
 	time.Sleep(100 * time.Millisecond)
 	if n := d.startCount(); n != 1 {
@@ -204,7 +204,7 @@ func TestScheduleMissedWhileItsRunGoesOn(t *testing.T) {
 	d := newFakeDriver()
 	dirs := t.TempDir()
 	cfg := Config{StateDir: dirs + "/state", RunDir: dirs + "/run", Drivers: []driver.Driver{d}}
-	s, err := New(cfg)
+	s, err := newSupervisor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,14 +216,14 @@ func TestScheduleMissedWhileItsRunGoesOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Close() // the run goes on
+	shut(s) // the run goes on
 	setThrough(t, cfg.StateDir, "long", time.Now().Add(-2*time.Hour))
 
-	s, err = New(cfg)
+	s, err = newSupervisor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer shut(s)
 	w := waitState(t, s, "long", status.Running)
 	if w.PID != first.PID || d.startCount() != 1 {
 		t.Fatalf("pid %d, %d starts; want %d adopted, no other start", w.PID, d.startCount(), first.PID)
@@ -246,7 +246,7 @@ func TestScheduleMissedWhileItsRunGoesOn(t *testing.T) {
 func TestScheduleReplace(t *testing.T) {
 	d := newFakeDriver()
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	if _, err := s.Apply(ctx, scheduledSpec("job", "@hourly", "run"), ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)

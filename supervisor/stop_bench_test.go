@@ -103,12 +103,12 @@ func benchStopAll(b *testing.B, cgs *sandbox.Cgroups) {
 	}
 	defer os.RemoveAll(shm)
 	d := dirs{shm + "/state", shm + "/run"}
-	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{native.Driver{Cgroups: cgs}},
+	s, err := newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{native.Driver{Cgroups: cgs}},
 		Cgroups: cgs, StopOnClose: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	for i := range stopBatch {
 		w := &spec.Workload{Name: "w" + itoa(i), Command: []string{"/bin/sleep", "1000"}}

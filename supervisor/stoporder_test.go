@@ -29,7 +29,7 @@ func stoppedOrder(s *Supervisor, since uint64) []string {
 func TestStopsGoDependentsFirst(t *testing.T) {
 	d := newFakeDriver()
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	apply := func() {
 		db, app, web := fakeSpec("db", "run"), fakeSpec("app", "run"), fakeSpec("web", "run")
@@ -94,7 +94,7 @@ func TestStopsGoDependentsFirst(t *testing.T) {
 func TestFollowersStopAndStartWithTheirPrerequisite(t *testing.T) {
 	d := newFakeDriver()
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	db, app, loose := fakeSpec("db", "run"), fakeSpec("app", "run"), fakeSpec("loose", "run")
 	app.After = []string{"db:started+restart"}

@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -28,7 +27,6 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
-	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/netplane"
@@ -47,9 +45,15 @@ import (
 type Config struct {
 	StateDir string // desired state and logs
 	RunDir   string // runtime state; gone after a reboot
-	Drivers  []driver.Driver
-	Logger   *zap.Logger
-	Version  string
+	// Store keeps the desired state and run records, Events carries what
+	// happens to readers, and Net is the network plane: the daemon opens
+	// them before the supervisor and closes them after it.
+	Store   *records.Store
+	Events  *events.Bus
+	Net     *netplane.Plane
+	Drivers []driver.Driver
+	Logger  *zap.Logger
+	Version string
 	// LogMaxSize and LogGenerations rotate each workload's log file.
 	LogMaxSize     int64
 	LogGenerations int
@@ -71,14 +75,6 @@ type Config struct {
 	// Cgroups gives each workload a cgroup with its limits; nil where the
 	// host has none for flyd, and then `resources` is refused.
 	Cgroups *sandbox.Cgroups
-	// NetworkPool is where isolated networks' links take their /30s; the
-	// zero prefix leaves networks islands with only loopback. Firewall
-	// writes their way out; nil gives them none.
-	NetworkPool netip.Prefix
-	Firewall    *firewall.Firewall
-	// HostReach puts the endpoints of the host's network under declared
-	// reach (netplane).
-	HostReach bool
 }
 
 // Supervisor owns every workload of one daemon.
@@ -129,8 +125,8 @@ type Supervisor struct {
 	wg     sync.WaitGroup
 }
 
-// New opens the state, adopts or restarts the workloads an earlier daemon
-// left, and removes runs that no spec owns any more.
+// New takes up the state an earlier daemon left in cfg.Store, adopts or
+// restarts its workloads, and removes runs that no spec owns any more.
 func New(cfg Config) (*Supervisor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -141,22 +137,14 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.LogGenerations <= 0 {
 		cfg.LogGenerations = logfile.DefaultGenerations
 	}
-	st, err := records.Open(cfg.StateDir, cfg.RunDir, cfg.Logger)
-	if err != nil {
-		return nil, err
-	}
-	bus, err := events.Open(filepath.Join(cfg.StateDir, "events.log"))
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("event history: %w", err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{
 		cfg:          cfg,
 		log:          cfg.Logger,
-		store:        st,
+		store:        cfg.Store,
 		drivers:      map[spec.Kind]driver.Driver{},
-		events:       bus,
+		events:       cfg.Events,
+		net:          cfg.Net,
 		started:      time.Now(),
 		hostname:     hostname(),
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
@@ -175,9 +163,9 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	if err := s.prepareDirs(); err != nil {
 		cancel()
-		st.Close()
 		return nil, err
 	}
+	var err error
 	s.cgroupHook = usage.NewCgroupHook(cfg.Cgroups, s.limits, s.net.Placed, s.log)
 	if s.rotator, err = logfile.NewRotator(s.logs, cfg.LogMaxSize, s.cgroupHook.HoldWriters, func(name, msg string, err error) {
 		s.log.Warn(msg, zap.String("workload", name), zap.Error(err))
@@ -194,23 +182,12 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
-// prepareDirs makes the log and carrier directories and opens the
-// network plane.
-func (s *Supervisor) prepareDirs() (err error) {
+// prepareDirs makes the log and carrier directories.
+func (s *Supervisor) prepareDirs() error {
 	if err := os.MkdirAll(s.logDir, 0o750); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(s.carrierRoot, 0o711); err != nil {
-		return err
-	}
-	s.net, err = netplane.Open(netplane.Config{
-		Store: s.store, StateDir: s.cfg.StateDir, RunDir: s.cfg.RunDir,
-		Pool: s.cfg.NetworkPool, Firewall: s.cfg.Firewall, AdvertiseAddress: s.cfg.AdvertiseAddress,
-		Logger:         s.log,
-		ContainerPorts: func(k spec.Kind) bool { return s.caps(k).ContainerPorts },
-		Cgroups:        s.cfg.Cgroups, HostReach: s.cfg.HostReach, Event: s.publish,
-	})
-	return err
+	return os.MkdirAll(s.carrierRoot, 0o711)
 }
 
 // restore brings back the previous daemon's workloads. Runs are adopted
@@ -432,7 +409,8 @@ func hostname() string {
 }
 
 // Close stops watching: every workload is released to run on (or stopped,
-// with StopOnClose), its state flushed for the next daemon.
+// with StopOnClose), its state flushed for the next daemon. The store, the
+// event bus and the network plane stay open for their owner to close.
 func (s *Supervisor) Close() {
 	all := s.all()
 	for _, w := range all {
@@ -468,9 +446,4 @@ func (s *Supervisor) Close() {
 	s.wg.Wait()
 	_ = s.rotator.Close()
 	s.logs.Close()
-	s.events.Close()
-	s.net.Wait()
-	if err := s.store.Close(); err != nil {
-		s.log.Warn("closing the state journal", zap.Error(err))
-	}
 }

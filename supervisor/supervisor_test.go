@@ -36,7 +36,7 @@ func newDirs(t *testing.T) dirs {
 
 func open(t *testing.T, d dirs, stopOnClose bool) *Supervisor {
 	t.Helper()
-	s, err := New(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers(), StopOnClose: stopOnClose})
+	s, err := newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers(), StopOnClose: stopOnClose})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestImportsOneFilePerWorkload(t *testing.T) {
 	if w, err := s.Get(context.Background(), "legacy"); err != nil || w.State != status.Stopped {
 		t.Fatalf("legacy: %+v, %v; want imported and stopped", w, err)
 	}
-	s.Close()
+	shut(s)
 	if _, err := os.Stat(filepath.Join(old, "legacy.json")); err == nil {
 		t.Fatal("the imported file is still there")
 	}
@@ -87,7 +87,7 @@ func TestImportsOneFilePerWorkload(t *testing.T) {
 		t.Fatalf("a file that could not be imported must be left for its owner: %v", err)
 	}
 	s = open(t, d, true) // from the journal now
-	defer s.Close()
+	defer shut(s)
 	if _, err := s.Get(context.Background(), "legacy"); err != nil {
 		t.Fatalf("legacy after a second start: %v", err)
 	}
@@ -129,7 +129,7 @@ func alive(pid int) bool {
 func TestRestartPolicyGivesUpAfterMaxRestarts(t *testing.T) {
 	d := newFakeDriver()
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	events := s.Events(ctx, 0)
 
@@ -178,7 +178,7 @@ func TestRuntimeDownIsRetriedWithBackoff(t *testing.T) {
 	d := newFakeDriver()
 	d.failStarts = 2
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	first, err := s.Apply(ctx, fakeSpec("svc", "run"), ApplyOptions{Start: true})
 	if err != nil {
@@ -199,7 +199,7 @@ func TestRuntimeDownIsRetriedWithBackoff(t *testing.T) {
 
 func TestCleanExitIsNotRestartedOnFailure(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	if _, err := s.Apply(context.Background(), fakeSpec("oneshot", "exit", "0"), ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestCleanExitIsNotRestartedOnFailure(t *testing.T) {
 
 func TestStopEscalatesToKill(t *testing.T) {
 	s := open(t, newDirs(t), true)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	// SIG_IGN survives exec, so sleep ignores SIGTERM too.
 	w := shSpec("stubborn", `trap "" TERM; echo ready; exec sleep 100`)
@@ -235,7 +235,7 @@ func TestStopEscalatesToKill(t *testing.T) {
 
 func TestApplyIsIdempotentAndReplaces(t *testing.T) {
 	s := open(t, newDirs(t), true)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	first, err := s.Apply(ctx, shSpec("svc", "exec sleep 100"), ApplyOptions{Start: true})
 	if err != nil {
@@ -263,7 +263,7 @@ func TestApplyIsIdempotentAndReplaces(t *testing.T) {
 
 func TestExecFailureFailsAtOnce(t *testing.T) {
 	s := open(t, newDirs(t), true)
-	defer s.Close()
+	defer shut(s)
 	w := shSpec("missing", "")
 	w.Command = []string{"/nonexistent/prog"}
 	got, err := s.Apply(context.Background(), w, ApplyOptions{Start: true})
@@ -290,7 +290,7 @@ func TestRestartedDaemonAdoptsAndSweeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	shut(s)
 	if !alive(kept.PID) || !alive(orphan.PID) {
 		t.Fatal("closing the supervisor must leave workloads running")
 	}
@@ -299,7 +299,7 @@ func TestRestartedDaemonAdoptsAndSweeps(t *testing.T) {
 	loseSpec(t, d, "orphan")
 
 	s = open(t, d, true)
-	defer s.Close()
+	defer shut(s)
 	got := waitState(t, s, "kept", status.Running)
 	if got.PID != kept.PID {
 		t.Fatalf("pid %d after restart, want the adopted %d", got.PID, kept.PID)
@@ -337,7 +337,7 @@ func waitLog(t *testing.T, s *Supervisor, name, want string) {
 
 func TestAfterWaitsForDependencies(t *testing.T) {
 	s := open(t, newDirs(t), true)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	db := shSpec("db", "exec sleep 100")
 	if _, err := s.Apply(ctx, db, ApplyOptions{Start: false}); err != nil {
@@ -372,7 +372,7 @@ func TestAfterWaitsForDependencies(t *testing.T) {
 
 func TestOwnedWorkloadsChangeOnlyThroughTheirFile(t *testing.T) {
 	s := open(t, newDirs(t), true)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	if _, err := s.Apply(ctx, shSpec("owned", "exec sleep 100"), ApplyOptions{Start: true, Owner: "owned.yaml"}); err != nil {
 		t.Fatal(err)
@@ -404,7 +404,7 @@ func TestOwnedWorkloadsChangeOnlyThroughTheirFile(t *testing.T) {
 // each stays stopping until the kill that follows.
 func TestBatchStopSetsEveryWorkloadStopping(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	// Should the test fail, nothing is left stopping for an hour.
 	defer s.Batch(ctx, ActionStop, BatchRequest{All: true, Force: true})
@@ -446,7 +446,7 @@ func TestBatchStopSetsEveryWorkloadStopping(t *testing.T) {
 // whole, as an apply of one spec twice is, and nothing of it runs.
 func TestBatchRefusesANameTwice(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	if _, err := s.Apply(ctx, fakeSpec("web", "stubborn"), ApplyOptions{Start: false}); err != nil {
 		t.Fatal(err)

@@ -55,7 +55,7 @@ func waitWatchEvent(t *testing.T, s *Supervisor, name string, since uint64, want
 func TestWatchRestarts(t *testing.T) {
 	d := newFakeDriver()
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	src := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(src, "pkg", "deep"), 0o755); err != nil {
@@ -183,7 +183,7 @@ func TestWatchRestarts(t *testing.T) {
 func TestWatchExec(t *testing.T) {
 	d := newFakeDriver()
 	s := openFake(t, d)
-	defer s.Close()
+	defer shut(s)
 	ctx := context.Background()
 	src := t.TempDir()
 	flag := filepath.Join(t.TempDir(), "broken")
@@ -238,7 +238,7 @@ func TestWatchExec(t *testing.T) {
 // the field.
 func TestWatchRefusedAtApply(t *testing.T) {
 	s := openFake(t, newFakeDriver())
-	defer s.Close()
+	defer shut(s)
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	if err := unix.Mkfifo(fifo, 0o644); err != nil {
@@ -288,7 +288,7 @@ func TestWatchKeptAcrossDaemonRestart(t *testing.T) {
 	d := newFakeDriver()
 	dirs := t.TempDir()
 	open := func() *Supervisor {
-		s, err := New(Config{StateDir: dirs + "/state", RunDir: dirs + "/run", Drivers: []driver.Driver{d}})
+		s, err := newSupervisor(Config{StateDir: dirs + "/state", RunDir: dirs + "/run", Drivers: []driver.Driver{d}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,10 +304,10 @@ func TestWatchKeptAcrossDaemonRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := waitState(t, s, "web", status.Running).PID
-	s.Close() // the run is left to the next daemon
+	shut(s) // the run is left to the next daemon
 
 	s = open()
-	defer s.Close()
+	defer shut(s)
 	if v := waitState(t, s, "web", status.Running); v.PID != first {
 		t.Fatalf("the run was not adopted: pid %d, was %d", v.PID, first)
 	}

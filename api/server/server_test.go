@@ -23,6 +23,7 @@ import (
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/supervisor"
+	"github.com/flyd-dev/flyd/supervisor/supervisortest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -35,13 +36,10 @@ var _ server.Backend = (*api.Client)(nil)
 func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 	t.Helper()
 	dir := t.TempDir()
-	sup, err := supervisor.New(supervisor.Config{
+	sup := supervisortest.Open(t, supervisor.Config{
 		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sock := filepath.Join(dir, "flyd.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -58,7 +56,6 @@ func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 		c.Close()
 		cancel()
 		<-done
-		sup.Close()
 	})
 	return c, sock
 }
