@@ -247,16 +247,22 @@ func addr(a netip.Addr) *netlink.Addr {
 // not exist has none). It asks inside the namespace (linkIn): however
 // many links the host has, that is three questions.
 func (n *Networks) Link(nw *Network) (*Link, error) {
+	l, _, err := linkInside(nw)
+	return l, err
+}
+
+// linkInside is linkIn on a handle of its own, for a network whose
+// namespace may not exist (then it has no link).
+func linkInside(nw *Network) (*Link, netlink.Link, error) {
 	if ok, err := isNamespace(nw.Path); err != nil || !ok {
-		return nil, err
+		return nil, nil, err
 	}
 	h, err := openNetwork(nw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer h.close()
-	l, _, err := h.linkIn(nw)
-	return l, err
+	return h.linkIn(nw)
 }
 
 // linkIn finds nw's link from inside: eth0 in its namespace is the end
@@ -313,15 +319,7 @@ func hostEnd(hh *netlink.Handle, nw *Network, told *Link) (netlink.Link, error) 
 			return nil, err
 		}
 	}
-	if ok, err := isNamespace(nw.Path); err != nil || !ok {
-		return nil, err
-	}
-	h, err := openNetwork(nw)
-	if err != nil {
-		return nil, err
-	}
-	defer h.close()
-	_, host, err := h.linkIn(nw)
+	_, host, err := linkInside(nw)
 	return host, err
 }
 

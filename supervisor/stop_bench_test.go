@@ -21,58 +21,26 @@ const stopBatch = 200
 // processes signalled and waited for. Per op is the whole batch.
 func BenchmarkStopAll(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
-		cmds := make([]*exec.Cmd, stopBatch)
-		for b.Loop() {
-			b.StopTimer()
-			for i := range cmds {
-				cmds[i] = exec.Command("/bin/sleep", "1000")
-				if err := cmds[i].Start(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StartTimer()
-			for _, c := range cmds {
-				_ = c.Process.Signal(syscall.SIGTERM)
-			}
-			for _, c := range cmds {
-				_ = c.Wait()
-			}
-		}
+		benchStopPlain(b, func(i int, cmd *exec.Cmd) error { return cmd.Start() })
 	})
 	b.Run("plain-cgroup", func(b *testing.B) {
 		// The same, each process born in a cgroup of its own: what the
 		// kernel's cgroups add to a stop, apart from flyd's reads.
 		cgs := benchCgroups(b)
 		defer cgs.RemoveParent()
-		cmds := make([]*exec.Cmd, stopBatch)
-		for i := range cmds {
+		groups := make([]*sandbox.Cgroup, stopBatch)
+		for i := range groups {
 			g, err := cgs.Create("p"+itoa(i), sandbox.Limits{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer g.Delete()
+			groups[i] = g
 		}
-		for b.Loop() {
-			b.StopTimer()
-			for i := range cmds {
-				g, err := cgs.Open("p" + itoa(i))
-				if err != nil {
-					b.Fatal(err)
-				}
-				cmds[i] = exec.Command("/bin/sleep", "1000")
-				cmds[i].SysProcAttr = &syscall.SysProcAttr{}
-				if err := g.StartIn(cmds[i].SysProcAttr, cmds[i].Start); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StartTimer()
-			for _, c := range cmds {
-				_ = c.Process.Signal(syscall.SIGTERM)
-			}
-			for _, c := range cmds {
-				_ = c.Wait()
-			}
-		}
+		benchStopPlain(b, func(i int, cmd *exec.Cmd) error {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+			return groups[i].StartIn(cmd.SysProcAttr, cmd.Start)
+		})
 	})
 	b.Run("no-cgroup", func(b *testing.B) { benchStopAll(b, nil) })
 	b.Run("cgroup", func(b *testing.B) {
@@ -80,6 +48,28 @@ func BenchmarkStopAll(b *testing.B) {
 		defer cgs.RemoveParent()
 		benchStopAll(b, cgs)
 	})
+}
+
+// benchStopPlain times SIGTERM to stopBatch sleeps and the wait for
+// them all, each started (untimed) by start.
+func benchStopPlain(b *testing.B, start func(i int, cmd *exec.Cmd) error) {
+	cmds := make([]*exec.Cmd, stopBatch)
+	for b.Loop() {
+		b.StopTimer()
+		for i := range cmds {
+			cmds[i] = exec.Command("/bin/sleep", "1000")
+			if err := start(i, cmds[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		for _, c := range cmds {
+			_ = c.Process.Signal(syscall.SIGTERM)
+		}
+		for _, c := range cmds {
+			_ = c.Wait()
+		}
+	}
 }
 
 // benchCgroups is a cgroup parent of the benchmark's own, or a skip.
