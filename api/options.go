@@ -1,8 +1,8 @@
 package api
 
 // ApplyOptions qualify Apply. Force changes a workload a file of the
-// workloads directory owns. Who applies it is the request's (the
-// server's CallerOf).
+// workloads directory owns. Who applies it is the request's caller
+// (authz.CallerOf).
 type ApplyOptions struct {
 	Start bool
 	Force bool

@@ -3,7 +3,8 @@
 // file of the workloads directory), the operation and the document (its
 // kind, who applied it, which file owns it). The API and the supervisor
 // both ask it, so that a rule lives in one place and reads the same on
-// either side of the socket.
+// either side of the socket; who asks travels below the API in the
+// request's context (WithCaller), where the API's server puts it.
 //
 // It is not the socket's admission (which peers may connect at all, the
 // API's PeerPolicy), nor what a spec of a confined caller may say (the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/api/server"
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/project"
 	"github.com/flyd-dev/flyd/spec"
@@ -58,12 +59,12 @@ func (b *Backend) ApplyBatch(ctx context.Context, specs []*spec.Workload, o api.
 }
 
 func (b *Backend) Up(ctx context.Context, name string, docs api.Documents, o api.ApplyOptions) (*api.ProjectChange, error) {
-	return change(b.p.Up(withCaller(ctx), name, project.Documents(docs), applyOptions(ctx, o)))
+	return change(b.p.Up(ctx, name, project.Documents(docs), applyOptions(ctx, o)))
 }
 
 func (b *Backend) Down(ctx context.Context, name string, o api.RemoveOptions) (*api.ProjectChange, error) {
-	c := callerOf(ctx)
-	return change(b.p.Down(withCaller(ctx), name, supervisor.RemoveOptions{Force: o.Force, By: c.By, Confined: c.Confined, Volumes: o.Volumes}))
+	c := authz.CallerOf(ctx)
+	return change(b.p.Down(ctx, name, supervisor.RemoveOptions{Force: o.Force, By: c.UID, Confined: c.Confined, Volumes: o.Volumes}))
 }
 
 // change is a project's change as the wire carries it.
@@ -77,24 +78,24 @@ func change(c *project.Change, err error) (*api.ProjectChange, error) {
 }
 
 func (b *Backend) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {
-	return results(b.s.Batch(withCaller(ctx), supervisor.Action(action),
+	return results(b.s.Batch(ctx, supervisor.Action(action),
 		supervisor.BatchRequest{Names: bt.Names, All: bt.All, InProject: bt.InProject, Project: bt.Project, Force: bt.Force, Signal: bt.Signal, Parallel: bt.Parallel}))
 }
 
 func (b *Backend) Start(ctx context.Context, name string) (*api.Workload, error) {
-	return workload(b.s.Start(withCaller(ctx), name))
+	return workload(b.s.Start(ctx, name))
 }
 
 func (b *Backend) Stop(ctx context.Context, name string) (*api.Workload, error) {
-	return workload(b.s.Stop(withCaller(ctx), name))
+	return workload(b.s.Stop(ctx, name))
 }
 
 func (b *Backend) Kill(ctx context.Context, name string) (*api.Workload, error) {
-	return workload(b.s.Kill(withCaller(ctx), name))
+	return workload(b.s.Kill(ctx, name))
 }
 
 func (b *Backend) Restart(ctx context.Context, name string) (*api.Workload, error) {
-	return workload(b.s.Restart(withCaller(ctx), name))
+	return workload(b.s.Restart(ctx, name))
 }
 
 func (b *Backend) Scale(ctx context.Context, name string, replicas int, o api.ApplyOptions) (*api.Workload, error) {
@@ -102,16 +103,16 @@ func (b *Backend) Scale(ctx context.Context, name string, replicas int, o api.Ap
 }
 
 func (b *Backend) Signal(ctx context.Context, name string, sig syscall.Signal) error {
-	return b.s.Signal(withCaller(ctx), name, sig)
+	return b.s.Signal(ctx, name, sig)
 }
 
 func (b *Backend) Remove(ctx context.Context, name string, o api.RemoveOptions) error {
-	c := callerOf(ctx)
-	return b.s.Remove(ctx, name, supervisor.RemoveOptions{Force: o.Force, By: c.By, Confined: c.Confined})
+	c := authz.CallerOf(ctx)
+	return b.s.Remove(ctx, name, supervisor.RemoveOptions{Force: o.Force, By: c.UID, Confined: c.Confined})
 }
 
 func (b *Backend) Logs(ctx context.Context, name string, q api.LogQuery, out api.LogSink) error {
-	return b.s.Logs(withCaller(ctx), name, logfile.Query{Tail: q.Tail, Since: q.Since, From: q.From, Follow: q.Follow}, logSink{out})
+	return b.s.Logs(ctx, name, logfile.Query{Tail: q.Tail, Since: q.Since, From: q.From, Follow: q.Follow}, logSink{out})
 }
 
 // logSink hands a log's records to the API's sink.
@@ -191,13 +192,13 @@ func (b *Backend) Stats(ctx context.Context) (*api.Stats, error) {
 func (b *Backend) Events(ctx context.Context, after uint64) (<-chan api.Event, error) {
 	in := b.s.Events(ctx, after)
 	out := make(chan api.Event)
-	c := callerOf(ctx)
+	c := authz.CallerOf(ctx)
 	go func() {
 		defer close(out)
 		for ev := range in {
 			// A confined caller's lane: the events of the workloads it
 			// applied, no other's, nor the documents' (root's).
-			if c.Confined && (ev.Workload == "" || ev.By != c.By) {
+			if c.Confined && (ev.Workload == "" || ev.By != c.UID) {
 				continue
 			}
 			select {
@@ -239,17 +240,6 @@ func results(outs []supervisor.Outcome, err error) ([]api.Result, error) {
 }
 
 func applyOptions(ctx context.Context, o api.ApplyOptions) supervisor.ApplyOptions {
-	c := callerOf(ctx)
-	return supervisor.ApplyOptions{Start: o.Start, Force: o.Force, By: c.By, Confined: c.Confined}
-}
-
-// callerOf is who the API says asks; root, for a call of its own.
-func callerOf(ctx context.Context) supervisor.Caller {
-	uid, confined, _ := server.CallerOf(ctx)
-	return supervisor.Caller{By: uid, Confined: confined}
-}
-
-// withCaller is ctx telling the supervisor who asks.
-func withCaller(ctx context.Context) context.Context {
-	return supervisor.WithCaller(ctx, callerOf(ctx))
+	c := authz.CallerOf(ctx)
+	return supervisor.ApplyOptions{Start: o.Start, Force: o.Force, By: c.UID, Confined: c.Confined}
 }

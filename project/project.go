@@ -5,7 +5,7 @@
 // when asked. One project's ups and downs are held apart.
 //
 // It drives the supervisor only through its exported commands, with the
-// caller the context carries (supervisor.WithCaller). What a workload is,
+// caller the context carries (authz.WithCaller). What a workload is,
 // how it runs and who may change it are the supervisor's, not this
 // package's.
 package project

@@ -106,7 +106,7 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 		op = s.Restart
 	case ActionRemove:
 		op = func(ctx context.Context, name string) (*status.Workload, error) {
-			c := callerOf(ctx)
+			c := authz.CallerOf(ctx)
 			return nil, s.Remove(ctx, name, RemoveOptions{Force: bt.Force, By: c.UID, Confined: c.Confined})
 		}
 	case ActionReload:
@@ -134,7 +134,7 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 		return nil, fmt.Errorf("%w: a batch takes names or all, not both", errdefs.ErrInvalid)
 	case bt.All:
 		// All of a confined caller's is all of its own.
-		c := callerOf(ctx)
+		c := authz.CallerOf(ctx)
 		for _, w := range s.all() {
 			if authz.Decide(c, authz.Read, w.viewDoc()) == nil && (!bt.InProject || spec.ProjectOf(w.name) == bt.Project) {
 				names = append(names, w.name)

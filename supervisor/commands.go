@@ -236,7 +236,7 @@ func (s *Supervisor) lifecycle(ctx context.Context, name string, f func(w *workl
 	if err != nil {
 		return nil, err
 	}
-	c := callerOf(ctx)
+	c := authz.CallerOf(ctx)
 	return w.result(gone(name, w.call(ctx, func() error {
 		if err := authz.Decide(c, authz.Act, w.doc()); err != nil {
 			return err
@@ -281,7 +281,7 @@ func (s *Supervisor) stop(ctx context.Context, name string, kill bool) (wait fun
 	if kill {
 		w.overtake()
 	}
-	c := callerOf(ctx)
+	c := authz.CallerOf(ctx)
 	done := w.callLater(ctx, func() error {
 		if err := authz.Decide(c, authz.Act, w.doc()); err != nil {
 			return err
@@ -320,7 +320,7 @@ func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal
 	if sig == syscall.SIGKILL {
 		w.overtake()
 	}
-	c := callerOf(ctx)
+	c := authz.CallerOf(ctx)
 	err = gone(name, w.call(ctx, func() error {
 		if err := authz.Decide(c, authz.Act, w.doc()); err != nil {
 			return err

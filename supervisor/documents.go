@@ -139,7 +139,7 @@ func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Pol
 	if err != nil {
 		return nil, err
 	}
-	if err := authz.Decide(callerOf(ctx), authz.Apply, s.docOf(spec.KindPolicy, p.Name, false)); err != nil {
+	if err := authz.Decide(authz.CallerOf(ctx), authz.Apply, s.docOf(spec.KindPolicy, p.Name, false)); err != nil {
 		return nil, err
 	}
 	if err := s.net.SetPolicy(p.Name, p); err != nil {
@@ -156,7 +156,7 @@ func (s *Supervisor) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Pol
 
 // DeletePolicy removes a policy made through the API.
 func (s *Supervisor) DeletePolicy(ctx context.Context, name string) error {
-	if err := authz.Decide(callerOf(ctx), authz.Remove, s.docOf(spec.KindPolicy, name, false)); err != nil {
+	if err := authz.Decide(authz.CallerOf(ctx), authz.Remove, s.docOf(spec.KindPolicy, name, false)); err != nil {
 		return err
 	}
 	if err := s.net.SetPolicy(name, nil); err != nil {
@@ -173,7 +173,7 @@ func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*status.N
 	if err != nil {
 		return nil, err
 	}
-	if err := authz.Decide(callerOf(ctx), authz.Apply, s.docOf(spec.KindNetwork, n.Name, false)); err != nil {
+	if err := authz.Decide(authz.CallerOf(ctx), authz.Apply, s.docOf(spec.KindNetwork, n.Name, false)); err != nil {
 		return nil, err
 	}
 	nw, err := s.net.PutNetwork(n)
@@ -187,7 +187,7 @@ func (s *Supervisor) PutNetwork(ctx context.Context, n *spec.Network) (*status.N
 // DeleteNetwork deletes an isolated network that no workload uses, and
 // its document.
 func (s *Supervisor) DeleteNetwork(ctx context.Context, name string) error {
-	if err := authz.Decide(callerOf(ctx), authz.Remove, s.docOf(spec.KindNetwork, name, false)); err != nil {
+	if err := authz.Decide(authz.CallerOf(ctx), authz.Remove, s.docOf(spec.KindNetwork, name, false)); err != nil {
 		return err
 	}
 	if err := s.net.DeleteNetwork(name); err != nil {

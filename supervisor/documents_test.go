@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -105,14 +106,14 @@ func TestLanes(t *testing.T) {
 	if err := put("mine", "", 1000, 0); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Stop(WithCaller(ctx, Caller{By: 1001, Confined: true}), "mine")
+	_, err := s.Stop(authz.WithCaller(ctx, authz.Caller{UID: 1001, Confined: true}), "mine")
 	forbidden("another peer's stop", "applied by uid 1000", err)
-	if _, err := s.Stop(WithCaller(ctx, Caller{By: 1000, Confined: true}), "mine"); err != nil {
+	if _, err := s.Stop(authz.WithCaller(ctx, authz.Caller{UID: 1000, Confined: true}), "mine"); err != nil {
 		t.Errorf("its own stop: %v", err)
 	}
 	forbidden("another peer's remove", "applied by uid 1000", s.Remove(ctx, "mine", RemoveOptions{By: 1001, Confined: true}))
 	forbidden("more ports than its share", "holds at most 256", put("greedy", "", 1000, maxPeerPorts+1))
-	outs, err := s.Batch(WithCaller(ctx, Caller{By: 1000, Confined: true}), ActionStop, BatchRequest{All: true})
+	outs, err := s.Batch(authz.WithCaller(ctx, authz.Caller{UID: 1000, Confined: true}), ActionStop, BatchRequest{All: true})
 	if err != nil || len(outs) != 1 || outs[0].Name != "mine" {
 		t.Errorf("stop --all of a peer: %+v, %v; want its own workload alone", outs, err)
 	}

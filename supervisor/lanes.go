@@ -57,32 +57,11 @@ func (s *Supervisor) laneOf(sp *spec.Workload, by uint32) error {
 	return nil
 }
 
-// Caller is who asks for a command: its uid, and whether it is confined to
-// its own lane. The API's adapter says so with WithCaller; a command with
-// no caller is root's (the workloads directory, the daemon itself).
-type Caller struct {
-	By       uint32
-	Confined bool
-}
-
-type callerKey struct{}
-
-// WithCaller is ctx with the caller of the commands made with it.
-func WithCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
-}
-
-// callerOf is who asks for the commands of ctx, as authz judges callers.
-func callerOf(ctx context.Context) authz.Caller {
-	c, _ := ctx.Value(callerKey{}).(Caller)
-	return authz.Caller{UID: c.By, Confined: c.Confined}
-}
-
 // mayAct refuses the caller of ctx a command to w, from its view: for
 // what must be refused before the workload's loop is asked (a stop's
 // hurry); the loop checks again, as it acts.
 func mayAct(ctx context.Context, w *workload) error {
-	return authz.Decide(callerOf(ctx), authz.Act, w.viewDoc())
+	return authz.Decide(authz.CallerOf(ctx), authz.Act, w.viewDoc())
 }
 
 // doc is the workload as authz judges it, as its loop knows it: on the

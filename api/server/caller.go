@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/flyd-dev/flyd/api"
@@ -13,10 +12,11 @@ import (
 // with one, a caller other than root is confined to its own lane. What a
 // caller may do to a document (the workloads it applied; no network or
 // policy document) is authz's decision, asked here before a request goes
-// further and by the supervisor, told who asks by CallerOf, as it acts;
-// its networks and its share of ports the supervisor decides against its
-// state (its lanes); what its specs may say is the spec policy's
-// (peerusers.go). The socket's own admission is PeerPolicy.
+// further and by those below, told who asks by the request's context
+// (authz.CallerOf), as they act; its networks and its share of ports the
+// supervisor decides against its state (its lanes); what its specs may
+// say is the spec policy's (peerusers.go). The socket's own admission is
+// PeerPolicy.
 
 // callerOf is who asks, as authz judges callers: the peer's uid, and
 // whether it is confined.
@@ -31,17 +31,8 @@ func workloadDoc(name string, wl api.Workload) authz.Doc {
 	return authz.Doc{Name: name, Exists: true, AppliedBy: wl.AppliedBy, Owner: wl.Owner}
 }
 
-type callerKey struct{}
-
-// withCaller puts the request's caller in its context.
+// withCaller puts the request's caller in its context, where the backend
+// and the supervisor find it (authz.CallerOf).
 func (s *Server) withCaller(r *http.Request) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), callerKey{}, s.callerOf(r)))
-}
-
-// CallerOf is who asks, for a backend served by this server: the peer's
-// uid, and whether it is confined to its own lane. ok is false outside a
-// request of the server's (an in-process call).
-func CallerOf(ctx context.Context) (uid uint32, confined bool, ok bool) {
-	c, ok := ctx.Value(callerKey{}).(authz.Caller)
-	return c.UID, c.Confined, ok
+	return r.WithContext(authz.WithCaller(r.Context(), s.callerOf(r)))
 }
