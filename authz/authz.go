@@ -1,9 +1,9 @@
 // Package authz decides who may do what to a document: one decision for
 // the caller (a peer of the socket, confined to its own lane or not; or a
 // file of the workloads directory), the operation and the document (its
-// kind, who applied it, which file owns it). The API and the supervisor
-// both ask it, so that a rule lives in one place and reads the same on
-// either side of the socket; who asks travels below the API in the
+// kind, who applied it, which file owns it). The API, the supervisor and
+// the documents ask it, so that a rule lives in one place and reads the
+// same on either side of the socket; who asks travels below the API in the
 // request's context (WithCaller), where the API's server puts it.
 //
 // It is not the socket's admission (which peers may connect at all, the

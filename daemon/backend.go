@@ -7,6 +7,7 @@ import (
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/authz"
+	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/project"
 	"github.com/flyd-dev/flyd/spec"
@@ -14,18 +15,22 @@ import (
 	"github.com/flyd-dev/flyd/supervisor"
 )
 
-// Backend is the supervisor as the API serves it (server.Backend): it turns
-// the API's requests into the supervisor's commands and their answers
-// into the wire's types, and ups and downs into its projects'. It decides
-// nothing: who may do what is the API server's (api/caller.go), what
-// happens the supervisor's.
+// Backend is the supervisor and the documents as the API serves them
+// (server.Backend): it turns the API's requests into the supervisor's
+// commands and the documents' and their answers into the wire's types, and
+// ups and downs into its projects'. It decides nothing: who may do what is
+// the API server's (api/caller.go) and authz's, what happens the
+// supervisor's and the documents'.
 type Backend struct {
-	s *supervisor.Supervisor
-	p *project.Projects
+	s    *supervisor.Supervisor
+	docs *documents.Documents
+	p    *project.Projects
 }
 
-// NewBackend serves s, and its projects.
-func NewBackend(s *supervisor.Supervisor) *Backend { return &Backend{s: s, p: project.New(s)} }
+// NewBackend serves s and docs, and their projects.
+func NewBackend(s *supervisor.Supervisor, docs *documents.Documents) *Backend {
+	return &Backend{s: s, docs: docs, p: project.New(s, docs)}
+}
 
 var _ server.Backend = (*Backend)(nil)
 
@@ -126,7 +131,7 @@ func (b *Backend) Ports(ctx context.Context) ([]api.PortMapping, error) {
 }
 
 func (b *Backend) Networks(ctx context.Context) ([]api.Network, error) {
-	ns, err := b.s.Networks(ctx)
+	ns, err := b.docs.Networks(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -138,11 +143,11 @@ func (b *Backend) Networks(ctx context.Context) ([]api.Network, error) {
 }
 
 func (b *Backend) DeleteNetwork(ctx context.Context, name string) error {
-	return b.s.DeleteNetwork(ctx, name)
+	return b.docs.DeleteNetwork(ctx, name)
 }
 
 func (b *Backend) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
-	nw, err := b.s.PutNetwork(ctx, n)
+	nw, err := b.docs.PutNetwork(ctx, n)
 	if nw == nil {
 		return nil, err
 	}
@@ -151,7 +156,7 @@ func (b *Backend) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network
 }
 
 func (b *Backend) Policies(ctx context.Context) ([]api.Policy, error) {
-	ps := b.s.Policies(ctx)
+	ps := b.docs.Policies(ctx)
 	out := make([]api.Policy, len(ps))
 	for i, p := range ps {
 		out[i] = api.FromPolicy(p)
@@ -160,7 +165,7 @@ func (b *Backend) Policies(ctx context.Context) ([]api.Policy, error) {
 }
 
 func (b *Backend) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, error) {
-	v, err := b.s.PutPolicy(ctx, p)
+	v, err := b.docs.PutPolicy(ctx, p)
 	if v == nil {
 		return nil, err
 	}
@@ -169,7 +174,7 @@ func (b *Backend) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, e
 }
 
 func (b *Backend) DeletePolicy(ctx context.Context, name string) error {
-	return b.s.DeletePolicy(ctx, name)
+	return b.docs.DeletePolicy(ctx, name)
 }
 
 func (b *Backend) Workspaces(ctx context.Context) ([]spec.Workspace, error) {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/declarative"
+	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/instance"
 	"github.com/flyd-dev/flyd/internal/trust"
@@ -217,8 +218,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		l.Close()
 		return err
 	}
+	docs := documents.New(documents.Config{Owners: st.Owners(), Net: plane, Events: bus, Logger: log.Named("documents")})
 	gid := lookupGroup(cfg.SocketGroup)
-	backend := NewBackend(sup)
+	backend := NewBackend(sup, docs)
 	m := metrics.New(backend)
 	opts := []server.Option{server.WithRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
 	if policy != nil {
@@ -233,7 +235,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watched := make(chan error, 1)
 	wd, err := declarative.New(declarative.Config{
-		Dir: cfg.WorkloadsDir, Applier: fileApplier{sup}, Logger: log.Named("workloads-dir"),
+		Dir: cfg.WorkloadsDir, Applier: fileApplier{sup, docs}, Logger: log.Named("workloads-dir"),
 		OnProblem: func(p declarative.Problem) { sup.FileProblem(p.File, p.Err) },
 	})
 	if err != nil {

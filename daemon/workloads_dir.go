@@ -4,13 +4,18 @@ import (
 	"context"
 
 	"github.com/flyd-dev/flyd/declarative"
+	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/supervisor"
 )
 
-// fileApplier is the supervisor as the workloads directory drives it: every
-// put of a reconcile is one ordered batch, so files that name each other in
-// `after` converge at once, whatever their names' order.
-type fileApplier struct{ *supervisor.Supervisor }
+// fileApplier is the supervisor and the documents as the workloads
+// directory drives them: every put of a reconcile is one ordered batch, so
+// files that name each other in `after` converge at once, whatever their
+// names' order.
+type fileApplier struct {
+	*supervisor.Supervisor
+	*documents.Documents
+}
 
 func (a fileApplier) PutOwned(ctx context.Context, puts []declarative.Put) []error {
 	changes := make([]supervisor.Change, len(puts))

@@ -13,7 +13,8 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// Applier is what the watcher drives (the daemon's supervisor implements it).
+// Applier is what the watcher drives (the daemon's supervisor and its
+// documents implement it).
 type Applier interface {
 	// PutOwned creates or replaces the workloads, each owned by its file, as
 	// one batch that the applier orders by `after`, so that a directory

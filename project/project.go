@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -49,17 +50,18 @@ type Change struct {
 
 // Projects ups and downs the projects of one supervisor.
 type Projects struct {
-	s *supervisor.Supervisor
+	s    *supervisor.Supervisor
+	docs *documents.Documents
 
 	mu sync.Mutex
 	// locks serialize each project's ups and downs (lock).
 	locks map[string]chan struct{}
 }
 
-// New has the projects of s upped and downed through it; a daemon has
-// one, so that one project's ups and downs are held apart.
-func New(s *supervisor.Supervisor) *Projects {
-	return &Projects{s: s, locks: map[string]chan struct{}{}}
+// New has the projects of s and docs upped and downed through it; a
+// daemon has one, so that one project's ups and downs are held apart.
+func New(s *supervisor.Supervisor, docs *documents.Documents) *Projects {
+	return &Projects{s: s, docs: docs, locks: map[string]chan struct{}{}}
 }
 
 // Up makes project what docs say: their workspaces, networks, workloads
@@ -95,7 +97,7 @@ func (p *Projects) Up(ctx context.Context, project string, docs Documents, o sup
 		keep[docKey(spec.KindWorkspace, project, ws.Name)] = true
 	}
 	for _, n := range docs.Networks {
-		if _, err := s.PutNetwork(ctx, n); err != nil {
+		if _, err := p.docs.PutNetwork(ctx, n); err != nil {
 			return out, fmt.Errorf("network %s: %w", n.Name, err)
 		}
 		keep[docKey(spec.KindNetwork, project, n.Name)] = true
@@ -109,7 +111,7 @@ func (p *Projects) Up(ctx context.Context, project string, docs Documents, o sup
 		return out, err
 	}
 	for _, pol := range docs.Policies {
-		if _, err := s.PutPolicy(ctx, pol); err != nil {
+		if _, err := p.docs.PutPolicy(ctx, pol); err != nil {
 			return out, fmt.Errorf("policy %s: %w", pol.Name, err)
 		}
 		keep[docKey(spec.KindPolicy, project, pol.Name)] = true
@@ -145,7 +147,7 @@ func setProject(project string, docs Documents) error {
 
 // docKey names a document of project in a keep set: KIND/FULLNAME.
 func docKey(kind, project, name string) string {
-	return supervisor.DocKey(kind, spec.FullName(project, spec.BareName(name)))
+	return documents.Key(kind, spec.FullName(project, spec.BareName(name)))
 }
 
 // Down removes everything of project: its workloads, policies, networks
@@ -225,35 +227,35 @@ func (p *Projects) prune(ctx context.Context, project string, keep map[string]bo
 			errs = append(errs, fmt.Errorf("workload %s: %w", r.Name, r.Err))
 		}
 	}
-	for _, pol := range s.Policies(ctx) {
-		if spec.ProjectOf(pol.Name) != project || keep[supervisor.DocKey(spec.KindPolicy, pol.Name)] {
+	for _, pol := range p.docs.Policies(ctx) {
+		if spec.ProjectOf(pol.Name) != project || keep[documents.Key(spec.KindPolicy, pol.Name)] {
 			continue
 		}
-		if err := s.DeletePolicy(ctx, pol.Name); err != nil {
+		if err := p.docs.DeletePolicy(ctx, pol.Name); err != nil {
 			errs = append(errs, fmt.Errorf("policy %s: %w", pol.Name, err))
 			continue
 		}
 		out.Policies = append(out.Policies, pol.Name)
 	}
-	nets, err := s.Networks(ctx)
+	nets, err := p.docs.Networks(ctx)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, n := range nets {
 		// A network that a kept workload uses stays, with or without
 		// a document of its own.
-		if spec.ProjectOf(n.Name) != project || keep[supervisor.DocKey(spec.KindNetwork, n.Name)] ||
+		if spec.ProjectOf(n.Name) != project || keep[documents.Key(spec.KindNetwork, n.Name)] ||
 			slices.ContainsFunc(n.Workloads, func(w string) bool { return keep[w] || groups[w] != "" && keep[groups[w]] }) {
 			continue
 		}
-		if err := s.DeleteNetwork(ctx, n.Name); err != nil {
+		if err := p.docs.DeleteNetwork(ctx, n.Name); err != nil {
 			errs = append(errs, fmt.Errorf("network %s: %w", n.Name, err))
 			continue
 		}
 		out.Networks = append(out.Networks, n.Name)
 	}
 	for _, ws := range s.Workspaces(ctx) {
-		if spec.ProjectOf(ws.Name) != project || keep[supervisor.DocKey(spec.KindWorkspace, ws.Name)] {
+		if spec.ProjectOf(ws.Name) != project || keep[documents.Key(spec.KindWorkspace, ws.Name)] {
 			continue
 		}
 		if err := s.DeleteWorkspace(ctx, ws.Name); err != nil {
@@ -272,10 +274,10 @@ func (p *Projects) has(ctx context.Context, project string) bool {
 	if slices.ContainsFunc(s.List(ctx), func(w status.Workload) bool { return of(w.Name) }) {
 		return true
 	}
-	nets, _ := s.Networks(ctx)
+	nets, _ := p.docs.Networks(ctx)
 	return slices.ContainsFunc(nets, func(n status.Network) bool { return of(n.Name) }) ||
 		slices.ContainsFunc(s.Workspaces(ctx), func(ws spec.Workspace) bool { return of(ws.Name) }) ||
-		slices.ContainsFunc(s.Policies(ctx), func(pol status.Policy) bool { return of(pol.Name) })
+		slices.ContainsFunc(p.docs.Policies(ctx), func(pol status.Policy) bool { return of(pol.Name) })
 }
 
 // lock holds project's ups and downs apart until unlock: a second waits

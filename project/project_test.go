@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -28,11 +29,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func open(t *testing.T) (*supervisor.Supervisor, *Projects) {
 	t.Helper()
 	dir := t.TempDir()
-	s := supervisortest.Open(t, supervisor.Config{
+	s, parts := supervisortest.OpenWithParts(t, supervisor.Config{
 		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
-	return s, New(s)
+	return s, New(s, documents.New(documents.Config{Owners: parts.Store.Owners(), Net: parts.Net, Events: parts.Events}))
 }
 
 // sleeper is a workload that runs until stopped, and stops at once.

@@ -18,6 +18,7 @@ import (
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/daemon"
+	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -36,7 +37,7 @@ var _ server.Backend = (*api.Client)(nil)
 func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 	t.Helper()
 	dir := t.TempDir()
-	sup := supervisortest.Open(t, supervisor.Config{
+	sup, parts := supervisortest.OpenWithParts(t, supervisor.Config{
 		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
@@ -49,7 +50,7 @@ func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = server.New(daemon.NewBackend(sup), allow, zap.NewNop()).Serve(ctx, l)
+		_ = server.New(daemon.NewBackend(sup, documents.New(documents.Config{Owners: parts.Store.Owners(), Net: parts.Net, Events: parts.Events})), allow, zap.NewNop()).Serve(ctx, l)
 	}()
 	c := api.NewClient(sock)
 	t.Cleanup(func() {

@@ -24,6 +24,14 @@ import (
 // cfg's Store, Events and Net are set here.
 func Open(t testing.TB, cfg supervisor.Config) *supervisor.Supervisor {
 	t.Helper()
+	s, _ := OpenWithParts(t, cfg)
+	return s
+}
+
+// OpenWithParts is Open, and cfg with the parts opened for it, for a test
+// of a package built over them beside the supervisor (the documents).
+func OpenWithParts(t testing.TB, cfg supervisor.Config) (*supervisor.Supervisor, supervisor.Config) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -58,5 +66,5 @@ func Open(t testing.TB, cfg supervisor.Config) *supervisor.Supervisor {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	return s
+	return s, cfg
 }

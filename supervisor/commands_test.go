@@ -1,0 +1,153 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/flyd-dev/flyd/authz"
+	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/usage"
+)
+
+// TestLanes: a confined caller may use a network of its own, or one root
+// opened to peers, and no other; it holds a share of ports; it acts only on
+// what it applied.
+func TestLanes(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer shut(s)
+	ctx := context.Background()
+	put := func(name, network string, by uint32, endpoints int) error {
+		w := fakeSpec(name, "stubborn")
+		w.Network = spec.NetworkHost
+		if network != "" {
+			w.Network = network
+		}
+		for i := range endpoints {
+			w.Endpoints = append(w.Endpoints, spec.Endpoint{Name: "e" + itoa(i), Port: spec.Port{Mode: spec.PortEphemeral}})
+		}
+		_, err := s.Apply(ctx, w, ApplyOptions{By: by, Confined: by != 0})
+		return err
+	}
+	if err := put("root-w", "", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	forbidden := func(what, says string, err error) {
+		t.Helper()
+		if !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: %v; want forbidden: %s", what, err, says)
+		}
+	}
+	forbidden("replacing root's", "applied by uid 0", put("root-w", "", 1000, 0))
+	if err := put("mine", "", 1000, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Stop(authz.WithCaller(ctx, authz.Caller{UID: 1001, Confined: true}), "mine")
+	forbidden("another peer's stop", "applied by uid 1000", err)
+	if _, err := s.Stop(authz.WithCaller(ctx, authz.Caller{UID: 1000, Confined: true}), "mine"); err != nil {
+		t.Errorf("its own stop: %v", err)
+	}
+	forbidden("another peer's remove", "applied by uid 1000", s.Remove(ctx, "mine", RemoveOptions{By: 1001, Confined: true}))
+	forbidden("more ports than its share", "holds at most 256", put("greedy", "", 1000, maxPeerPorts+1))
+	outs, err := s.Batch(authz.WithCaller(ctx, authz.Caller{UID: 1000, Confined: true}), ActionStop, BatchRequest{All: true})
+	if err != nil || len(outs) != 1 || outs[0].Name != "mine" {
+		t.Errorf("stop --all of a peer: %+v, %v; want its own workload alone", outs, err)
+	}
+}
+
+// TestInstances: the registry is given nothing of a workload that does
+// not run, and an instance an endpoint of one that does, healthy without
+// a check.
+func TestInstances(t *testing.T) {
+	s := &Supervisor{cfg: Config{AdvertiseAddress: "192.0.2.7"}, hostname: "h1"}
+	w := &spec.Workload{Name: "api", Kind: spec.KindNative}
+	ports := []status.PortMapping{{Endpoint: "http", API: "http", Port: 18081, Network: spec.NetworkHost}}
+	if ins := s.instances(w, ports, status.Stopped); ins != nil {
+		t.Errorf("a stopped workload's instances: %v", ins)
+	}
+	if ins := s.instances(w, ports, status.Running); len(ins) != 1 || !ins[0].Healthy || ins[0].ID != "flyd-h1-api-http" {
+		t.Errorf("a running workload's instances: %+v", ins)
+	}
+}
+
+// TestApplyAllInOrder: a batch is applied dependencies first, whatever its
+// order, and a cycle refuses all of it before anything is applied.
+func TestApplyAllInOrder(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer shut(s)
+	ctx := context.Background()
+	app, db := fakeSpec("app", "stubborn"), fakeSpec("db", "stubborn")
+	app.After = []string{"db"}
+	outs, err := s.ApplyAll(ctx, []Change{{Spec: app, Options: ApplyOptions{Start: true}}, {Spec: db, Options: ApplyOptions{Start: true}}})
+	if err != nil || len(outs) != 2 || outs[0].Name != "db" || outs[1].Name != "app" || outs[0].Err != nil || outs[1].Err != nil {
+		t.Fatalf("outcomes %+v, %v; want db then app", outs, err)
+	}
+	x, y := fakeSpec("x", "stubborn"), fakeSpec("y", "stubborn")
+	x.After, y.After = []string{"y"}, []string{"x"}
+	if _, err := s.ApplyAll(ctx, []Change{{Spec: x}, {Spec: y}}); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Errorf("a cycle: %v; want refused", err)
+	}
+	if _, err := s.Get(ctx, "x"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a refused batch applied x: %v", err)
+	}
+}
+
+// TestRestartReloadAndReadings: restart ends the run and starts another;
+// reload by signal reaches the running program and is an event; the
+// readings (ports, stats) answer without a kernel's network or cgroups.
+func TestRestartReloadAndReadings(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer shut(s)
+	ctx := context.Background()
+	w := fakeSpec("svc", "run")
+	w.Reload = &spec.Reload{Signal: "SIGHUP"}
+	w.Endpoints = []spec.Endpoint{{Name: "http", API: "http", Port: spec.Port{Mode: spec.PortEphemeral}}}
+	first, err := s.Apply(ctx, w, ApplyOptions{Start: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Restart(ctx, "svc")
+	if err != nil || again.PID == first.PID || again.State != status.Running {
+		t.Fatalf("restart: %+v, %v; want another run", again, err)
+	}
+	if _, err := s.Reload(ctx, "svc"); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := false
+	s.events.Replay(0, s.events.Last(), func(ev status.Event) bool {
+		reloaded = reloaded || ev.Type == status.EventReload && ev.Message == "reloaded by signal SIGHUP"
+		return true
+	})
+	if !reloaded {
+		t.Error("no reload event")
+	}
+	if _, err := s.Reload(ctx, "nobody"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("reload of nothing: %v", err)
+	}
+	if ps := s.Ports(ctx); len(ps) != 1 || ps[0].Workload != "svc" || ps[0].Port == 0 {
+		t.Errorf("ports %+v", ps)
+	}
+	if st := s.Stats(ctx); st.Interval != usage.Interval || len(st.Workloads) != 0 {
+		t.Errorf("stats without cgroups: %+v", st)
+	}
+}
+
+// TestFileProblemsInStatus: a refused file of the workloads directory is in
+// the status until it is good again.
+func TestFileProblemsInStatus(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer shut(s)
+	ctx := context.Background()
+	s.FileProblem("b.yaml", errors.New("line 3: name: must be a DNS label"))
+	s.FileProblem("a.yaml", errors.New("not a regular file"))
+	if got := s.Status(ctx).FileProblems; len(got) != 2 || got[0].File != "a.yaml" || got[1].Error != "line 3: name: must be a DNS label" {
+		t.Errorf("file problems %+v", got)
+	}
+	s.FileProblem("a.yaml", nil)
+	if got := s.Status(ctx).FileProblems; len(got) != 1 || got[0].File != "b.yaml" {
+		t.Errorf("after a.yaml is good again: %+v", got)
+	}
+}
