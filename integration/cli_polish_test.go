@@ -100,7 +100,7 @@ func TestPsPortNotation(t *testing.T) {
 	d.mustCLI(t, "apply", "-f", file, "-f", d.writeSpec(t, "plain.yaml", `
 name: plain
 command: ["@PROG@", signals]
-endpoints: [{name: tcp, port: hashed}]
+endpoints: [{name: tcp, port: ephemeral}]
 `))
 	out := d.mustCLI(t, "ps")
 	want := fmt.Sprintf("http:%d->8000,admin:%d->9000 @ci-pub", hp[0][0], hp[0][1])
