@@ -24,6 +24,7 @@ import (
 	"github.com/flyd-dev/flyd/atomicfile"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/events"
+	"github.com/flyd-dev/flyd/internal/par"
 	"github.com/flyd-dev/flyd/journal"
 	"github.com/flyd-dev/flyd/runhook"
 	"github.com/flyd-dev/flyd/spec"
@@ -209,30 +210,42 @@ func (s *Store) LoadRun(name string) (r Run, ok bool, err error) {
 // read is reported by workload name and skipped: one bad record must not
 // keep the others down.
 func (s *Store) Workloads() (recs []Workload, bad map[string]Bad) {
+	var names []string
+	for name := range s.loaded {
+		if !strings.Contains(name, "/") { // not a document's (docKey)
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	// Decoding and validating thousands of specs is the bulk of a
+	// restart's own work: each is independent.
+	got := make([]Workload, len(names))
+	errs := make([]error, len(names))
+	par.Each(len(names), 0, func(i int) { got[i], errs[i] = decodeWorkload(names[i], s.loaded[names[i]]) })
 	bad = maps.Clone(s.unimported)
-	for name, b := range s.loaded {
-		if strings.Contains(name, "/") {
-			continue // a document's (docKey)
-		}
-		var r Workload
-		if err := json.Unmarshal(b, &r); err != nil {
-			bad[name] = newBad(b, err)
-			continue
-		}
-		if r.Spec == nil || r.Spec.Name != name {
-			bad[name] = newBad(b, fmt.Errorf("record does not hold workload %q", name))
-			continue
-		}
-		r.Spec.SetDefaults()
-		if err := r.Spec.Validate(); err != nil {
-			bad[name] = newBad(b, err)
+	for i, name := range names {
+		if errs[i] != nil {
+			bad[name] = newBad(s.loaded[name], errs[i])
 			continue
 		}
 		delete(bad, name) // an unimported file of a name the journal holds
-		recs = append(recs, r)
+		recs = append(recs, got[i])
 	}
-	slices.SortFunc(recs, func(a, b Workload) int { return strings.Compare(a.Spec.Name, b.Spec.Name) })
 	return recs, bad
+}
+
+// decodeWorkload reads workload name's record, its spec defaulted and
+// valid.
+func decodeWorkload(name string, b []byte) (Workload, error) {
+	var r Workload
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, err
+	}
+	if r.Spec == nil || r.Spec.Name != name {
+		return r, fmt.Errorf("record does not hold workload %q", name)
+	}
+	r.Spec.SetDefaults()
+	return r, r.Spec.Validate()
 }
 
 // RunNames lists the workloads that have a run record.

@@ -54,16 +54,23 @@ func benchApply(b *testing.B, cgs *sandbox.Cgroups) {
 	}
 }
 
-// BenchmarkAdopt200 is a daemon restart with 200 running workloads: from
-// opening the state until every one is adopted and running again.
-func BenchmarkAdopt200(b *testing.B) {
+// BenchmarkAdopt is a daemon restart with N running workloads: from
+// opening the state until every one is adopted and running again. 200 is
+// the bench's row; 2,000 shows how it grows towards the 10,000 row.
+func BenchmarkAdopt(b *testing.B) {
+	for _, n := range []int{200, 2000} {
+		b.Run(itoa(n), func(b *testing.B) { benchAdopt(b, n) })
+	}
+}
+
+func benchAdopt(b *testing.B, n int) {
 	d := dirs{b.TempDir() + "/state", b.TempDir() + "/run"}
 	s, err := newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	for i := 0; i < 200; i++ {
+	for i := 0; i < n; i++ {
 		w := &spec.Workload{Name: "w" + itoa(i), Command: []string{"/bin/sleep", "1000"}}
 		w.SetDefaults()
 		if _, err := s.Apply(ctx, w, ApplyOptions{Start: true}); err != nil {
@@ -81,7 +88,7 @@ func BenchmarkAdopt200(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for adopted := 0; adopted < 200; {
+		for adopted := 0; adopted < n; {
 			adopted = 0
 			list := s.List(ctx)
 			for _, w := range list {

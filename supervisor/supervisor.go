@@ -27,6 +27,7 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
+	"github.com/flyd-dev/flyd/internal/par"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/netplane"
@@ -205,20 +206,15 @@ func (s *Supervisor) restore() {
 	}
 	runs := map[string]*recovered{}
 	keep := map[string]bool{}
-	for _, name := range s.store.RunNames() {
-		rec, ok, err := s.store.LoadRun(name)
-		if err != nil || !ok {
+	names := s.store.RunNames()
+	found := s.recoverRuns(names)
+	for i, name := range names {
+		r := found[i]
+		if r == nil {
 			_ = s.store.RemoveRun(name)
 			continue
 		}
-		r := &recovered{run: rec}
-		d := s.drivers[rec.Process.Driver]
-		if d != nil {
-			r.proc, r.err = d.Recover(s.ctx, rec.Process)
-			if errors.Is(r.err, errdefs.ErrNotFound) {
-				r.err = nil // gone: ended while no daemon watched
-			}
-		}
+		rec, d := r.run, s.drivers[r.run.Process.Driver]
 		if q := s.quarantine[name]; q != nil {
 			// Its spec is there but cannot be read: the run may be the
 			// workload, serving fine, and nothing of it is touched.
@@ -278,6 +274,33 @@ func (s *Supervisor) restore() {
 		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restoreScheduled(r, run) })
 	}
 }
+
+// recoverRuns reads the run record of each name and asks its runtime
+// whether the run is alive, many at once: each is a file read and a
+// process or container looked up, and a restart over thousands waits on
+// them. A name whose record does not load is nil.
+func (s *Supervisor) recoverRuns(names []string) []*recovered {
+	found := make([]*recovered, len(names))
+	par.Each(len(names), recoverWorkers, func(i int) {
+		rec, ok, err := s.store.LoadRun(names[i])
+		if err != nil || !ok {
+			return
+		}
+		r := &recovered{run: rec}
+		if d := s.drivers[rec.Process.Driver]; d != nil {
+			r.proc, r.err = d.Recover(s.ctx, rec.Process)
+			if errors.Is(r.err, errdefs.ErrNotFound) {
+				r.err = nil // gone: ended while no daemon watched
+			}
+		}
+		found[i] = r
+	})
+	return found
+}
+
+// recoverWorkers bounds the runs looked up at once: enough to keep a
+// runtime's round trips overlapped, few enough not to crowd it.
+const recoverWorkers = 16
 
 // recovered is what an earlier daemon recorded of a run, and the run
 // itself when it is still alive; err says why it could not be told
