@@ -42,17 +42,30 @@ type Bus struct {
 	subs map[chan status.Event]struct{}
 	seq  uint64
 	path string // "" keeps no history
+	// pending is the history not yet written, in order: the events
+	// published while a write was under way go out together in the next,
+	// so a burst (a batch of 200 stops is 600 events) costs a few
+	// write(2)s, none of them under mu. writing says a writer is at work;
+	// idle is signalled when it stops.
+	pending, spare []byte
+	writing        bool
+	idle           sync.Cond
+	// The file, its size and the last write's error belong to the writer
+	// while writing is set, and to whoever holds mu otherwise.
 	f    *os.File
 	size int64
+	werr error
 	// failing is set while the history cannot be written, so that only
 	// the first failure of a spell is reported.
 	failing bool
+	closed  bool
 }
 
 // Open opens the history at path ("" for none) and numbers on from its
 // last event.
 func Open(path string) (*Bus, error) {
 	b := &Bus{subs: map[chan status.Event]struct{}{}, path: path}
+	b.idle.L = &b.mu
 	if path == "" {
 		return b, nil
 	}
@@ -81,7 +94,8 @@ func (b *Bus) open() error {
 	return nil
 }
 
-// Close ends every subscription and the history.
+// Close ends every subscription and the history, once what was published
+// is written.
 func (b *Bus) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -89,13 +103,15 @@ func (b *Bus) Close() {
 		delete(b.subs, ch)
 		close(ch)
 	}
+	b.waitWritten()
+	b.closed = true
 	if b.f != nil {
 		b.f.Close()
 		b.f = nil
 	}
 }
 
-// Publish numbers ev, appends it to the history and sends it to every
+// Publish numbers ev, queues it for the history and sends it to every
 // subscriber. It returns the error of a history that stopped taking
 // events, once per spell of failures.
 func (b *Bus) Publish(ev status.Event) error {
@@ -104,6 +120,9 @@ func (b *Bus) Publish(ev status.Event) error {
 	b.seq++
 	ev.Seq = b.seq
 	err := b.keep(ev)
+	if err == nil {
+		err = b.werr
+	}
 	report := err != nil && !b.failing
 	b.failing = err != nil
 	for ch := range b.subs {
@@ -160,15 +179,51 @@ func (r eventRecord) event() status.Event {
 	return status.Event{Seq: r.Seq, Time: r.Time, Type: r.Type, Workload: r.Workload, Project: r.Project, State: r.State, Message: r.Message, Exit: r.Exit.Exit(), By: r.By}
 }
 
+// keep queues ev for the history, and starts a writer if none is at
+// work. The caller holds mu.
 func (b *Bus) keep(ev status.Event) error {
-	if b.f == nil {
+	if b.path == "" || b.closed {
 		return nil
 	}
 	line, err := json.Marshal(recordOf(ev))
 	if err != nil {
 		return err
 	}
-	if b.size+int64(len(line)) >= maxFile {
+	b.pending = append(append(b.pending, line...), '\n')
+	if !b.writing {
+		b.writing = true
+		go b.writeOut()
+	}
+	return nil
+}
+
+// writeOut writes what is pending until nothing is, then says the
+// history is idle.
+func (b *Bus) writeOut() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.pending) > 0 {
+		out := b.pending
+		b.pending, b.spare = b.spare[:0], nil
+		b.mu.Unlock()
+		err := b.write(out)
+		b.mu.Lock()
+		b.spare, b.werr = out[:0], err
+	}
+	b.writing = false
+	b.idle.Broadcast()
+}
+
+// write appends lines to the history, starting a new file first when
+// they would take it past maxFile. Only the writer calls it.
+func (b *Bus) write(lines []byte) error {
+	if b.f == nil {
+		// A new file that could not be opened: tried again.
+		if err := b.open(); err != nil {
+			return err
+		}
+	}
+	if b.size > 0 && b.size+int64(len(lines)) >= maxFile {
 		b.f.Close()
 		b.f = nil
 		if err := os.Rename(b.path, b.path+".1"); err != nil {
@@ -178,9 +233,17 @@ func (b *Bus) keep(ev status.Event) error {
 			return err
 		}
 	}
-	n, err := b.f.Write(append(line, '\n'))
+	n, err := b.f.Write(lines)
 	b.size += int64(n)
 	return err
+}
+
+// waitWritten returns once everything published before it is written.
+// The caller holds mu.
+func (b *Bus) waitWritten() {
+	for b.writing {
+		b.idle.Wait()
+	}
 }
 
 // Subscribe returns a channel of events that is closed when ctx is done
@@ -233,6 +296,9 @@ func (b *Bus) Replay(after, upTo uint64, send func(status.Event) bool) bool {
 	if b.path == "" {
 		return true
 	}
+	b.mu.Lock()
+	b.waitWritten()
+	b.mu.Unlock()
 	for _, p := range []string{b.path + ".1", b.path} {
 		if !replayFile(p, after, upTo, send) {
 			return false

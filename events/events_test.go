@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,5 +125,39 @@ func TestEventHistoryKeepsTheProject(t *testing.T) {
 	b.Close()
 	if len(got) != 1 || got[0].Project != "ci-7" || got[0].Workload != "ci-7.app" {
 		t.Errorf("replayed %+v; want the event with its project", got)
+	}
+}
+
+// TestBurstIsKeptInOrder: events published at once from many goroutines
+// reach the history whole and in their numbers' order, and a replay asked
+// right after the last publish sees every one of them.
+func TestBurstIsKeptInOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.log")
+	b, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const publishers, each = 8, 250
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			for i := range each {
+				if err := b.Publish(status.Event{Type: status.EventState, Message: fmt.Sprint(p, "-", i)}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var seqs []uint64
+	b.Replay(0, b.Last(), func(ev status.Event) bool { seqs = append(seqs, ev.Seq); return true })
+	if len(seqs) != publishers*each {
+		t.Fatalf("replayed %d events, want %d", len(seqs), publishers*each)
+	}
+	for i, s := range seqs {
+		if s != uint64(i+1) {
+			t.Fatalf("event %d of the history is numbered %d", i+1, s)
+		}
 	}
 }
