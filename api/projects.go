@@ -1,36 +1,184 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// Documents are a project's documents, as its files say.
+// Documents are a project's documents, as its files say. On the wire each
+// kind of spec.DocKinds has its own key, the kind's plural ("networks",
+// "policies", "workspaces"), beside "workloads" and "keep".
 type Documents struct {
-	Workloads  []*spec.Workload  `json:"workloads,omitempty"`
-	Networks   []*spec.Network   `json:"networks,omitempty"`
-	Policies   []*spec.Policy    `json:"policies,omitempty"`
-	Workspaces []*spec.Workspace `json:"workspaces,omitempty"`
+	Workloads []*spec.Workload
+	// Docs are the documents of the other kinds, in any order.
+	Docs []spec.Document
 	// Keep names workloads the files define that this up leaves out (by
 	// profile): kept as they are, not removed, as compose leaves them.
-	Keep []string `json:"keep,omitempty"`
+	Keep []string
+}
+
+// MarshalJSON writes the documents under their kinds' keys.
+func (d Documents) MarshalJSON() ([]byte, error) {
+	m := map[string]any{}
+	if len(d.Workloads) > 0 {
+		m["workloads"] = d.Workloads
+	}
+	if len(d.Keep) > 0 {
+		m["keep"] = d.Keep
+	}
+	for _, doc := range d.Docs {
+		k, ok := spec.DocKindOf(doc.DocKind())
+		if !ok {
+			return nil, fmt.Errorf("no document kind %q", doc.DocKind())
+		}
+		l, _ := m[k.Plural].([]spec.Document)
+		m[k.Plural] = append(l, doc)
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads the documents as strictly as a workload is read
+// alone: a key of no kind, or a document of its kind that does not decode
+// or is not valid, is refused, saying where (networks[2].name).
+func (d *Documents) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*d = Documents{}
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		raw := m[key]
+		if key == "keep" {
+			if err := json.Unmarshal(raw, &d.Keep); err != nil {
+				return fmt.Errorf("keep: %w", err)
+			}
+			continue
+		}
+		var kind string
+		if key != "workloads" {
+			k, ok := docKindOfPlural(key)
+			if !ok {
+				return fmt.Errorf("json: unknown field %q", key)
+			}
+			kind = k.Name
+		}
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		for i, item := range items {
+			if kind == "" {
+				w, err := spec.DecodeJSON(bytes.NewReader(item))
+				if err != nil {
+					return inList(key, i, err)
+				}
+				d.Workloads = append(d.Workloads, w)
+				continue
+			}
+			doc, err := spec.DecodeDocumentJSON(kind, bytes.NewReader(item))
+			if err != nil {
+				return inList(key, i, err)
+			}
+			d.Docs = append(d.Docs, doc)
+		}
+	}
+	return nil
+}
+
+// inList points a document's error at its place in its list.
+func inList(key string, i int, err error) error {
+	var fe *spec.FieldError
+	if errors.As(err, &fe) {
+		return &spec.FieldError{Field: fmt.Sprintf("%s[%d].%s", key, i, fe.Field), Msg: fe.Msg}
+	}
+	return fmt.Errorf("%s[%d]: %w", key, i, err)
+}
+
+// docKindOfPlural is the kind whose plural is p.
+func docKindOfPlural(p string) (spec.DocKind, bool) {
+	for _, k := range spec.DocKinds() {
+		if k.Plural == p {
+			return k, true
+		}
+	}
+	return spec.DocKind{}, false
 }
 
 // ProjectChange is what an up or a down did to a project: the outcome of
-// each workload applied and removed, and the networks and policies
-// removed, and the named volumes removed (down --volumes), by full name
-// (PROJECT.NAME).
+// each workload applied and removed, the documents removed by kind, and
+// the named volumes removed (down --volumes), by full name
+// (PROJECT.NAME). On the wire the documents removed of each kind are under
+// the kind's plural ("networks", "policies", "workspaces").
 type ProjectChange struct {
-	Applied    []Result `json:"applied"`
-	Removed    []Result `json:"removed"`
-	Networks   []string `json:"networks,omitempty"`
-	Policies   []string `json:"policies,omitempty"`
-	Workspaces []string `json:"workspaces,omitempty"`
-	Volumes    []string `json:"volumes,omitempty"`
+	Applied []Result
+	Removed []Result
+	// Docs are the documents removed: kind ("network") → full names.
+	Docs    map[string][]string
+	Volumes []string
 	// Error is what failed of the change as a whole, after what it did.
-	Error *Error `json:"error,omitempty"`
+	Error *Error
+}
+
+// MarshalJSON writes the change with the documents removed under their
+// kinds' keys.
+func (c ProjectChange) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"applied": c.Applied, "removed": c.Removed}
+	for kind, names := range c.Docs {
+		k, ok := spec.DocKindOf(kind)
+		if !ok {
+			return nil, fmt.Errorf("no document kind %q", kind)
+		}
+		if len(names) > 0 {
+			m[k.Plural] = names
+		}
+	}
+	if len(c.Volumes) > 0 {
+		m["volumes"] = c.Volumes
+	}
+	if c.Error != nil {
+		m["error"] = c.Error
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads a change as MarshalJSON writes it; a key of a kind
+// this client does not know is left out.
+func (c *ProjectChange) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*c = ProjectChange{}
+	fields := map[string]any{"applied": &c.Applied, "removed": &c.Removed, "volumes": &c.Volumes, "error": &c.Error}
+	for key, raw := range m {
+		if f, ok := fields[key]; ok {
+			if err := json.Unmarshal(raw, f); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			continue
+		}
+		k, ok := docKindOfPlural(key)
+		if !ok {
+			continue
+		}
+		var names []string
+		if err := json.Unmarshal(raw, &names); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		if c.Docs == nil {
+			c.Docs = map[string][]string{}
+		}
+		c.Docs[k.Name] = names
+	}
+	return nil
 }
 
 // Err is the change's error, nil when all of it was done.

@@ -2,8 +2,7 @@ package spec
 
 import (
 	"fmt"
-	"io"
-	"reflect"
+	"slices"
 )
 
 // KindNetwork is the kind of a network document, beside workloads.
@@ -30,6 +29,20 @@ type Network struct {
 	// default) admits every process that reaches the port.
 	Reach string `json:"reach,omitempty"`
 }
+
+func init() {
+	RegisterDocKind(DocKind{Name: KindNetwork, Plural: "networks", Rank: 20, InDirectory: true,
+		New: func() Document { return new(Network) }})
+}
+
+// DocKind is the network document's kind.
+func (n *Network) DocKind() string { return KindNetwork }
+
+// DocName is the network's name.
+func (n *Network) DocName() string { return n.Name }
+
+// CloneDocument is Clone as a Document.
+func (n *Network) CloneDocument() Document { return n.Clone() }
 
 // Reach settings of a network document.
 const (
@@ -73,44 +86,37 @@ func docKind(doc *node) string {
 	return ""
 }
 
-// buildDoc decodes and validates a document of a kind beside workloads
-// (a network, a policy), as strictly as a workload.
-func buildDoc[T any, P interface {
-	*T
-	Validate() error
-}](doc *node) (P, error) {
-	d := P(new(T))
-	if err := decodeValue(doc, reflect.ValueOf(d).Elem(), ""); err != nil {
-		return nil, err
-	}
-	if err := d.Validate(); err != nil {
-		if fe, ok := err.(*FieldError); ok {
-			return nil, atLine(doc.lineOf(fe.Field), fe)
-		}
-		return nil, err
-	}
-	return d, nil
-}
-
-// Documents is what a spec file holds: workloads, network documents and
-// policies.
+// Documents is what a spec file holds: workloads, and the documents of
+// the other kinds (DocKinds) in the order it holds them.
 type Documents struct {
-	Workloads  []*Workload
-	Networks   []*Network
-	Policies   []*Policy
-	Workspaces []*Workspace
+	Workloads []*Workload
+	Docs      []Document
 }
 
 // Add appends o's documents of every kind to d's: where files are read
 // together, a kind is never left out.
 func (d *Documents) Add(o *Documents) {
 	d.Workloads = append(d.Workloads, o.Workloads...)
-	d.Networks = append(d.Networks, o.Networks...)
-	d.Policies = append(d.Policies, o.Policies...)
-	d.Workspaces = append(d.Workspaces, o.Workspaces...)
+	d.Docs = append(d.Docs, o.Docs...)
 }
 
-// ParseAll reads workloads, network documents and policies alike, with
+// SetProject puts every document of d in project (SetProject of each),
+// or says which states another.
+func (d *Documents) SetProject(project string) error {
+	for _, w := range d.Workloads {
+		if err := w.SetProject(project); err != nil {
+			return err
+		}
+	}
+	for _, doc := range d.Docs {
+		if err := doc.SetProject(project); err != nil {
+			return fmt.Errorf("%s %s: %w", doc.DocKind(), doc.DocName(), err)
+		}
+	}
+	return nil
+}
+
+// ParseAll reads workloads and the documents of every kind alike, with
 // the same strictness as Parse.
 func ParseAll(data []byte) (*Documents, error) {
 	return ParseAllExpanded(data, nil)
@@ -147,58 +153,34 @@ func ParseAllExpanded(data []byte, expand Expander) (*Documents, error) {
 					return nil, err
 				}
 			}
-			switch docKind(doc) {
-			case KindNetwork:
-				n, err := buildDoc[Network](doc)
+			kind := docKind(doc)
+			if k, ok := DocKindOf(kind); ok {
+				dd, err := buildDoc(k, doc)
 				if err == nil {
-					err = once(doc, "network", n.Name)
+					err = once(doc, k.Name, dd.DocName())
 				}
 				if err != nil {
 					return nil, err
 				}
-				d.Networks = append(d.Networks, n)
-			case KindPolicy:
-				pl, err := buildDoc[Policy](doc)
-				if err == nil {
-					err = once(doc, "policy", pl.Name)
-				}
-				if err != nil {
-					return nil, err
-				}
-				d.Policies = append(d.Policies, pl)
-			case KindWorkspace:
-				ws, err := buildDoc[Workspace](doc)
-				if err == nil {
-					err = once(doc, "workspace", ws.Name)
-				}
-				if err != nil {
-					return nil, err
-				}
-				d.Workspaces = append(d.Workspaces, ws)
-			default:
-				w, err := build(doc)
-				if err == nil {
-					err = once(doc, "workload", w.Name)
-				}
-				if err != nil {
-					return nil, err
-				}
-				d.Workloads = append(d.Workloads, w)
+				d.Docs = append(d.Docs, dd)
+				continue
 			}
+			if kind != "" && !slices.Contains(Kinds, Kind(kind)) {
+				return nil, atLine(doc.lineOf("kind"), fieldErrorf("kind", "%q is neither a workload's runtime (%s, %s, %s or %s) nor a document's kind (%s)",
+					kind, KindNative, KindNix, KindContainerd, KindExternal, docKindNames()))
+			}
+			w, err := build(doc)
+			if err == nil {
+				err = once(doc, "workload", w.Name)
+			}
+			if err != nil {
+				return nil, err
+			}
+			d.Workloads = append(d.Workloads, w)
 		}
 	}
-	if len(d.Workloads)+len(d.Networks)+len(d.Policies)+len(d.Workspaces) == 0 {
-		return nil, fmt.Errorf("no workload, network, policy or workspace found")
+	if len(d.Workloads)+len(d.Docs) == 0 {
+		return nil, fmt.Errorf("no workload nor document (%s) found", docKindNames())
 	}
 	return d, nil
-}
-
-// DecodeNetworkJSON reads one network document as a JSON object, as
-// strictly as DecodeJSON reads a workload.
-func DecodeNetworkJSON(r io.Reader) (*Network, error) {
-	root, err := readOneJSON(r)
-	if err != nil {
-		return nil, err
-	}
-	return buildDoc[Network](root)
 }

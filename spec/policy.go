@@ -1,13 +1,28 @@
 package spec
 
 import (
-	"io"
 	"net/netip"
 )
 
 // KindPolicy is the kind of a policy document: an allow-list firewall
 // for the workloads it selects.
 const KindPolicy = "policy"
+
+// Policies are put in force after networks, before the workloads they
+// govern run.
+func init() {
+	RegisterDocKind(DocKind{Name: KindPolicy, Plural: "policies", Rank: 30, InDirectory: true,
+		New: func() Document { return new(Policy) }})
+}
+
+// DocKind is the policy's kind.
+func (pl *Policy) DocKind() string { return KindPolicy }
+
+// DocName is the policy's name.
+func (pl *Policy) DocName() string { return pl.Name }
+
+// CloneDocument is Clone as a Document.
+func (pl *Policy) CloneDocument() Document { return pl.Clone() }
 
 // Policy says who may reach the workloads it selects, and what they may
 // reach. A direction the policy names (ingress, egress) is denied to the
@@ -172,13 +187,4 @@ func validPorts(p *problems, field string, ports []PolicyPort) {
 			p.add(joinPath(at, "protocol"), "must be tcp, udp or icmp, not %q", pp.Protocol)
 		}
 	}
-}
-
-// DecodePolicyJSON reads one policy document as a JSON object.
-func DecodePolicyJSON(r io.Reader) (*Policy, error) {
-	root, err := readOneJSON(r)
-	if err != nil {
-		return nil, err
-	}
-	return buildDoc[Policy](root)
 }

@@ -146,18 +146,12 @@ func (w *Workload) SetProject(project string) error {
 
 // SetProject is Workload.SetProject for a network document.
 func (n *Network) SetProject(project string) error {
-	if err := setProject(&n.Project, n.Name, project); err != nil {
-		return fmt.Errorf("network %s: %w", n.Name, err)
-	}
-	return nil
+	return setProject(&n.Project, n.Name, project)
 }
 
 // SetProject is Workload.SetProject for a policy document.
 func (pl *Policy) SetProject(project string) error {
-	if err := setProject(&pl.Project, pl.Name, project); err != nil {
-		return fmt.Errorf("policy %s: %w", pl.Name, err)
-	}
-	return nil
+	return setProject(&pl.Project, pl.Name, project)
 }
 
 func setProject(stated *string, name, project string) error {

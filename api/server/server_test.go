@@ -41,6 +41,10 @@ func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
+	docs, err := documents.New(documents.Config{Owners: parts.Store.Owners(), Events: parts.Events, Keepers: daemon.Keepers(parts.Net, sup)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(dir, "flyd.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -50,7 +54,7 @@ func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = server.New(daemon.NewBackend(sup, documents.New(documents.Config{Owners: parts.Store.Owners(), Net: parts.Net, Events: parts.Events})), allow, zap.NewNop()).Serve(ctx, l)
+		_ = server.New(daemon.NewBackend(sup, docs), allow, zap.NewNop()).Serve(ctx, l)
 	}()
 	c := api.NewClient(sock)
 	t.Cleanup(func() {
