@@ -238,3 +238,20 @@ func TestReadings(t *testing.T) {
 		t.Errorf("dropping a policy that is not there: %v", err)
 	}
 }
+
+// TestEveryKindHasItsKeeper: documents without a keeper for a kind of the
+// table, or with one for no kind, are refused at their start, never when a
+// document of it comes.
+func TestEveryKindHasItsKeeper(t *testing.T) {
+	h := open(t, t.TempDir())
+	defer h.close()
+	keepers := map[string]Keeper{spec.KindNetwork: Networks(h.net), spec.KindPolicy: Policies(h.net)}
+	if _, err := New(Config{Owners: h.store.Owners(), Events: h.events, Keepers: keepers}); err == nil || !strings.Contains(err.Error(), "no keeper for the workspace documents") {
+		t.Errorf("without the workspaces' keeper: %v", err)
+	}
+	keepers[spec.KindWorkspace] = workspace.Open(h.store, zap.NewNop())
+	keepers["volume"] = Networks(h.net)
+	if _, err := New(Config{Owners: h.store.Owners(), Events: h.events, Keepers: keepers}); err == nil || !strings.Contains(err.Error(), `"volume", which is no document kind`) {
+		t.Errorf("with a keeper of no kind: %v", err)
+	}
+}
