@@ -58,7 +58,7 @@ func Docs(docs ...any) Source {
 			case spec.Document:
 				d.Docs = append(d.Docs, v.CloneDocument())
 			default:
-				return nil, fmt.Errorf("flydtest: %T is not a document (*spec.Workload, or a spec.Document: *spec.Network, *spec.Policy, *spec.Workspace…)", doc)
+				return nil, fmt.Errorf("flydtest: %T is not a document (a *spec.Workload or a spec.Document)", doc)
 			}
 		}
 		return d, nil

@@ -73,7 +73,7 @@ func (n *Network) Validate() error {
 }
 
 // docKind is a document's kind key, "" when it has none (a workload's
-// kind says its runtime, never "network" or "policy").
+// kind says its runtime, never a document kind's name).
 func docKind(doc *node) string {
 	if doc.kind != mapNode {
 		return ""
