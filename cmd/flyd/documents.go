@@ -33,6 +33,9 @@ func init() {
 type docView struct {
 	summary string
 	header  string
+	// typed is the documents as the view's type, for --json: what the
+	// daemon answered, in the view's own fields.
+	typed   func(raw json.RawMessage) (any, error)
 	rows    func(raw json.RawMessage) ([]string, error)
 	applied func(c *cli.Env, raw json.RawMessage) error
 }
@@ -47,6 +50,11 @@ var docViews = map[string]docView{}
 // before the commands are registered.
 func registerView[V any](kind, summary, header string, row func(V) string, applied func(c *cli.Env, v V)) bool {
 	v := docView{summary: summary, header: header,
+		typed: func(raw json.RawMessage) (any, error) {
+			vs := []V{}
+			err := json.Unmarshal(raw, &vs)
+			return vs, err
+		},
 		rows: func(raw json.RawMessage) ([]string, error) {
 			var vs []V
 			if err := json.Unmarshal(raw, &vs); err != nil {
@@ -109,13 +117,24 @@ func documentsCmd(ctx context.Context, c *cli.Env, args []string, k spec.DocKind
 			return json.Unmarshal(raw, &n) != nil || !c.InProject(n.Name)
 		})
 	}
-	if c.JSON {
-		if items == nil {
-			items = []json.RawMessage{}
-		}
-		return printJSON(c.Stdout, items)
+	all, err := json.Marshal(items)
+	if err != nil {
+		return err
 	}
 	view, ok := docViews[k.Name]
+	if c.JSON {
+		if !ok {
+			if items == nil {
+				items = []json.RawMessage{}
+			}
+			return printJSON(c.Stdout, items)
+		}
+		vs, err := view.typed(all)
+		if err != nil {
+			return err
+		}
+		return printJSON(c.Stdout, vs)
+	}
 	if !ok {
 		view = docView{header: "NAME", rows: func(raw json.RawMessage) ([]string, error) {
 			var ns []named
@@ -126,10 +145,6 @@ func documentsCmd(ctx context.Context, c *cli.Env, args []string, k spec.DocKind
 			}
 			return out, err
 		}}
-	}
-	all, err := json.Marshal(items)
-	if err != nil {
-		return err
 	}
 	rows, err := view.rows(all)
 	if err != nil {
