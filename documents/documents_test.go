@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/documents/documentstest"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/netplane"
@@ -55,13 +56,24 @@ func open(t *testing.T, dir string) *house {
 	// As a supervisor of no workloads restores it when it starts: the
 	// documents are read, an older daemon's files moved in.
 	net.Restore(nil, nil, nil)
-	docs, err := New(Config{Owners: st.Owners(), Events: bus, Keepers: map[string]Keeper{
+	docs, err := New(Config{Owners: st.Owners(), Events: bus, Keepers: withEveryKind(map[string]Keeper{
 		spec.KindNetwork: Networks(net), spec.KindPolicy: Policies(net), spec.KindWorkspace: workspace.Open(st, zap.NewNop()),
-	}})
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &house{docs: docs, store: st, events: bus, net: net}
+}
+
+// withEveryKind is keepers with one in memory for every other kind of the
+// table.
+func withEveryKind(keepers map[string]Keeper) map[string]Keeper {
+	for _, k := range spec.DocKinds() {
+		if keepers[k.Name] == nil {
+			keepers[k.Name] = documentstest.NewMemory()
+		}
+	}
+	return keepers
 }
 
 // listNetworks is the networks as the API lists them.
@@ -245,7 +257,8 @@ func TestReadings(t *testing.T) {
 func TestEveryKindHasItsKeeper(t *testing.T) {
 	h := open(t, t.TempDir())
 	defer h.close()
-	keepers := map[string]Keeper{spec.KindNetwork: Networks(h.net), spec.KindPolicy: Policies(h.net)}
+	keepers := withEveryKind(map[string]Keeper{})
+	delete(keepers, spec.KindWorkspace)
 	if _, err := New(Config{Owners: h.store.Owners(), Events: h.events, Keepers: keepers}); err == nil || !strings.Contains(err.Error(), "no keeper for the workspace documents") {
 		t.Errorf("without the workspaces' keeper: %v", err)
 	}

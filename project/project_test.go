@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flyd-dev/flyd/documents"
+	"github.com/flyd-dev/flyd/documents/documentstest"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -33,9 +34,15 @@ func open(t *testing.T) (*supervisor.Supervisor, *Projects) {
 		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
-	docs, err := documents.New(documents.Config{Owners: parts.Store.Owners(), Events: parts.Events, Keepers: map[string]documents.Keeper{
+	keepers := map[string]documents.Keeper{
 		spec.KindNetwork: documents.Networks(parts.Net), spec.KindPolicy: documents.Policies(parts.Net), spec.KindWorkspace: s.WorkspaceSet(),
-	}})
+	}
+	for _, k := range spec.DocKinds() {
+		if keepers[k.Name] == nil {
+			keepers[k.Name] = documentstest.NewMemory()
+		}
+	}
+	docs, err := documents.New(documents.Config{Owners: parts.Store.Owners(), Events: parts.Events, Keepers: keepers})
 	if err != nil {
 		t.Fatal(err)
 	}
