@@ -25,24 +25,64 @@ type Documents struct {
 	Keep []string
 }
 
-// MarshalJSON writes the documents under their kinds' keys.
+// MarshalJSON writes the documents under their kinds' keys: the
+// workloads, then each kind's in rank order, then keep.
 func (d Documents) MarshalJSON() ([]byte, error) {
-	m := map[string]any{}
+	var o object
 	if len(d.Workloads) > 0 {
-		m["workloads"] = d.Workloads
-	}
-	if len(d.Keep) > 0 {
-		m["keep"] = d.Keep
+		o.add("workloads", d.Workloads)
 	}
 	for _, doc := range d.Docs {
-		k, ok := spec.DocKindOf(doc.DocKind())
-		if !ok {
+		if _, ok := spec.DocKindOf(doc.DocKind()); !ok {
 			return nil, fmt.Errorf("no document kind %q", doc.DocKind())
 		}
-		l, _ := m[k.Plural].([]spec.Document)
-		m[k.Plural] = append(l, doc)
 	}
-	return json.Marshal(m)
+	for _, k := range spec.DocKinds() {
+		var of []spec.Document
+		for _, doc := range d.Docs {
+			if doc.DocKind() == k.Name {
+				of = append(of, doc)
+			}
+		}
+		if len(of) > 0 {
+			o.add(k.Plural, of)
+		}
+	}
+	if len(d.Keep) > 0 {
+		o.add("keep", d.Keep)
+	}
+	return o.json()
+}
+
+// object is a JSON object written key by key, in the order they are added.
+type object struct {
+	keys []string
+	vals []any
+}
+
+func (o *object) add(key string, v any) {
+	o.keys = append(o.keys, key)
+	o.vals = append(o.vals, v)
+}
+
+func (o *object) json() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(o.vals[i])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
 // UnmarshalJSON reads the documents as strictly as a workload is read
@@ -128,25 +168,30 @@ type ProjectChange struct {
 }
 
 // MarshalJSON writes the change with the documents removed under their
-// kinds' keys.
+// kinds' keys, in the reverse of their rank (the order they went).
 func (c ProjectChange) MarshalJSON() ([]byte, error) {
-	m := map[string]any{"applied": c.Applied, "removed": c.Removed}
-	for kind, names := range c.Docs {
-		k, ok := spec.DocKindOf(kind)
-		if !ok {
+	var o object
+	o.add("applied", c.Applied)
+	o.add("removed", c.Removed)
+	for kind := range c.Docs {
+		if _, ok := spec.DocKindOf(kind); !ok {
 			return nil, fmt.Errorf("no document kind %q", kind)
 		}
-		if len(names) > 0 {
-			m[k.Plural] = names
+	}
+	kinds := spec.DocKinds()
+	slices.Reverse(kinds)
+	for _, k := range kinds {
+		if names := c.Docs[k.Name]; len(names) > 0 {
+			o.add(k.Plural, names)
 		}
 	}
 	if len(c.Volumes) > 0 {
-		m["volumes"] = c.Volumes
+		o.add("volumes", c.Volumes)
 	}
 	if c.Error != nil {
-		m["error"] = c.Error
+		o.add("error", c.Error)
 	}
-	return json.Marshal(m)
+	return o.json()
 }
 
 // UnmarshalJSON reads a change as MarshalJSON writes it; a key of a kind
