@@ -1,10 +1,5 @@
 package spec
 
-import (
-	"fmt"
-	"slices"
-)
-
 // KindNetwork is the kind of a network document, beside workloads.
 const KindNetwork = "network"
 
@@ -72,115 +67,25 @@ func (n *Network) Validate() error {
 	return p.err()
 }
 
-// docKind is a document's kind key, "" when it has none (a workload's
-// kind says its runtime, never a document kind's name).
-func docKind(doc *node) string {
-	if doc.kind != mapNode {
-		return ""
-	}
-	for i, k := range doc.keys {
-		if k.text == "kind" && doc.vals[i].kind == stringNode {
-			return doc.vals[i].text
-		}
-	}
-	return ""
-}
-
-// Documents is what a spec file holds: workloads, and the documents of
-// the other kinds (DocKinds) in the order it holds them.
-type Documents struct {
-	Workloads []*Workload
-	Docs      []Document
-}
-
-// Add appends o's documents of every kind to d's: where files are read
-// together, a kind is never left out.
-func (d *Documents) Add(o *Documents) {
-	d.Workloads = append(d.Workloads, o.Workloads...)
-	d.Docs = append(d.Docs, o.Docs...)
-}
-
-// SetProject puts every document of d in project (SetProject of each),
-// or says which states another.
-func (d *Documents) SetProject(project string) error {
-	for _, w := range d.Workloads {
-		if err := w.SetProject(project); err != nil {
-			return err
-		}
-	}
-	for _, doc := range d.Docs {
-		if err := doc.SetProject(project); err != nil {
-			return fmt.Errorf("%s %s: %w", doc.DocKind(), doc.DocName(), err)
-		}
-	}
-	return nil
-}
-
-// ParseAll reads workloads and the documents of every kind alike, with
-// the same strictness as Parse.
-func ParseAll(data []byte) (*Documents, error) {
-	return ParseAllExpanded(data, nil)
-}
-
-// ParseAllExpanded is ParseAll with every string value of every document
-// (never a mapping key) given to expand before it is decoded, and decoded
-// as what expand returns; see Expander. A nil expand changes nothing.
-func ParseAllExpanded(data []byte, expand Expander) (*Documents, error) {
-	roots, err := readDocuments(data)
-	if err != nil {
-		return nil, err
-	}
-	d := &Documents{}
-	seen := map[string]map[string]bool{}
-	once := func(doc *node, what, name string) error {
-		if seen[what] == nil {
-			seen[what] = map[string]bool{}
-		}
-		if seen[what][name] {
-			return atLine(doc.lineOf("name"), fieldErrorf("name", "%s %q is defined more than once", what, name))
-		}
-		seen[what][name] = true
+// Clone is a copy of a network document.
+func (n *Network) Clone() *Network {
+	if n == nil {
 		return nil
 	}
-	for _, root := range roots {
-		docs := []*node{root}
-		if root.kind == listNode {
-			docs = root.items
-		}
-		for _, doc := range docs {
-			if expand != nil {
-				if err := expandValues(doc, "", expand); err != nil {
-					return nil, err
-				}
-			}
-			kind := docKind(doc)
-			if k, ok := DocKindOf(kind); ok {
-				dd, err := buildDoc(k, doc)
-				if err == nil {
-					err = once(doc, k.Name, dd.DocName())
-				}
-				if err != nil {
-					return nil, err
-				}
-				d.Docs = append(d.Docs, dd)
-				continue
-			}
-			if kind != "" && !slices.Contains(Kinds, Kind(kind)) {
-				return nil, atLine(doc.lineOf("kind"), fieldErrorf("kind", "%q is neither a workload's runtime (%s, %s, %s or %s) nor a document's kind (%s)",
-					kind, KindNative, KindNix, KindContainerd, KindExternal, docKindNames()))
-			}
-			w, err := build(doc)
-			if err == nil {
-				err = once(doc, "workload", w.Name)
-			}
-			if err != nil {
-				return nil, err
-			}
-			d.Workloads = append(d.Workloads, w)
-		}
+	c := *n
+	c.Egress = clonePtr(n.Egress)
+	return &c
+}
+
+// SetProject is Workload.SetProject for a network document.
+func (n *Network) SetProject(project string) error {
+	return setProject(&n.Project, n.Name, project)
+}
+
+// Qualify makes a network document's name full.
+func (n *Network) Qualify() {
+	if n.Project == "" {
+		n.Project = ProjectOf(n.Name)
 	}
-	if len(d.Workloads)+len(d.Docs) == 0 {
-		return nil, fmt.Errorf("no workload nor document (%s) found", docKindNames())
-	}
-	return d, nil
+	n.Name = inProject(n.Project, n.Name)
 }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"net/netip"
+	"slices"
 )
 
 // KindPolicy is the kind of a policy document: an allow-list firewall
@@ -185,6 +186,73 @@ func validPorts(p *problems, field string, ports []PolicyPort) {
 			}
 		default:
 			p.add(joinPath(at, "protocol"), "must be tcp, udp or icmp, not %q", pp.Protocol)
+		}
+	}
+}
+
+// Clone is a deep copy of a policy.
+func (pl *Policy) Clone() *Policy {
+	if pl == nil {
+		return nil
+	}
+	c := *pl
+	c.Select = Selector{Workloads: slices.Clone(pl.Select.Workloads), Networks: slices.Clone(pl.Select.Networks)}
+	peers := func(p Peers) Peers {
+		p.Workloads, p.Networks = slices.Clone(p.Workloads), slices.Clone(p.Networks)
+		p.CIDRs, p.DNS = slices.Clone(p.CIDRs), slices.Clone(p.DNS)
+		return p
+	}
+	if pl.Ingress != nil {
+		in := make([]IngressRule, len(*pl.Ingress))
+		for i, r := range *pl.Ingress {
+			in[i] = IngressRule{From: peers(r.From), Ports: slices.Clone(r.Ports)}
+		}
+		c.Ingress = &in
+	}
+	if pl.Egress != nil {
+		out := make([]EgressRule, len(*pl.Egress))
+		for i, r := range *pl.Egress {
+			out[i] = EgressRule{To: peers(r.To), Ports: slices.Clone(r.Ports)}
+		}
+		c.Egress = &out
+	}
+	return &c
+}
+
+// SetProject is Workload.SetProject for a policy document.
+func (pl *Policy) SetProject(project string) error {
+	return setProject(&pl.Project, pl.Name, project)
+}
+
+// Qualify makes a policy's names full: its own, and the bare names of
+// workloads and networks it selects and allows, which are its project's. A
+// full name stays: a policy may name another project's networks.
+func (pl *Policy) Qualify() {
+	if pl.Project == "" {
+		pl.Project = ProjectOf(pl.Name)
+	}
+	project := pl.Project
+	if project == "" {
+		return
+	}
+	pl.Name = inProject(project, pl.Name)
+	all := func(names []string) {
+		for i, n := range names {
+			names[i] = inProject(project, n)
+		}
+	}
+	all(pl.Select.Workloads)
+	all(pl.Select.Networks)
+	if pl.Ingress != nil {
+		for _, r := range *pl.Ingress {
+			all(r.From.Workloads)
+			all(r.From.Networks)
+		}
+	}
+	if pl.Egress != nil {
+		for _, r := range *pl.Egress {
+			all(r.To.Workloads)
+			all(r.To.Networks)
 		}
 	}
 }
