@@ -263,60 +263,70 @@ func (c *Client) Ports(ctx context.Context) ([]PortMapping, error) {
 	return ps, c.do(ctx, "GET", "/v1/ports", nil, nil, &ps)
 }
 
-func (c *Client) Networks(ctx context.Context) ([]Network, error) {
-	var ns []Network
-	return ns, c.do(ctx, "GET", "/v1/networks", nil, nil, &ns)
-}
-
-func (c *Client) PutNetwork(ctx context.Context, n *spec.Network) (*Network, error) {
-	var nw Network
-	if err := c.do(ctx, "PUT", "/v1/networks/"+url.PathEscape(n.Name), nil, n, &nw); err != nil {
-		return nil, err
-	}
-	return &nw, nil
-}
-
-func (c *Client) DeleteNetwork(ctx context.Context, name string) error {
-	return c.do(ctx, "DELETE", "/v1/networks/"+url.PathEscape(name), nil, nil, nil)
-}
-
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	var st Stats
 	return &st, c.do(ctx, "GET", "/v1/stats", nil, nil, &st)
 }
 
-func (c *Client) Policies(ctx context.Context) ([]Policy, error) {
-	var ps []Policy
-	return ps, c.do(ctx, "GET", "/v1/policies", nil, nil, &ps)
+// documentsPath is the route of a kind's documents: /v1/PLURAL.
+func documentsPath(kind string) (string, error) {
+	k, ok := spec.DocKindOf(kind)
+	if !ok {
+		return "", fmt.Errorf("%w: no document kind %q", errdefs.ErrInvalid, kind)
+	}
+	return "/v1/" + k.Plural, nil
 }
 
-func (c *Client) PutPolicy(ctx context.Context, p *spec.Policy) (*Policy, error) {
-	var out Policy
-	if err := c.do(ctx, "PUT", "/v1/policies/"+url.PathEscape(p.Name), nil, p, &out); err != nil {
+// Documents lists the documents of a kind as the daemon shows them, a JSON
+// array (json.RawMessage) of objects each with its "name"; DocumentsOf
+// decodes it.
+func (c *Client) Documents(ctx context.Context, kind string) (any, error) {
+	path, err := documentsPath(kind)
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
-}
-
-func (c *Client) DeletePolicy(ctx context.Context, name string) error {
-	return c.do(ctx, "DELETE", "/v1/policies/"+url.PathEscape(name), nil, nil, nil)
-}
-
-func (c *Client) Workspaces(ctx context.Context) ([]spec.Workspace, error) {
-	var out []spec.Workspace
-	return out, c.do(ctx, "GET", "/v1/workspaces", nil, nil, &out)
-}
-
-func (c *Client) PutWorkspace(ctx context.Context, ws *spec.Workspace) (*spec.Workspace, error) {
-	var out spec.Workspace
-	if err := c.do(ctx, "PUT", "/v1/workspaces/"+url.PathEscape(ws.Name), nil, ws, &out); err != nil {
+	var out json.RawMessage
+	if err := c.do(ctx, "GET", path, nil, nil, &out); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return out, nil
 }
 
-func (c *Client) DeleteWorkspace(ctx context.Context, name string) error {
-	return c.do(ctx, "DELETE", "/v1/workspaces/"+url.PathEscape(name), nil, nil, nil)
+// PutDocument records a document and puts it in force; the answer is what
+// the daemon shows of it (json.RawMessage), as its kind's list does.
+func (c *Client) PutDocument(ctx context.Context, doc spec.Document) (any, error) {
+	path, err := documentsPath(doc.DocKind())
+	if err != nil {
+		return nil, err
+	}
+	var out json.RawMessage
+	if err := c.do(ctx, "PUT", path+"/"+url.PathEscape(doc.DocName()), nil, doc, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteDocument removes the document of a kind named name.
+func (c *Client) DeleteDocument(ctx context.Context, kind, name string) error {
+	path, err := documentsPath(kind)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, "DELETE", path+"/"+url.PathEscape(name), nil, nil, nil)
+}
+
+// DocumentsOf lists the documents of a kind, decoded as V: Network for
+// "network", Policy for "policy", spec.Workspace for "workspace".
+func DocumentsOf[V any](ctx context.Context, c *Client, kind string) ([]V, error) {
+	raw, err := c.Documents(ctx, kind)
+	if err != nil {
+		return nil, err
+	}
+	var out []V
+	if err := json.Unmarshal(raw.(json.RawMessage), &out); err != nil {
+		return nil, fmt.Errorf("the daemon's %s documents: %w", kind, err)
+	}
+	return out, nil
 }
 
 func (c *Client) Events(ctx context.Context, after uint64) (<-chan Event, error) {

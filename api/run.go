@@ -28,7 +28,7 @@ func (c *Client) Consumer(ctx context.Context, project, network, dir string, arg
 			uses = append(uses, spec.BareName(w.Name))
 		}
 	}
-	ns, err := c.Networks(ctx)
+	ns, err := DocumentsOf[Network](ctx, c, spec.KindNetwork)
 	if err != nil {
 		return nil, err
 	}

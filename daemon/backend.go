@@ -64,7 +64,7 @@ func (b *Backend) ApplyBatch(ctx context.Context, specs []*spec.Workload, o api.
 }
 
 func (b *Backend) Up(ctx context.Context, name string, docs api.Documents, o api.ApplyOptions) (*api.ProjectChange, error) {
-	return change(b.p.Up(ctx, name, project.Documents(docs), applyOptions(ctx, o)))
+	return change(b.p.Up(ctx, name, project.Documents{Workloads: docs.Workloads, Docs: docs.Docs, Keep: docs.Keep}, applyOptions(ctx, o)))
 }
 
 func (b *Backend) Down(ctx context.Context, name string, o api.RemoveOptions) (*api.ProjectChange, error) {
@@ -79,7 +79,7 @@ func change(c *project.Change, err error) (*api.ProjectChange, error) {
 	}
 	applied, _ := results(c.Applied, nil)
 	removed, _ := results(c.Removed, nil)
-	return &api.ProjectChange{Applied: applied, Removed: removed, Networks: c.Networks, Policies: c.Policies, Workspaces: c.Workspaces, Volumes: c.Volumes}, err
+	return &api.ProjectChange{Applied: applied, Removed: removed, Docs: c.Docs, Volumes: c.Volumes}, err
 }
 
 func (b *Backend) Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error) {
@@ -130,63 +130,16 @@ func (b *Backend) Ports(ctx context.Context) ([]api.PortMapping, error) {
 	return api.FromPorts(b.s.Ports(ctx)), nil
 }
 
-func (b *Backend) Networks(ctx context.Context) ([]api.Network, error) {
-	ns, err := b.docs.Networks(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.Network, len(ns))
-	for i, n := range ns {
-		out[i] = api.FromNetwork(n)
-	}
-	return out, nil
+func (b *Backend) Documents(ctx context.Context, kind string) (any, error) {
+	return b.docs.List(ctx, kind)
 }
 
-func (b *Backend) DeleteNetwork(ctx context.Context, name string) error {
-	return b.docs.DeleteNetwork(ctx, name)
+func (b *Backend) PutDocument(ctx context.Context, doc spec.Document) (any, error) {
+	return b.docs.Put(ctx, doc)
 }
 
-func (b *Backend) PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error) {
-	nw, err := b.docs.PutNetwork(ctx, n)
-	if nw == nil {
-		return nil, err
-	}
-	out := api.FromNetwork(*nw)
-	return &out, err
-}
-
-func (b *Backend) Policies(ctx context.Context) ([]api.Policy, error) {
-	ps := b.docs.Policies(ctx)
-	out := make([]api.Policy, len(ps))
-	for i, p := range ps {
-		out[i] = api.FromPolicy(p)
-	}
-	return out, nil
-}
-
-func (b *Backend) PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, error) {
-	v, err := b.docs.PutPolicy(ctx, p)
-	if v == nil {
-		return nil, err
-	}
-	out := api.FromPolicy(*v)
-	return &out, err
-}
-
-func (b *Backend) DeletePolicy(ctx context.Context, name string) error {
-	return b.docs.DeletePolicy(ctx, name)
-}
-
-func (b *Backend) Workspaces(ctx context.Context) ([]spec.Workspace, error) {
-	return b.s.Workspaces(ctx), nil
-}
-
-func (b *Backend) PutWorkspace(ctx context.Context, ws *spec.Workspace) (*spec.Workspace, error) {
-	return b.s.PutWorkspace(ctx, ws)
-}
-
-func (b *Backend) DeleteWorkspace(ctx context.Context, name string) error {
-	return b.s.DeleteWorkspace(ctx, name)
+func (b *Backend) DeleteDocument(ctx context.Context, kind, name string) error {
+	return b.docs.Delete(ctx, kind, name)
 }
 
 func (b *Backend) Stats(ctx context.Context) (*api.Stats, error) {

@@ -218,7 +218,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		l.Close()
 		return err
 	}
-	docs := documents.New(documents.Config{Owners: st.Owners(), Net: plane, Events: bus, Logger: log.Named("documents")})
+	docs, err := documents.New(documents.Config{Owners: st.Owners(), Events: bus, Logger: log.Named("documents"), Keepers: Keepers(plane, sup)})
+	if err != nil {
+		sup.Close()
+		l.Close()
+		return err
+	}
 	gid := lookupGroup(cfg.SocketGroup)
 	backend := NewBackend(sup, docs)
 	m := metrics.New(backend)

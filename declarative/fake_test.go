@@ -180,20 +180,12 @@ func (f *fakeApplier) dropDoc(key, owner string) error {
 	return nil
 }
 
-func (f *fakeApplier) PutNetworkOwned(_ context.Context, n *spec.Network, owner string) error {
-	return f.putDoc("network/"+n.Name, owner)
+func (f *fakeApplier) PutDocOwned(_ context.Context, d spec.Document, owner string) error {
+	return f.putDoc(d.DocKind()+"/"+d.DocName(), owner)
 }
 
-func (f *fakeApplier) DropNetworkOwned(_ context.Context, name, owner string) error {
-	return f.dropDoc("network/"+name, owner)
-}
-
-func (f *fakeApplier) PutPolicyOwned(_ context.Context, p *spec.Policy, owner string) error {
-	return f.putDoc("policy/"+p.Name, owner)
-}
-
-func (f *fakeApplier) DropPolicyOwned(_ context.Context, name, owner string) error {
-	return f.dropDoc("policy/"+name, owner)
+func (f *fakeApplier) DropDocOwned(_ context.Context, kind, name, owner string) error {
+	return f.dropDoc(kind+"/"+name, owner)
 }
 
 func (f *fakeApplier) OwnedDocuments(context.Context) (map[string]string, error) {

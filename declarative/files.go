@@ -24,13 +24,12 @@ func isSpecFile(name string) bool { return specload.IsSpecFile(name) }
 // the directory's .env, or a NAME.env that an env_file names.
 func isEnvFile(name string) bool { return strings.HasSuffix(name, ".env") }
 
-// fileState is one spec file as read now: its documents (workloads,
-// networks, policies, as `flyd apply` takes them), or why it is bad.
+// fileState is one spec file as read now: its workloads and documents (as
+// `flyd apply` takes them), or why it is bad.
 type fileState struct {
 	name string // base name: the owner of its documents
 	ws   []*spec.Workload
-	nets []*spec.Network
-	pols []*spec.Policy
+	docs []spec.Document
 	err  error
 }
 
@@ -73,7 +72,7 @@ func scan(dir string) ([]fileState, error) {
 		}
 		f := fileState{name: e.Name(), err: err}
 		if err == nil {
-			f.ws, f.nets, f.pols = docs.Workloads, docs.Networks, docs.Policies
+			f.ws, f.docs = docs.Workloads, docs.Docs
 		}
 		files = append(files, f)
 	}
@@ -149,7 +148,7 @@ func withoutProfiles(dir string, files []fileState) {
 		}
 		if err := specload.NeedsLeftOut(f.ws, out); err != nil {
 			f.err = fmt.Errorf("%s: %w (the workloads directory asks for no profile)", filepath.Join(dir, f.name), err)
-			f.ws, f.nets, f.pols = nil, nil, nil
+			f.ws, f.docs = nil, nil
 		}
 	}
 }
@@ -180,11 +179,13 @@ func parseTrusted(dir *os.File, name string, vars specload.Lookup) (*spec.Docume
 	if err != nil {
 		return nil, err
 	}
-	if len(docs.Workspaces) > 0 {
-		// Refused, never dropped: a file's documents are applied whole.
-		return nil, fmt.Errorf("%s: workspace %s: workspace documents are applied with flyd apply or flyd up, not from the workloads directory", path, docs.Workspaces[0].Name)
+	for _, d := range docs.Docs {
+		if k, ok := spec.DocKindOf(d.DocKind()); !ok || !k.InDirectory {
+			// Refused, never dropped: a file's documents are applied whole.
+			return nil, fmt.Errorf("%s: %s %s: %s documents are applied with flyd apply or flyd up, not from the workloads directory", path, d.DocKind(), d.DocName(), d.DocKind())
+		}
 	}
-	if len(docs.Workloads)+len(docs.Networks)+len(docs.Policies) == 0 {
+	if len(docs.Workloads)+len(docs.Docs) == 0 {
 		return nil, fmt.Errorf("%s: no document found", path)
 	}
 	return docs, nil

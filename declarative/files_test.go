@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/internal/testenv"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 func TestIsSpecFile(t *testing.T) {
@@ -126,5 +127,35 @@ func TestScanRefusesUntrustedDir(t *testing.T) {
 	files, err := scan(dir)
 	if err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
 		t.Fatalf("a user's directory: %v, %v; want refused", files, err)
+	}
+}
+
+// TestScanRefusesKindsNotInTheDirectory: a file holding a document of a
+// kind the directory does not take (spec.DocKind.InDirectory) is refused
+// whole, naming the file and the kind; one holding a kind it takes is
+// read with its workloads.
+func TestScanRefusesKindsNotInTheDirectory(t *testing.T) {
+	testenv.RequireRoot(t, "the directory must be root's")
+	for _, k := range spec.DocKinds() {
+		dir := t.TempDir()
+		doc := "kind: " + k.Name + "\nname: x\n---\nname: w\ncommand: [/bin/true]\n"
+		if err := os.WriteFile(filepath.Join(dir, "f.yaml"), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files, err := scan(dir)
+		if err != nil || len(files) != 1 {
+			t.Fatalf("%s: scan: %v, %v", k.Name, files, err)
+		}
+		f := files[0]
+		if k.InDirectory {
+			if f.err != nil && strings.Contains(f.err.Error(), "not from the workloads directory") {
+				t.Errorf("%s: a kind the directory takes is refused: %v", k.Name, f.err)
+			}
+			continue
+		}
+		if f.err == nil || !strings.Contains(f.err.Error(), filepath.Join(dir, "f.yaml")) || !strings.Contains(f.err.Error(), k.Name+" x") ||
+			len(f.ws)+len(f.docs) != 0 {
+			t.Errorf("%s: the file is not refused whole, naming it and the kind: %v (%d workloads, %d documents)", k.Name, f.err, len(f.ws), len(f.docs))
+		}
 	}
 }

@@ -16,27 +16,49 @@ import (
 // errdefs.ErrConflict.
 var ErrDuplicateName = fmt.Errorf("%w: a name may be defined in one file only", errdefs.ErrConflict)
 
-// doc is a document a file may hold: a workload, a network or a policy.
-type doc interface {
-	*spec.Workload | *spec.Network | *spec.Policy
-}
+// doc is a document a file may hold: a *spec.Workload, or a
+// spec.Document of a kind the directory takes. (A union cannot name an
+// interface with methods; both are comparable, to their zero value.)
+type doc interface{ comparable }
 
 // kind is what the plan needs to know of one kind of document.
 type kind[D doc] struct {
-	what  string // "workload", "network", "policy"
+	what  string // "workload", or the document kind's name
 	of    func(f fileState) []D
 	name  func(D) string
 	equal func(a, b D) bool
 }
 
-var (
-	workloads = kind[*spec.Workload]{what: "workload", of: func(f fileState) []*spec.Workload { return f.ws },
-		name: func(w *spec.Workload) string { return w.Name }, equal: spec.Equal}
-	networks = kind[*spec.Network]{what: "network", of: func(f fileState) []*spec.Network { return f.nets },
-		name: func(n *spec.Network) string { return n.Name }, equal: func(a, b *spec.Network) bool { return reflect.DeepEqual(a, b) }}
-	policies = kind[*spec.Policy]{what: "policy", of: func(f fileState) []*spec.Policy { return f.pols },
-		name: func(p *spec.Policy) string { return p.Name }, equal: func(a, b *spec.Policy) bool { return reflect.DeepEqual(a, b) }}
-)
+var workloads = kind[*spec.Workload]{what: "workload", of: func(f fileState) []*spec.Workload { return f.ws },
+	name: func(w *spec.Workload) string { return w.Name }, equal: spec.Equal}
+
+// docsOf is the plan's view of a kind of document the directory takes.
+func docsOf(k spec.DocKind) kind[spec.Document] {
+	return kind[spec.Document]{what: k.Name,
+		of: func(f fileState) []spec.Document {
+			var out []spec.Document
+			for _, d := range f.docs {
+				if d.DocKind() == k.Name {
+					out = append(out, d)
+				}
+			}
+			return out
+		},
+		name:  func(d spec.Document) string { return d.DocName() },
+		equal: func(a, b spec.Document) bool { return reflect.DeepEqual(a, b) }}
+}
+
+// directoryKinds are the kinds of documents the directory takes, in rank
+// order.
+func directoryKinds() []spec.DocKind {
+	var out []spec.DocKind
+	for _, k := range spec.DocKinds() {
+		if k.InDirectory {
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
 // applied is what the watcher last put for a name.
 type applied[D doc] struct {
@@ -123,11 +145,12 @@ func planKind[D doc](k kind[D], files []fileState, lastGood map[string]fileState
 			continue
 		}
 		c := cs[0]
-		if c.w == nil {
+		var none D
+		if c.w == none {
 			continue
 		}
 		a, ok := cur[name]
-		if ok && a.owner == c.file && a.spec != nil && k.equal(a.spec, c.w) {
+		if ok && a.owner == c.file && a.spec != none && k.equal(a.spec, c.w) {
 			continue
 		}
 		if ok && a.owner != c.file {

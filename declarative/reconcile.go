@@ -15,7 +15,7 @@ import (
 )
 
 // reconcile brings the applier to what the files define now. It is the only
-// writer of applied, nets, pols and lastGood, and runs one at a time.
+// writer of applied, docs and lastGood, and runs one at a time.
 func (w *Watcher) reconcile(ctx context.Context) error {
 	select {
 	case w.sem <- struct{}{}:
@@ -37,24 +37,31 @@ func (w *Watcher) reconcile(ctx context.Context) error {
 		return err
 	}
 
-	// Networks and policies are put before the workloads, so that no
-	// workload runs unguarded or with a network's defaults, and dropped
-	// after them, so that none is left unguarded while it goes.
-	np := planKind(networks, files, w.lastGood, w.nets)
-	pp := planKind(policies, files, w.lastGood, w.pols)
+	// Documents are put before the workloads, kind by kind in rank
+	// order, so that no workload runs unguarded or with a network's
+	// defaults, and dropped after them in the reverse order, so that none
+	// is left unguarded while it goes.
+	kinds := directoryKinds()
+	plans := make([]plan[spec.Document], len(kinds))
 	wp := makePlan(files, w.lastGood, w.applied)
 	problems := wp.problems
-	for f, es := range np.problems {
-		problems[f] = append(problems[f], es...)
+	for i, k := range kinds {
+		plans[i] = planKind(docsOf(k), files, w.lastGood, w.docsOf(k.Name))
+		for f, es := range plans[i].problems {
+			problems[f] = append(problems[f], es...)
+		}
 	}
-	for f, es := range pp.problems {
-		problems[f] = append(problems[f], es...)
+	for i, k := range kinds {
+		putDocs(ctx, w, docsOf(k), plans[i], w.docsOf(k.Name), w.applier.PutDocOwned, problems)
 	}
-	putDocs(ctx, w, networks, np, w.nets, w.applier.PutNetworkOwned, problems)
-	putDocs(ctx, w, policies, pp, w.pols, w.applier.PutPolicyOwned, problems)
 	w.execute(ctx, wp, problems)
-	dropDocs(ctx, w, policies, pp, w.pols, w.applier.DropPolicyOwned, problems)
-	dropDocs(ctx, w, networks, np, w.nets, w.applier.DropNetworkOwned, problems)
+	for i := len(kinds) - 1; i >= 0; i-- {
+		kind := kinds[i].Name
+		drop := func(ctx context.Context, name, owner string) error {
+			return w.applier.DropDocOwned(ctx, kind, name, owner)
+		}
+		dropDocs(ctx, w, docsOf(kinds[i]), plans[i], w.docsOf(kind), drop, problems)
+	}
 	if err := ctx.Err(); err != nil {
 		// Failures of a cancelled reconcile say nothing about the files.
 		return err
@@ -76,6 +83,22 @@ func (w *Watcher) reconcile(ctx context.Context) error {
 	}
 	w.setProblems(joinProblems(problems))
 	return errors.Join(dirErrs...)
+}
+
+// has says whether m has key.
+func has[V any](m map[string]V, key string) bool {
+	_, ok := m[key]
+	return ok
+}
+
+// docsOf is what the watcher last put of a kind: name → applied.
+func (w *Watcher) docsOf(kind string) map[string]applied[spec.Document] {
+	m := w.docs[kind]
+	if m == nil {
+		m = make(map[string]applied[spec.Document])
+		w.docs[kind] = m
+	}
+	return m
 }
 
 // adopt learns, once, which workloads and documents files owned before this
@@ -100,14 +123,9 @@ func (w *Watcher) adopt(ctx context.Context) error {
 	}
 	for key, owner := range docs {
 		kind, name, _ := strings.Cut(key, "/")
-		switch kind {
-		case spec.KindNetwork:
-			if _, ok := w.nets[name]; !ok {
-				w.nets[name] = applied[*spec.Network]{owner: owner}
-			}
-		case spec.KindPolicy:
-			if _, ok := w.pols[name]; !ok {
-				w.pols[name] = applied[*spec.Policy]{owner: owner}
+		if k, ok := spec.DocKindOf(kind); ok && k.InDirectory {
+			if cur := w.docsOf(kind); !has(cur, name) {
+				cur[name] = applied[spec.Document]{owner: owner}
 			}
 		}
 	}

@@ -29,14 +29,12 @@ type Applier interface {
 	// was down.
 	Owned(ctx context.Context) (map[string]string, error)
 
-	// The network and policy documents of files, each owned by its file as
-	// workloads are: put (created or replaced), dropped when the file no
-	// longer defines it, and listed by DocKey ("network/NAME",
-	// "policy/NAME") → owner.
-	PutNetworkOwned(ctx context.Context, n *spec.Network, owner string) error
-	DropNetworkOwned(ctx context.Context, name, owner string) error
-	PutPolicyOwned(ctx context.Context, p *spec.Policy, owner string) error
-	DropPolicyOwned(ctx context.Context, name, owner string) error
+	// The documents of files, of the kinds the directory takes
+	// (spec.DocKind.InDirectory), each owned by its file as workloads
+	// are: put (created or replaced), dropped when the file no longer
+	// defines it, and listed (documents.Key → owner) at start.
+	PutDocOwned(ctx context.Context, doc spec.Document, owner string) error
+	DropDocOwned(ctx context.Context, kind, name, owner string) error
 	OwnedDocuments(ctx context.Context) (map[string]string, error)
 }
 
@@ -86,11 +84,11 @@ type Watcher struct {
 
 	// sem serialises reconciles (Run's and Sync's) and guards the fields
 	// below it. It is a channel so that a waiting Sync can give up on ctx.
-	sem      chan struct{}
-	adopted  bool // Owned has been read into applied
-	applied  map[string]applied[*spec.Workload]
-	nets     map[string]applied[*spec.Network]
-	pols     map[string]applied[*spec.Policy]
+	sem     chan struct{}
+	adopted bool // Owned has been read into applied
+	applied map[string]applied[*spec.Workload]
+	// docs are the documents of each kind: kind → name → applied.
+	docs     map[string]map[string]applied[spec.Document]
 	lastGood map[string]fileState // file → its last good parse
 
 	mu       sync.Mutex
@@ -118,8 +116,7 @@ func New(cfg Config) (*Watcher, error) {
 		onProblem: cfg.OnProblem,
 		sem:       make(chan struct{}, 1),
 		applied:   make(map[string]applied[*spec.Workload]),
-		nets:      make(map[string]applied[*spec.Network]),
-		pols:      make(map[string]applied[*spec.Policy]),
+		docs:      make(map[string]map[string]applied[spec.Document]),
 		lastGood:  make(map[string]fileState),
 		problems:  make(map[string]error),
 	}

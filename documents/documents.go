@@ -1,19 +1,22 @@
-// Package documents keeps the network and policy documents, as the API,
-// a project's up and down and the workloads directory change them: who may
-// change one (asked of authz, with the file that owns it), which file owns
-// one (the records' owners, set before the change it goes with), the
-// change itself (the network plane's) and the event that tells it.
+// Package documents keeps the documents of every kind beside workloads
+// (spec.DocKinds: networks, policies, workspaces), as the API, a project's
+// up and down and the workloads directory change them: who may change one
+// (asked of authz, with the file that owns it), which file owns one (the
+// records' owners, set before the change it goes with), the change itself
+// (its kind's Keeper's) and the event that tells it. It is written once for
+// every kind.
 //
-// It is not where a document is in force (the network plane keeps the
-// networks, their rules and the policies, and knows which workloads use a
-// network), nor what a workload is: the supervisor's, which needs nothing
-// of this package.
+// It is not where a document is in force (each kind's Keeper: the network
+// plane keeps the networks and the policies, workspace.Set the
+// workspaces), nor what a workload is: the supervisor's, which needs
+// nothing of this package.
 package documents
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,47 +24,99 @@ import (
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
-	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
 
-// A network or policy document that a file of the workloads directory
-// defines belongs to that file, as its workloads do: the API may not
-// change or remove it (conflict), a file may not take one made through the
-// API, and the directory's watcher removes it when the file stops defining
-// it, across a daemon restart too (the owners are recorded).
+// A document that a file of the workloads directory defines belongs to
+// that file, as its workloads do: the API may not change or remove it
+// (conflict), a file may not take one made through the API, and the
+// directory's watcher removes it when the file stops defining it, across a
+// daemon restart too (the owners are recorded).
+
+// Keeper puts one kind of document in force: the part of the daemon that
+// knows what the kind does. Names are full (PROJECT.NAME).
+type Keeper interface {
+	// Put puts a valid document with full names in force, and answers
+	// what the API shows of it; an answer beside an error is a document
+	// put in force in part.
+	Put(ctx context.Context, doc spec.Document) (any, error)
+	// Delete removes a document made through the API or a project, and
+	// what it made; one that is not there is errdefs.ErrNotFound.
+	Delete(ctx context.Context, name string) error
+	// Forget drops a document its file no longer defines; what it made
+	// may stay (a network keeps its workloads and takes the defaults). One
+	// already gone is no error.
+	Forget(ctx context.Context, name string) error
+	// List is what the API shows of the kind's documents: a slice, never
+	// nil, sorted by name, each element an object with its "name".
+	List(ctx context.Context) (any, error)
+	// Names are the full names of what the kind keeps, each with the
+	// workloads that hold it (a network's members), which keep it through
+	// a project's prune.
+	Names(ctx context.Context) (map[string][]string, error)
+	// Exists says whether a document of the full name is in force.
+	Exists(name string) bool
+}
+
+// Describer is a Keeper that says more of a document it put than its name,
+// in the event that tells it: a network's egress and peers.
+type Describer interface {
+	Describe(doc spec.Document) string
+}
 
 // Config is what Documents are kept over: the parts a daemon opens before
-// the supervisor.
+// the API, and a Keeper for every kind of spec.DocKinds.
 type Config struct {
-	Owners *records.Owners
-	Net    *netplane.Plane
-	Events *events.Bus
-	Logger *zap.Logger
+	Owners  *records.Owners
+	Events  *events.Bus
+	Logger  *zap.Logger
+	Keepers map[string]Keeper
 }
 
-// Documents changes the network and policy documents for their callers.
+// Documents changes the documents of every kind for their callers.
 type Documents struct {
-	owners *records.Owners
-	net    *netplane.Plane
-	events *events.Bus
-	log    *zap.Logger
+	owners  *records.Owners
+	events  *events.Bus
+	log     *zap.Logger
+	keepers map[string]Keeper
 }
 
-// New keeps the documents over cfg's parts.
-func New(cfg Config) *Documents {
+// New keeps the documents over cfg's parts. A kind of the table without a
+// keeper, or a keeper of no kind, is refused: a document of it would be
+// taken and never put in force.
+func New(cfg Config) (*Documents, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Documents{owners: cfg.Owners, net: cfg.Net, events: cfg.Events, log: log}
+	for _, k := range spec.DocKinds() {
+		if cfg.Keepers[k.Name] == nil {
+			return nil, fmt.Errorf("documents: no keeper for the %s documents", k.Name)
+		}
+	}
+	for name := range cfg.Keepers {
+		if _, ok := spec.DocKindOf(name); !ok {
+			return nil, fmt.Errorf("documents: a keeper for %q, which is no document kind", name)
+		}
+	}
+	return &Documents{owners: cfg.Owners, events: cfg.Events, log: log, keepers: cfg.Keepers}, nil
 }
 
-// publish tells the bus's readers of a change.
-func (d *Documents) publish(ev status.Event) {
-	ev.Time = time.Now()
+// keeper is the keeper of kind.
+func (d *Documents) keeper(kind string) (Keeper, error) {
+	k := d.keepers[kind]
+	if k == nil {
+		return nil, fmt.Errorf("%w: no document kind %q", errdefs.ErrNotFound, kind)
+	}
+	return k, nil
+}
+
+// publish tells the bus's readers of a change to a document of kind: the
+// event's type is the kind's name.
+func (d *Documents) publish(kind, name, message string) {
+	ev := status.Event{Type: kind, Project: spec.ProjectOf(name), Message: message, Time: time.Now()}
 	if err := d.events.Publish(ev); err != nil {
 		d.log.Warn("cannot keep events for readers that resume; they still go to those reading now", zap.Error(err))
 	}
@@ -100,167 +155,131 @@ func (d *Documents) docOf(kind, name string, exists bool) authz.Doc {
 	return authz.Doc{Kind: kind, Name: name, Exists: exists, Owner: d.docOwner(kind, name)}
 }
 
-// PutNetworkOwned records and puts in force a network document of a file.
-func (d *Documents) PutNetworkOwned(ctx context.Context, n *spec.Network, owner string) error {
-	n, err := qualifiedNetwork(n)
+// qualified is a valid copy of doc with its full names, and its kind's
+// keeper.
+func (d *Documents) qualified(doc spec.Document) (spec.Document, Keeper, error) {
+	k, err := d.keeper(doc.DocKind())
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := authz.Decide(authz.Caller{File: owner}, authz.Apply, d.docOf(spec.KindNetwork, n.Name, d.net.Doc(n.Name) != nil)); err != nil {
-		return err
-	}
-	had := d.docOwner(spec.KindNetwork, n.Name)
-	if err := d.setDocOwner(spec.KindNetwork, n.Name, owner); err != nil {
-		return err
-	}
-	if _, err := d.net.PutNetwork(n); err != nil {
-		d.undoDocOwner(spec.KindNetwork, n.Name, had)
-		return err
-	}
-	d.publish(status.Event{Type: status.EventNetwork, Project: spec.ProjectOf(n.Name), Message: fmt.Sprintf("network %s applied from %s (egress %v, peers %v)", n.Name, owner, n.AllowsEgress(), n.Peers)})
-	return nil
-}
-
-// DropNetworkOwned forgets a network document its file no longer defines:
-// the network keeps its workloads and takes the defaults.
-func (d *Documents) DropNetworkOwned(ctx context.Context, name, owner string) error {
-	if err := authz.Decide(authz.Caller{File: owner}, authz.Remove, d.docOf(spec.KindNetwork, name, false)); err != nil {
-		return err
-	}
-	if err := d.net.ForgetNetwork(name); err != nil {
-		return err
-	}
-	if err := d.setDocOwner(spec.KindNetwork, name, ""); err != nil {
-		return err
-	}
-	d.publish(status.Event{Type: status.EventNetwork, Project: spec.ProjectOf(name), Message: "network " + name + " document removed with " + owner})
-	return nil
-}
-
-// PutPolicyOwned records and puts in force a policy document of a file.
-func (d *Documents) PutPolicyOwned(ctx context.Context, p *spec.Policy, owner string) error {
-	p, err := qualifiedPolicy(p)
+	doc, err = spec.Qualified(doc)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := authz.Decide(authz.Caller{File: owner}, authz.Apply, d.docOf(spec.KindPolicy, p.Name, d.net.HasPolicy(p.Name))); err != nil {
-		return err
-	}
-	had := d.docOwner(spec.KindPolicy, p.Name)
-	if err := d.setDocOwner(spec.KindPolicy, p.Name, owner); err != nil {
-		return err
-	}
-	if err := d.net.SetPolicy(p.Name, p); err != nil {
-		d.undoDocOwner(spec.KindPolicy, p.Name, had)
-		return err
-	}
-	d.publish(status.Event{Type: status.EventPolicy, Project: spec.ProjectOf(p.Name), Message: "policy " + p.Name + " applied from " + owner})
-	return nil
+	return doc, k, nil
 }
 
-// DropPolicyOwned removes a policy its file no longer defines.
-func (d *Documents) DropPolicyOwned(ctx context.Context, name, owner string) error {
-	if err := authz.Decide(authz.Caller{File: owner}, authz.Remove, d.docOf(spec.KindPolicy, name, false)); err != nil {
-		return err
-	}
-	if err := d.net.SetPolicy(name, nil); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return err
-	}
-	if err := d.setDocOwner(spec.KindPolicy, name, ""); err != nil {
-		return err
-	}
-	d.publish(status.Event{Type: status.EventPolicy, Project: spec.ProjectOf(name), Message: "policy " + name + " removed with " + owner})
-	return nil
-}
-
-// Networks is the isolated networks, and the documents of networks that
-// have no namespace.
-func (d *Documents) Networks(ctx context.Context) ([]status.Network, error) { return d.net.Networks() }
-
-// Policies is the policy documents and what each is in force for.
-func (d *Documents) Policies(ctx context.Context) []status.Policy { return d.net.Policies() }
-
-// PutPolicy records a policy and puts it in force: it is answered once
-// its rules are in the kernel.
-func (d *Documents) PutPolicy(ctx context.Context, p *spec.Policy) (*status.Policy, error) {
-	p, err := qualifiedPolicy(p)
+// Put records a document for the request's caller and puts it in force:
+// it is answered, as the API shows it, once it is.
+func (d *Documents) Put(ctx context.Context, doc spec.Document) (any, error) {
+	doc, k, err := d.qualified(doc)
 	if err != nil {
 		return nil, err
 	}
-	if err := authz.Decide(authz.CallerOf(ctx), authz.Apply, d.docOf(spec.KindPolicy, p.Name, false)); err != nil {
+	kind, name := doc.DocKind(), doc.DocName()
+	if err := authz.Decide(authz.CallerOf(ctx), authz.Apply, d.docOf(kind, name, false)); err != nil {
 		return nil, err
 	}
-	if err := d.net.SetPolicy(p.Name, p); err != nil {
+	v, err := k.Put(ctx, doc)
+	if v == nil {
 		return nil, err
 	}
-	d.publish(status.Event{Type: status.EventPolicy, Project: spec.ProjectOf(p.Name), Message: "policy " + p.Name + " applied"})
-	for _, v := range d.net.Policies() {
-		if v.Name == p.Name {
-			return &v, nil
+	d.publish(kind, name, kind+" "+name+" applied"+described(k, doc))
+	return v, err
+}
+
+// described is what k says of doc in its event, " (…)", or nothing.
+func described(k Keeper, doc spec.Document) string {
+	if dk, ok := k.(Describer); ok {
+		if s := dk.Describe(doc); s != "" {
+			return " (" + s + ")"
 		}
 	}
-	return nil, fmt.Errorf("%w: policy %s removed meanwhile", errdefs.ErrNotFound, p.Name)
+	return ""
 }
 
-// DeletePolicy removes a policy made through the API.
-func (d *Documents) DeletePolicy(ctx context.Context, name string) error {
-	if err := authz.Decide(authz.CallerOf(ctx), authz.Remove, d.docOf(spec.KindPolicy, name, false)); err != nil {
+// Delete removes a document of kind for the request's caller.
+func (d *Documents) Delete(ctx context.Context, kind, name string) error {
+	k, err := d.keeper(kind)
+	if err != nil {
 		return err
 	}
-	if err := d.net.SetPolicy(name, nil); err != nil {
+	if err := authz.Decide(authz.CallerOf(ctx), authz.Remove, d.docOf(kind, name, false)); err != nil {
 		return err
 	}
-	d.publish(status.Event{Type: status.EventPolicy, Project: spec.ProjectOf(name), Message: "policy " + name + " removed"})
+	if err := k.Delete(ctx, name); err != nil {
+		return err
+	}
+	d.publish(kind, name, kind+" "+name+" removed")
 	return nil
 }
 
-// PutNetwork records a network's document and applies it to the network
-// when it exists.
-func (d *Documents) PutNetwork(ctx context.Context, n *spec.Network) (*status.Network, error) {
-	n, err := qualifiedNetwork(n)
+// List is what the API shows of kind's documents.
+func (d *Documents) List(ctx context.Context, kind string) (any, error) {
+	k, err := d.keeper(kind)
 	if err != nil {
 		return nil, err
 	}
-	if err := authz.Decide(authz.CallerOf(ctx), authz.Apply, d.docOf(spec.KindNetwork, n.Name, false)); err != nil {
-		return nil, err
-	}
-	nw, err := d.net.PutNetwork(n)
-	if nw == nil {
-		return nil, err
-	}
-	d.publish(status.Event{Type: status.EventNetwork, Project: spec.ProjectOf(n.Name), Message: fmt.Sprintf("network %s applied (egress %v, peers %v)", n.Name, n.AllowsEgress(), n.Peers)})
-	return nw, err
+	return k.List(ctx)
 }
 
-// DeleteNetwork deletes an isolated network that no workload uses, and
-// its document.
-func (d *Documents) DeleteNetwork(ctx context.Context, name string) error {
-	if err := authz.Decide(authz.CallerOf(ctx), authz.Remove, d.docOf(spec.KindNetwork, name, false)); err != nil {
+// Names are the full names of what kind keeps, sorted, each with the
+// workloads that hold it.
+func (d *Documents) Names(ctx context.Context, kind string) ([]string, map[string][]string, error) {
+	k, err := d.keeper(kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	held, err := k.Names(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, 0, len(held))
+	for n := range held {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, strings.Compare)
+	return names, held, nil
+}
+
+// PutDocOwned records and puts in force a document of a file.
+func (d *Documents) PutDocOwned(ctx context.Context, doc spec.Document, owner string) error {
+	doc, k, err := d.qualified(doc)
+	if err != nil {
 		return err
 	}
-	if err := d.net.DeleteNetwork(name); err != nil {
+	kind, name := doc.DocKind(), doc.DocName()
+	if err := authz.Decide(authz.Caller{File: owner}, authz.Apply, d.docOf(kind, name, k.Exists(name))); err != nil {
 		return err
 	}
-	d.publish(status.Event{Type: status.EventNetwork, Project: spec.ProjectOf(name), Message: "network " + name + " removed"})
+	had := d.docOwner(kind, name)
+	if err := d.setDocOwner(kind, name, owner); err != nil {
+		return err
+	}
+	if _, err := k.Put(ctx, doc); err != nil {
+		d.undoDocOwner(kind, name, had)
+		return err
+	}
+	d.publish(kind, name, kind+" "+name+" applied from "+owner+described(k, doc))
 	return nil
 }
 
-// qualifiedNetwork is a valid network document with its full name.
-func qualifiedNetwork(n *spec.Network) (*spec.Network, error) {
-	if err := n.Validate(); err != nil {
-		return nil, err
+// DropDocOwned forgets a document its file no longer defines (Keeper's
+// Forget).
+func (d *Documents) DropDocOwned(ctx context.Context, kind, name, owner string) error {
+	k, err := d.keeper(kind)
+	if err != nil {
+		return err
 	}
-	n = n.Clone()
-	n.Qualify()
-	return n, nil
-}
-
-// qualifiedPolicy is a valid policy with its full names.
-func qualifiedPolicy(p *spec.Policy) (*spec.Policy, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
+	if err := authz.Decide(authz.Caller{File: owner}, authz.Remove, d.docOf(kind, name, false)); err != nil {
+		return err
 	}
-	p = p.Clone()
-	p.Qualify()
-	return p, nil
+	if err := k.Forget(ctx, name); err != nil {
+		return err
+	}
+	if err := d.setDocOwner(kind, name, ""); err != nil {
+		return err
+	}
+	d.publish(kind, name, kind+" "+name+" document removed with "+owner)
+	return nil
 }

@@ -12,12 +12,15 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/documents/documentstest"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/workspace"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -53,7 +56,33 @@ func open(t *testing.T, dir string) *house {
 	// As a supervisor of no workloads restores it when it starts: the
 	// documents are read, an older daemon's files moved in.
 	net.Restore(nil, nil, nil)
-	return &house{docs: New(Config{Owners: st.Owners(), Net: net, Events: bus}), store: st, events: bus, net: net}
+	docs, err := New(Config{Owners: st.Owners(), Events: bus, Keepers: withEveryKind(map[string]Keeper{
+		spec.KindNetwork: Networks(net), spec.KindPolicy: Policies(net), spec.KindWorkspace: workspace.Open(st, zap.NewNop()),
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &house{docs: docs, store: st, events: bus, net: net}
+}
+
+// withEveryKind is keepers with one in memory for every other kind of the
+// table.
+func withEveryKind(keepers map[string]Keeper) map[string]Keeper {
+	for _, k := range spec.DocKinds() {
+		if keepers[k.Name] == nil {
+			keepers[k.Name] = documentstest.NewMemory()
+		}
+	}
+	return keepers
+}
+
+// listNetworks is the networks as the API lists them.
+func listNetworks(h *house) ([]api.Network, error) {
+	v, err := h.docs.List(context.Background(), spec.KindNetwork)
+	if err != nil {
+		return nil, err
+	}
+	return v.([]api.Network), nil
 }
 
 // close closes the parts in a daemon's order.
@@ -73,7 +102,7 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 	ctx := context.Background()
 	off := false
 	n := &spec.Network{Kind: spec.KindNetwork, Name: "ci-doc", Egress: &off}
-	if err := h.docs.PutNetworkOwned(ctx, n, "stack.yaml"); err != nil {
+	if err := h.docs.PutDocOwned(ctx, n, "stack.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	conflict := func(what string, err error) {
@@ -82,10 +111,10 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 			t.Errorf("%s: %v; want a conflict naming stack.yaml", what, err)
 		}
 	}
-	_, err := h.docs.PutNetwork(ctx, &spec.Network{Kind: spec.KindNetwork, Name: "ci-doc"})
+	_, err := h.docs.Put(ctx, &spec.Network{Kind: spec.KindNetwork, Name: "ci-doc"})
 	conflict("the API's put", err)
-	conflict("the API's delete", h.docs.DeleteNetwork(ctx, "ci-doc"))
-	conflict("another file's put", h.docs.PutNetworkOwned(ctx, n, "other.yaml"))
+	conflict("the API's delete", h.docs.Delete(ctx, spec.KindNetwork, "ci-doc"))
+	conflict("another file's put", h.docs.PutDocOwned(ctx, n, "other.yaml"))
 	if h.net.Doc("ci-doc").AllowsEgress() {
 		t.Error("the file's document is not in force")
 	}
@@ -96,7 +125,7 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 	if owned, _ := h.docs.OwnedDocuments(ctx); owned["network/ci-doc"] != "stack.yaml" || len(owned) != 1 {
 		t.Fatalf("owners after a restart: %v", owned)
 	}
-	if err := h.docs.DropNetworkOwned(ctx, "ci-doc", "stack.yaml"); err != nil {
+	if err := h.docs.DropDocOwned(ctx, spec.KindNetwork, "ci-doc", "stack.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	if owned, _ := h.docs.OwnedDocuments(ctx); len(owned) != 0 || h.net.Doc("ci-doc") != nil {
@@ -104,7 +133,7 @@ func TestDocumentsOwnedByFiles(t *testing.T) {
 	}
 
 	p := &spec.Policy{Kind: spec.KindPolicy, Name: "quiet", Select: spec.Selector{Networks: []string{"ci-doc"}}}
-	if err := h.docs.PutPolicyOwned(ctx, p, "stack.yaml"); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
+	if err := h.docs.PutDocOwned(ctx, p, "stack.yaml"); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
 		t.Fatalf("a policy without nf_tables: %v", err)
 	}
 	if owned, _ := h.docs.OwnedDocuments(ctx); len(owned) != 0 {
@@ -130,21 +159,21 @@ func TestNetworkDocumentWithoutNamespace(t *testing.T) {
 	defer h.close()
 	ctx := context.Background()
 	off := false
-	nw, err := h.docs.PutNetwork(ctx, &spec.Network{Kind: spec.KindNetwork, Name: "ci-later", Egress: &off, Peers: true})
-	if err != nil || nw == nil || nw.Name != "ci-later" {
-		t.Fatalf("put: %+v, %v", nw, err)
+	v, err := h.docs.Put(ctx, &spec.Network{Kind: spec.KindNetwork, Name: "ci-later", Egress: &off, Peers: true})
+	if nw, _ := v.(*api.Network); err != nil || nw == nil || nw.Name != "ci-later" {
+		t.Fatalf("put: %+v, %v", v, err)
 	}
-	ns, err := h.docs.Networks(ctx)
+	ns, err := listNetworks(h)
 	if err != nil || len(ns) != 1 || ns[0].Name != "ci-later" || ns[0].Egress || len(ns[0].Workloads) != 0 {
 		t.Fatalf("networks %+v, %v; want the document alone", ns, err)
 	}
-	if err := h.docs.DeleteNetwork(ctx, "ci-later"); err != nil {
+	if err := h.docs.Delete(ctx, spec.KindNetwork, "ci-later"); err != nil {
 		t.Fatal(err)
 	}
-	if ns, _ := h.docs.Networks(ctx); len(ns) != 0 || h.net.Doc("ci-later") != nil {
+	if ns, _ := listNetworks(h); len(ns) != 0 || h.net.Doc("ci-later") != nil {
 		t.Errorf("after networks rm: %+v", ns)
 	}
-	if err := h.docs.DeleteNetwork(ctx, "ci-later"); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := h.docs.Delete(ctx, spec.KindNetwork, "ci-later"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("removing it again: %v; want not_found", err)
 	}
 }
@@ -189,7 +218,7 @@ func TestDocumentsMoveIntoTheJournal(t *testing.T) {
 			t.Errorf("%s is left after the move: %v", f, err)
 		}
 	}
-	if err := h.docs.DeleteNetwork(ctx, "ci-two"); err != nil {
+	if err := h.docs.Delete(ctx, spec.KindNetwork, "ci-two"); err != nil {
 		t.Fatal(err)
 	}
 	h.close()
@@ -205,19 +234,37 @@ func TestReadings(t *testing.T) {
 	h := open(t, t.TempDir())
 	defer h.close()
 	ctx := context.Background()
-	if ns, err := h.docs.Networks(ctx); err != nil || len(ns) != 0 {
+	if ns, err := listNetworks(h); err != nil || len(ns) != 0 {
 		t.Errorf("networks %+v, %v; want none", ns, err)
 	}
-	if ps := h.docs.Policies(ctx); len(ps) != 0 {
-		t.Errorf("policies %+v", ps)
+	if ps, err := h.docs.List(ctx, spec.KindPolicy); err != nil || len(ps.([]api.Policy)) != 0 {
+		t.Errorf("policies %+v, %v", ps, err)
 	}
-	if _, err := h.docs.PutPolicy(ctx, &spec.Policy{Kind: spec.KindPolicy, Name: "p", Select: spec.Selector{Networks: []string{"x"}}}); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
+	if _, err := h.docs.Put(ctx, &spec.Policy{Kind: spec.KindPolicy, Name: "p", Select: spec.Selector{Networks: []string{"x"}}}); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
 		t.Errorf("a policy without nf_tables: %v", err)
 	}
-	if err := h.docs.DeletePolicy(ctx, "p"); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := h.docs.Delete(ctx, spec.KindPolicy, "p"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("deleting no policy: %v", err)
 	}
-	if err := h.docs.DropPolicyOwned(ctx, "gone", "a.yaml"); err != nil {
+	if err := h.docs.DropDocOwned(ctx, spec.KindPolicy, "gone", "a.yaml"); err != nil {
 		t.Errorf("dropping a policy that is not there: %v", err)
+	}
+}
+
+// TestEveryKindHasItsKeeper: documents without a keeper for a kind of the
+// table, or with one for no kind, are refused at their start, never when a
+// document of it comes.
+func TestEveryKindHasItsKeeper(t *testing.T) {
+	h := open(t, t.TempDir())
+	defer h.close()
+	keepers := withEveryKind(map[string]Keeper{})
+	delete(keepers, spec.KindWorkspace)
+	if _, err := New(Config{Owners: h.store.Owners(), Events: h.events, Keepers: keepers}); err == nil || !strings.Contains(err.Error(), "no keeper for the workspace documents") {
+		t.Errorf("without the workspaces' keeper: %v", err)
+	}
+	keepers[spec.KindWorkspace] = workspace.Open(h.store, zap.NewNop())
+	keepers["volume"] = Networks(h.net)
+	if _, err := New(Config{Owners: h.store.Owners(), Events: h.events, Keepers: keepers}); err == nil || !strings.Contains(err.Error(), `"volume", which is no document kind`) {
+		t.Errorf("with a keeper of no kind: %v", err)
 	}
 }

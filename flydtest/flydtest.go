@@ -46,7 +46,8 @@ func Dir(dir string) Source {
 	}
 }
 
-// Docs takes documents built in Go: workloads, networks and policies.
+// Docs takes documents built in Go: workloads, and documents of any kind
+// (networks, policies, workspaces).
 func Docs(docs ...any) Source {
 	return func() (*spec.Documents, error) {
 		d := &spec.Documents{}
@@ -54,14 +55,10 @@ func Docs(docs ...any) Source {
 			switch v := doc.(type) {
 			case *spec.Workload:
 				d.Workloads = append(d.Workloads, v.Clone())
-			case *spec.Network:
-				d.Networks = append(d.Networks, v.Clone())
-			case *spec.Policy:
-				d.Policies = append(d.Policies, v.Clone())
-			case *spec.Workspace:
-				d.Workspaces = append(d.Workspaces, v.Clone())
+			case spec.Document:
+				d.Docs = append(d.Docs, v.CloneDocument())
 			default:
-				return nil, fmt.Errorf("flydtest: %T is not a document (*spec.Workload, *spec.Network, *spec.Policy or *spec.Workspace)", doc)
+				return nil, fmt.Errorf("flydtest: %T is not a document (a *spec.Workload or a spec.Document)", doc)
 			}
 		}
 		return d, nil
@@ -124,7 +121,7 @@ func Start(t testing.TB, src Source, opts ...Option) *Project {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	ch, err := p.c.Up(ctx, p.Name, api.Documents{Workloads: docs.Workloads, Networks: docs.Networks, Policies: docs.Policies, Workspaces: docs.Workspaces}, api.ApplyOptions{Start: true})
+	ch, err := p.c.Up(ctx, p.Name, api.Documents{Workloads: docs.Workloads, Docs: docs.Docs}, api.ApplyOptions{Start: true})
 	if err == nil {
 		err = changeErr(ch)
 	}

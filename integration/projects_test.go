@@ -251,7 +251,7 @@ func assertNoProjects(t *testing.T, d *daemon, projects ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := d.client.Networks(context.Background())
+	ns, err := api.DocumentsOf[api.Network](context.Background(), d.client, spec.KindNetwork)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 // TestWorkspaceConfigurations: a workspace document's configurations
@@ -51,7 +52,7 @@ command: ["@PROG@", "env"]
 	if out := d.mustCLI(t, "down", "-p", "wp"); !strings.Contains(out, "workspace wp.shop removed") {
 		t.Errorf("down said %q; want the project's workspace removed", out)
 	}
-	ws, err := d.client.Workspaces(context.Background())
+	ws, err := api.DocumentsOf[spec.Workspace](context.Background(), d.client, spec.KindWorkspace)
 	if err != nil || len(ws) != 1 || ws[0].Name != "shop" {
 		t.Errorf("workspaces after the down: %+v, %v; want shop alone", ws, err)
 	}

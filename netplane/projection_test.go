@@ -111,7 +111,7 @@ func TestProjection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pr := Project(map[string]*spec.Policy{docs.Policies[0].Name: docs.Policies[0]}, testWorld())
+			pr := Project(map[string]*spec.Policy{spec.DocsOf[*spec.Policy](docs.Docs)[0].Name: spec.DocsOf[*spec.Policy](docs.Docs)[0]}, testWorld())
 			if got := guardText(pr.Guards); got != tt.guards {
 				t.Errorf("guards:\n%s\nwant:\n%s", got, tt.guards)
 			}

@@ -1,7 +1,8 @@
 // Package project makes a project what its files say, above the
-// supervisor: an up applies a project's workspaces, networks, workloads (in
-// `after` order) and policies, then removes what of the project the files
-// no longer hold; a down removes everything of it, and its named volumes
+// supervisor: an up applies a project's documents of every kind (in their
+// rank order: workspaces, networks, policies), then its workloads (in
+// `after` order), then removes what of the project the files no longer
+// hold; a down removes everything of it, and its named volumes
 // when asked. One project's ups and downs are held apart.
 //
 // It drives the supervisor only through its exported commands, with the
@@ -27,10 +28,9 @@ import (
 
 // Documents are the documents of one project, as its files say.
 type Documents struct {
-	Workloads  []*spec.Workload
-	Networks   []*spec.Network
-	Policies   []*spec.Policy
-	Workspaces []*spec.Workspace
+	Workloads []*spec.Workload
+	// Docs are the documents of the other kinds (spec.DocKinds).
+	Docs []spec.Document
 	// Keep names (bare or full) workloads of the project that Up leaves as
 	// they are: those the files define but their profiles leave out.
 	Keep []string
@@ -39,13 +39,11 @@ type Documents struct {
 // Change is what Up or Down did to a project: each applied workload's
 // outcome, and the full names of what went.
 type Change struct {
-	Applied  []supervisor.Outcome
-	Removed  []supervisor.Outcome // workloads
-	Networks []string
-	Policies []string
-	Volumes  []string
-	// Workspaces are the workspace documents removed.
-	Workspaces []string
+	Applied []supervisor.Outcome
+	Removed []supervisor.Outcome // workloads
+	// Docs are the documents removed: kind → full names.
+	Docs    map[string][]string
+	Volumes []string
 }
 
 // Projects ups and downs the projects of one supervisor.
@@ -64,17 +62,18 @@ func New(s *supervisor.Supervisor, docs *documents.Documents) *Projects {
 	return &Projects{s: s, docs: docs, locks: map[string]chan struct{}{}}
 }
 
-// Up makes project what docs say: their workspaces, networks, workloads
-// (in `after` order, as ApplyAll) and policies are applied in it, and the
-// workloads, policies, network and workspace documents of the project that
-// docs no longer hold are removed. A document that states another project
-// refuses the whole change.
+// Up makes project what docs say: their documents, kind by kind in
+// rank order (spec.DocKinds), then their workloads (in `after` order, as
+// ApplyAll) are applied in it, and the workloads and documents of the
+// project that docs no longer hold are removed. A document that states
+// another project refuses the whole change.
 func (p *Projects) Up(ctx context.Context, project string, docs Documents, o supervisor.ApplyOptions) (*Change, error) {
 	if !spec.ValidProject(project) {
 		return nil, fmt.Errorf("%w: project %q: a project's name must be a DNS label (lower-case letters, digits and '-')", errdefs.ErrInvalid, project)
 	}
-	if err := setProject(project, docs); err != nil {
-		return nil, err
+	d := spec.Documents{Workloads: docs.Workloads, Docs: docs.Docs}
+	if err := d.SetProject(project); err != nil {
+		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 	}
 	unlock, err := p.lock(ctx, project)
 	if err != nil {
@@ -82,67 +81,33 @@ func (p *Projects) Up(ctx context.Context, project string, docs Documents, o sup
 	}
 	defer unlock()
 
-	s := p.s
 	out := &Change{}
 	keep := map[string]bool{}
 	for _, n := range docs.Keep {
 		keep[spec.FullName(project, spec.BareName(n))] = true
 	}
-	// Workspaces first: their configurations reach the workloads' first
-	// runs.
-	for _, ws := range docs.Workspaces {
-		if _, err := s.PutWorkspace(ctx, ws); err != nil {
-			return out, fmt.Errorf("workspace %s: %w", ws.Name, err)
+	// Documents first, so that a workload's first run has its network's
+	// settings, its workspace's configurations and its policies in force.
+	for _, k := range spec.DocKinds() {
+		for _, doc := range docs.Docs {
+			if doc.DocKind() != k.Name {
+				continue
+			}
+			if _, err := p.docs.Put(ctx, doc); err != nil {
+				return out, fmt.Errorf("%s %s: %w", k.Name, doc.DocName(), err)
+			}
+			keep[docKey(k.Name, project, doc.DocName())] = true
 		}
-		keep[docKey(spec.KindWorkspace, project, ws.Name)] = true
-	}
-	for _, n := range docs.Networks {
-		if _, err := p.docs.PutNetwork(ctx, n); err != nil {
-			return out, fmt.Errorf("network %s: %w", n.Name, err)
-		}
-		keep[docKey(spec.KindNetwork, project, n.Name)] = true
 	}
 	changes := make([]supervisor.Change, len(docs.Workloads))
 	for i, w := range docs.Workloads {
 		changes[i] = supervisor.Change{Spec: w, Options: o}
 		keep[spec.FullName(project, spec.BareName(w.Name))] = true
 	}
-	if out.Applied, err = s.ApplyAll(ctx, changes); err != nil {
+	if out.Applied, err = p.s.ApplyAll(ctx, changes); err != nil {
 		return out, err
 	}
-	for _, pol := range docs.Policies {
-		if _, err := p.docs.PutPolicy(ctx, pol); err != nil {
-			return out, fmt.Errorf("policy %s: %w", pol.Name, err)
-		}
-		keep[docKey(spec.KindPolicy, project, pol.Name)] = true
-	}
 	return out, p.prune(ctx, project, keep, o.Force, out)
-}
-
-// setProject puts every document of docs in project, or says which
-// states another.
-func setProject(project string, docs Documents) error {
-	for _, w := range docs.Workloads {
-		if err := w.SetProject(project); err != nil {
-			return fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
-		}
-	}
-	for _, n := range docs.Networks {
-		if err := n.SetProject(project); err != nil {
-			return fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
-		}
-	}
-	for _, pol := range docs.Policies {
-		if err := pol.SetProject(project); err != nil {
-			return fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
-		}
-	}
-	for _, ws := range docs.Workspaces {
-		if err := ws.SetProject(project); err != nil {
-			return fmt.Errorf("%w: workspace %s: %w", errdefs.ErrInvalid, ws.Name, err)
-		}
-	}
-	return nil
 }
 
 // docKey names a document of project in a keep set: KIND/FULLNAME.
@@ -150,8 +115,8 @@ func docKey(kind, project, name string) string {
 	return documents.Key(kind, spec.FullName(project, spec.BareName(name)))
 }
 
-// Down removes everything of project: its workloads, policies, networks
-// (documents and namespaces) and workspaces, and with them their ports,
+// Down removes everything of project: its workloads and its documents of
+// every kind (a network's namespace with its document), and with them their ports,
 // carriers, cgroups and logs; with o.Volumes, its named volumes too. A
 // project with nothing is not found.
 func (p *Projects) Down(ctx context.Context, project string, o supervisor.RemoveOptions) (*Change, error) {
@@ -198,9 +163,10 @@ func (p *Projects) removeVolumes(ctx context.Context, project string, confined b
 
 // prune removes what of project keep does not name: workloads by full
 // name, other documents by docKey. Workloads go first, dependents before
-// what they depend on, then the policies that guarded them, the networks
-// they left and the workspaces. Every failure is reported; the rest still
-// goes.
+// what they depend on, then the documents, kind by kind in the reverse of
+// their rank (the policies that guarded the workloads, the networks they
+// left, the workspaces); a document a kept workload holds (its network)
+// stays. Every failure is reported; the rest still goes.
 func (p *Projects) prune(ctx context.Context, project string, keep map[string]bool, force bool, out *Change) error {
 	s := p.s
 	var names []string
@@ -227,42 +193,28 @@ func (p *Projects) prune(ctx context.Context, project string, keep map[string]bo
 			errs = append(errs, fmt.Errorf("workload %s: %w", r.Name, r.Err))
 		}
 	}
-	for _, pol := range p.docs.Policies(ctx) {
-		if spec.ProjectOf(pol.Name) != project || keep[documents.Key(spec.KindPolicy, pol.Name)] {
+	kept := func(w string) bool { return keep[w] || groups[w] != "" && keep[groups[w]] }
+	kinds := spec.DocKinds()
+	slices.Reverse(kinds)
+	for _, k := range kinds {
+		names, held, err := p.docs.Names(ctx, k.Name)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		if err := p.docs.DeletePolicy(ctx, pol.Name); err != nil {
-			errs = append(errs, fmt.Errorf("policy %s: %w", pol.Name, err))
-			continue
+		for _, name := range names {
+			if spec.ProjectOf(name) != project || keep[documents.Key(k.Name, name)] || slices.ContainsFunc(held[name], kept) {
+				continue
+			}
+			if err := p.docs.Delete(ctx, k.Name, name); err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %w", k.Name, name, err))
+				continue
+			}
+			if out.Docs == nil {
+				out.Docs = map[string][]string{}
+			}
+			out.Docs[k.Name] = append(out.Docs[k.Name], name)
 		}
-		out.Policies = append(out.Policies, pol.Name)
-	}
-	nets, err := p.docs.Networks(ctx)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	for _, n := range nets {
-		// A network that a kept workload uses stays, with or without
-		// a document of its own.
-		if spec.ProjectOf(n.Name) != project || keep[documents.Key(spec.KindNetwork, n.Name)] ||
-			slices.ContainsFunc(n.Workloads, func(w string) bool { return keep[w] || groups[w] != "" && keep[groups[w]] }) {
-			continue
-		}
-		if err := p.docs.DeleteNetwork(ctx, n.Name); err != nil {
-			errs = append(errs, fmt.Errorf("network %s: %w", n.Name, err))
-			continue
-		}
-		out.Networks = append(out.Networks, n.Name)
-	}
-	for _, ws := range s.Workspaces(ctx) {
-		if spec.ProjectOf(ws.Name) != project || keep[documents.Key(spec.KindWorkspace, ws.Name)] {
-			continue
-		}
-		if err := s.DeleteWorkspace(ctx, ws.Name); err != nil {
-			errs = append(errs, fmt.Errorf("workspace %s: %w", ws.Name, err))
-			continue
-		}
-		out.Workspaces = append(out.Workspaces, ws.Name)
 	}
 	return errors.Join(errs...)
 }
@@ -270,14 +222,16 @@ func (p *Projects) prune(ctx context.Context, project string, keep map[string]bo
 // has says whether anything is of project.
 func (p *Projects) has(ctx context.Context, project string) bool {
 	of := func(name string) bool { return spec.ProjectOf(name) == project }
-	s := p.s
-	if slices.ContainsFunc(s.List(ctx), func(w status.Workload) bool { return of(w.Name) }) {
+	if slices.ContainsFunc(p.s.List(ctx), func(w status.Workload) bool { return of(w.Name) }) {
 		return true
 	}
-	nets, _ := p.docs.Networks(ctx)
-	return slices.ContainsFunc(nets, func(n status.Network) bool { return of(n.Name) }) ||
-		slices.ContainsFunc(s.Workspaces(ctx), func(ws spec.Workspace) bool { return of(ws.Name) }) ||
-		slices.ContainsFunc(p.docs.Policies(ctx), func(pol status.Policy) bool { return of(pol.Name) })
+	for _, k := range spec.DocKinds() {
+		names, _, _ := p.docs.Names(ctx, k.Name)
+		if slices.ContainsFunc(names, of) {
+			return true
+		}
+	}
+	return false
 }
 
 // lock holds project's ups and downs apart until unlock: a second waits

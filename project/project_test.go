@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flyd-dev/flyd/documents"
+	"github.com/flyd-dev/flyd/documents/documentstest"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -33,7 +34,19 @@ func open(t *testing.T) (*supervisor.Supervisor, *Projects) {
 		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
-	return s, New(s, documents.New(documents.Config{Owners: parts.Store.Owners(), Net: parts.Net, Events: parts.Events}))
+	keepers := map[string]documents.Keeper{
+		spec.KindNetwork: documents.Networks(parts.Net), spec.KindPolicy: documents.Policies(parts.Net), spec.KindWorkspace: s.WorkspaceSet(),
+	}
+	for _, k := range spec.DocKinds() {
+		if keepers[k.Name] == nil {
+			keepers[k.Name] = documentstest.NewMemory()
+		}
+	}
+	docs, err := documents.New(documents.Config{Owners: parts.Store.Owners(), Events: parts.Events, Keepers: keepers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, New(s, docs)
 }
 
 // sleeper is a workload that runs until stopped, and stops at once.
@@ -79,10 +92,10 @@ func TestUpAndDown(t *testing.T) {
 			}
 			out.Workloads = append(out.Workloads, w)
 			if n == "old" {
-				out.Networks = []*spec.Network{{Kind: spec.KindNetwork, Name: "old"}}
+				out.Docs = append(out.Docs, &spec.Network{Kind: spec.KindNetwork, Name: "old"})
 			}
 		}
-		out.Workspaces = []*spec.Workspace{{Kind: spec.KindWorkspace, Name: "default", Configuration: spec.Configurations{"c": {"k": "v"}}}}
+		out.Docs = append(out.Docs, &spec.Workspace{Kind: spec.KindWorkspace, Name: "default", Configuration: spec.Configurations{"c": {"k": "v"}}})
 		return out
 	}
 	for _, proj := range []string{"p1", "p2"} {
@@ -111,7 +124,7 @@ func TestUpAndDown(t *testing.T) {
 	}
 
 	ch, err := p.Up(ctx, "p1", docs("db", "app"), supervisor.ApplyOptions{Start: true})
-	if err != nil || len(ch.Removed) != 1 || ch.Removed[0].Name != "p1.old" || len(ch.Networks) != 1 || ch.Networks[0] != "p1.old" {
+	if err != nil || len(ch.Removed) != 1 || ch.Removed[0].Name != "p1.old" || len(ch.Docs[spec.KindNetwork]) != 1 || ch.Docs[spec.KindNetwork][0] != "p1.old" {
 		t.Fatalf("up without old: %+v, %v; want p1.old and its network removed", ch, err)
 	}
 	if _, err := s.Get(ctx, "p2.old"); err != nil {
@@ -134,7 +147,7 @@ func TestUpAndDown(t *testing.T) {
 	}
 
 	ch, err = p.Down(ctx, "p1", supervisor.RemoveOptions{})
-	if err != nil || len(ch.Removed) != 2 || len(ch.Workspaces) != 1 {
+	if err != nil || len(ch.Removed) != 2 || len(ch.Docs[spec.KindWorkspace]) != 1 {
 		t.Fatalf("down p1: %+v, %v", ch, err)
 	}
 	for _, w := range s.List(ctx) {
@@ -145,8 +158,8 @@ func TestUpAndDown(t *testing.T) {
 	if _, err := p.Down(ctx, "p1", supervisor.RemoveOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a second down: %v; want not found", err)
 	}
-	if n := len(s.Workspaces(ctx)); n != 1 {
-		t.Errorf("%d workspaces left; want p2's", n)
+	if names, _ := s.WorkspaceSet().Names(ctx); len(names) != 1 {
+		t.Errorf("workspaces left: %v; want p2's", names)
 	}
 }
 

@@ -52,7 +52,7 @@ func TestParseAllExpanded(t *testing.T) {
 	if v, ok := w.Registry.Metadata["$key"]; !ok || v != "" {
 		t.Errorf("metadata %v, want $key kept with an empty value", w.Registry.Metadata)
 	}
-	if n := d.Networks[0]; n.Name != "net" || n.Egress == nil || !*n.Egress {
+	if n := DocsOf[*Network](d.Docs)[0]; n.Name != "net" || n.Egress == nil || !*n.Egress {
 		t.Errorf("network %+v, want net with egress true", n)
 	}
 	// Only values holding a '$' are given to the expander.

@@ -1,11 +1,5 @@
 package spec
 
-import (
-	"fmt"
-	"io"
-	"reflect"
-)
-
 // KindNetwork is the kind of a network document, beside workloads.
 const KindNetwork = "network"
 
@@ -30,6 +24,20 @@ type Network struct {
 	// default) admits every process that reaches the port.
 	Reach string `json:"reach,omitempty"`
 }
+
+func init() {
+	RegisterDocKind(DocKind{Name: KindNetwork, Plural: "networks", Rank: 20, InDirectory: true,
+		New: func() Document { return new(Network) }})
+}
+
+// DocKind is the network document's kind.
+func (n *Network) DocKind() string { return KindNetwork }
+
+// DocName is the network's name.
+func (n *Network) DocName() string { return n.Name }
+
+// CloneDocument is Clone as a Document.
+func (n *Network) CloneDocument() Document { return n.Clone() }
 
 // Reach settings of a network document.
 const (
@@ -59,146 +67,25 @@ func (n *Network) Validate() error {
 	return p.err()
 }
 
-// docKind is a document's kind key, "" when it has none (a workload's
-// kind says its runtime, never "network" or "policy").
-func docKind(doc *node) string {
-	if doc.kind != mapNode {
-		return ""
-	}
-	for i, k := range doc.keys {
-		if k.text == "kind" && doc.vals[i].kind == stringNode {
-			return doc.vals[i].text
-		}
-	}
-	return ""
-}
-
-// buildDoc decodes and validates a document of a kind beside workloads
-// (a network, a policy), as strictly as a workload.
-func buildDoc[T any, P interface {
-	*T
-	Validate() error
-}](doc *node) (P, error) {
-	d := P(new(T))
-	if err := decodeValue(doc, reflect.ValueOf(d).Elem(), ""); err != nil {
-		return nil, err
-	}
-	if err := d.Validate(); err != nil {
-		if fe, ok := err.(*FieldError); ok {
-			return nil, atLine(doc.lineOf(fe.Field), fe)
-		}
-		return nil, err
-	}
-	return d, nil
-}
-
-// Documents is what a spec file holds: workloads, network documents and
-// policies.
-type Documents struct {
-	Workloads  []*Workload
-	Networks   []*Network
-	Policies   []*Policy
-	Workspaces []*Workspace
-}
-
-// Add appends o's documents of every kind to d's: where files are read
-// together, a kind is never left out.
-func (d *Documents) Add(o *Documents) {
-	d.Workloads = append(d.Workloads, o.Workloads...)
-	d.Networks = append(d.Networks, o.Networks...)
-	d.Policies = append(d.Policies, o.Policies...)
-	d.Workspaces = append(d.Workspaces, o.Workspaces...)
-}
-
-// ParseAll reads workloads, network documents and policies alike, with
-// the same strictness as Parse.
-func ParseAll(data []byte) (*Documents, error) {
-	return ParseAllExpanded(data, nil)
-}
-
-// ParseAllExpanded is ParseAll with every string value of every document
-// (never a mapping key) given to expand before it is decoded, and decoded
-// as what expand returns; see Expander. A nil expand changes nothing.
-func ParseAllExpanded(data []byte, expand Expander) (*Documents, error) {
-	roots, err := readDocuments(data)
-	if err != nil {
-		return nil, err
-	}
-	d := &Documents{}
-	seen := map[string]map[string]bool{}
-	once := func(doc *node, what, name string) error {
-		if seen[what] == nil {
-			seen[what] = map[string]bool{}
-		}
-		if seen[what][name] {
-			return atLine(doc.lineOf("name"), fieldErrorf("name", "%s %q is defined more than once", what, name))
-		}
-		seen[what][name] = true
+// Clone is a copy of a network document.
+func (n *Network) Clone() *Network {
+	if n == nil {
 		return nil
 	}
-	for _, root := range roots {
-		docs := []*node{root}
-		if root.kind == listNode {
-			docs = root.items
-		}
-		for _, doc := range docs {
-			if expand != nil {
-				if err := expandValues(doc, "", expand); err != nil {
-					return nil, err
-				}
-			}
-			switch docKind(doc) {
-			case KindNetwork:
-				n, err := buildDoc[Network](doc)
-				if err == nil {
-					err = once(doc, "network", n.Name)
-				}
-				if err != nil {
-					return nil, err
-				}
-				d.Networks = append(d.Networks, n)
-			case KindPolicy:
-				pl, err := buildDoc[Policy](doc)
-				if err == nil {
-					err = once(doc, "policy", pl.Name)
-				}
-				if err != nil {
-					return nil, err
-				}
-				d.Policies = append(d.Policies, pl)
-			case KindWorkspace:
-				ws, err := buildDoc[Workspace](doc)
-				if err == nil {
-					err = once(doc, "workspace", ws.Name)
-				}
-				if err != nil {
-					return nil, err
-				}
-				d.Workspaces = append(d.Workspaces, ws)
-			default:
-				w, err := build(doc)
-				if err == nil {
-					err = once(doc, "workload", w.Name)
-				}
-				if err != nil {
-					return nil, err
-				}
-				d.Workloads = append(d.Workloads, w)
-			}
-		}
-	}
-	if len(d.Workloads)+len(d.Networks)+len(d.Policies)+len(d.Workspaces) == 0 {
-		return nil, fmt.Errorf("no workload, network, policy or workspace found")
-	}
-	return d, nil
+	c := *n
+	c.Egress = clonePtr(n.Egress)
+	return &c
 }
 
-// DecodeNetworkJSON reads one network document as a JSON object, as
-// strictly as DecodeJSON reads a workload.
-func DecodeNetworkJSON(r io.Reader) (*Network, error) {
-	root, err := readOneJSON(r)
-	if err != nil {
-		return nil, err
+// SetProject is Workload.SetProject for a network document.
+func (n *Network) SetProject(project string) error {
+	return setProject(&n.Project, n.Name, project)
+}
+
+// Qualify makes a network document's name full.
+func (n *Network) Qualify() {
+	if n.Project == "" {
+		n.Project = ProjectOf(n.Name)
 	}
-	return buildDoc[Network](root)
+	n.Name = inProject(n.Project, n.Name)
 }

@@ -21,11 +21,9 @@ func Parse(data []byte) ([]*Workload, error) {
 		return nil, err
 	}
 	// Nothing is dropped unsaid: what is not a workload is refused.
-	if len(d.Networks) > 0 {
-		return nil, fmt.Errorf("network document %q: only workloads are read here (`flyd apply` and the workloads directory take network documents)", d.Networks[0].Name)
-	}
-	if len(d.Policies) > 0 {
-		return nil, fmt.Errorf("policy document %q: only workloads are read here (`flyd apply` and the workloads directory take policy documents)", d.Policies[0].Name)
+	if len(d.Docs) > 0 {
+		k := d.Docs[0].DocKind()
+		return nil, fmt.Errorf("%s document %q: only workloads are read here (`flyd apply` takes %s documents)", k, d.Docs[0].DocName(), k)
 	}
 	if len(d.Workloads) == 0 {
 		return nil, errors.New("no workload found")

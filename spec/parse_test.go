@@ -190,7 +190,7 @@ func TestParseAllNetworks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Networks) != 1 || d.Networks[0].Name != "ci-1" || d.Networks[0].AllowsEgress() || len(d.Workloads) != 1 {
+	if len(DocsOf[*Network](d.Docs)) != 1 || DocsOf[*Network](d.Docs)[0].Name != "ci-1" || DocsOf[*Network](d.Docs)[0].AllowsEgress() || len(d.Workloads) != 1 {
 		t.Fatalf("documents %+v", d)
 	}
 	for src, want := range map[string]string{
@@ -203,7 +203,7 @@ func TestParseAllNetworks(t *testing.T) {
 			t.Errorf("%q: %v, want %q", src, err, want)
 		}
 	}
-	if d, err := ParseAll([]byte("kind: network\nname: ci-1\nreach: declared\n")); err != nil || !d.Networks[0].DeclaredReach() {
+	if d, err := ParseAll([]byte("kind: network\nname: ci-1\nreach: declared\n")); err != nil || !DocsOf[*Network](d.Docs)[0].DeclaredReach() {
 		t.Errorf("reach: declared: %+v, %v", d, err)
 	}
 	if _, err := Parse([]byte("kind: network\nname: ci-1\n")); err == nil || !strings.Contains(err.Error(), "flyd apply") {

@@ -1,13 +1,29 @@
 package spec
 
 import (
-	"io"
 	"net/netip"
+	"slices"
 )
 
 // KindPolicy is the kind of a policy document: an allow-list firewall
 // for the workloads it selects.
 const KindPolicy = "policy"
+
+// Policies are put in force after networks, before the workloads they
+// govern run.
+func init() {
+	RegisterDocKind(DocKind{Name: KindPolicy, Plural: "policies", Rank: 30, InDirectory: true,
+		New: func() Document { return new(Policy) }})
+}
+
+// DocKind is the policy's kind.
+func (pl *Policy) DocKind() string { return KindPolicy }
+
+// DocName is the policy's name.
+func (pl *Policy) DocName() string { return pl.Name }
+
+// CloneDocument is Clone as a Document.
+func (pl *Policy) CloneDocument() Document { return pl.Clone() }
 
 // Policy says who may reach the workloads it selects, and what they may
 // reach. A direction the policy names (ingress, egress) is denied to the
@@ -174,11 +190,69 @@ func validPorts(p *problems, field string, ports []PolicyPort) {
 	}
 }
 
-// DecodePolicyJSON reads one policy document as a JSON object.
-func DecodePolicyJSON(r io.Reader) (*Policy, error) {
-	root, err := readOneJSON(r)
-	if err != nil {
-		return nil, err
+// Clone is a deep copy of a policy.
+func (pl *Policy) Clone() *Policy {
+	if pl == nil {
+		return nil
 	}
-	return buildDoc[Policy](root)
+	c := *pl
+	c.Select = Selector{Workloads: slices.Clone(pl.Select.Workloads), Networks: slices.Clone(pl.Select.Networks)}
+	peers := func(p Peers) Peers {
+		p.Workloads, p.Networks = slices.Clone(p.Workloads), slices.Clone(p.Networks)
+		p.CIDRs, p.DNS = slices.Clone(p.CIDRs), slices.Clone(p.DNS)
+		return p
+	}
+	if pl.Ingress != nil {
+		in := make([]IngressRule, len(*pl.Ingress))
+		for i, r := range *pl.Ingress {
+			in[i] = IngressRule{From: peers(r.From), Ports: slices.Clone(r.Ports)}
+		}
+		c.Ingress = &in
+	}
+	if pl.Egress != nil {
+		out := make([]EgressRule, len(*pl.Egress))
+		for i, r := range *pl.Egress {
+			out[i] = EgressRule{To: peers(r.To), Ports: slices.Clone(r.Ports)}
+		}
+		c.Egress = &out
+	}
+	return &c
+}
+
+// SetProject is Workload.SetProject for a policy document.
+func (pl *Policy) SetProject(project string) error {
+	return setProject(&pl.Project, pl.Name, project)
+}
+
+// Qualify makes a policy's names full: its own, and the bare names of
+// workloads and networks it selects and allows, which are its project's. A
+// full name stays: a policy may name another project's networks.
+func (pl *Policy) Qualify() {
+	if pl.Project == "" {
+		pl.Project = ProjectOf(pl.Name)
+	}
+	project := pl.Project
+	if project == "" {
+		return
+	}
+	pl.Name = inProject(project, pl.Name)
+	all := func(names []string) {
+		for i, n := range names {
+			names[i] = inProject(project, n)
+		}
+	}
+	all(pl.Select.Workloads)
+	all(pl.Select.Networks)
+	if pl.Ingress != nil {
+		for _, r := range *pl.Ingress {
+			all(r.From.Workloads)
+			all(r.From.Networks)
+		}
+	}
+	if pl.Egress != nil {
+		for _, r := range *pl.Egress {
+			all(r.To.Workloads)
+			all(r.To.Networks)
+		}
+	}
 }

@@ -22,17 +22,17 @@ command: [/bin/true]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Policies) != 1 || len(d.Workloads) != 1 {
-		t.Fatalf("read %d policies and %d workloads", len(d.Policies), len(d.Workloads))
+	if len(DocsOf[*Policy](d.Docs)) != 1 || len(d.Workloads) != 1 {
+		t.Fatalf("read %d policies and %d workloads", len(DocsOf[*Policy](d.Docs)), len(d.Workloads))
 	}
-	pl := d.Policies[0]
+	pl := DocsOf[*Policy](d.Docs)[0]
 	if pl.Ingress == nil || len(*pl.Ingress) != 1 || (*pl.Ingress)[0].Ports[0].Proto() != ProtocolTCP {
 		t.Fatalf("ingress read as %+v", pl.Ingress)
 	}
 	if pl.Egress == nil || len(*pl.Egress) != 0 {
 		t.Fatalf("an empty egress list must deny egress, read as %v", pl.Egress)
 	}
-	if d, err := ParseAll([]byte("kind: policy\nname: quiet\nselect: {workloads: [a]}\n")); err != nil || d.Policies[0].Ingress != nil || d.Policies[0].Egress != nil {
+	if d, err := ParseAll([]byte("kind: policy\nname: quiet\nselect: {workloads: [a]}\n")); err != nil || DocsOf[*Policy](d.Docs)[0].Ingress != nil || DocsOf[*Policy](d.Docs)[0].Egress != nil {
 		t.Fatalf("a policy without directions: %+v, %v; want both left alone", d, err)
 	}
 }

@@ -144,22 +144,6 @@ func (w *Workload) SetProject(project string) error {
 	return nil
 }
 
-// SetProject is Workload.SetProject for a network document.
-func (n *Network) SetProject(project string) error {
-	if err := setProject(&n.Project, n.Name, project); err != nil {
-		return fmt.Errorf("network %s: %w", n.Name, err)
-	}
-	return nil
-}
-
-// SetProject is Workload.SetProject for a policy document.
-func (pl *Policy) SetProject(project string) error {
-	if err := setProject(&pl.Project, pl.Name, project); err != nil {
-		return fmt.Errorf("policy %s: %w", pl.Name, err)
-	}
-	return nil
-}
-
 func setProject(stated *string, name, project string) error {
 	have := *stated
 	if have == "" {
@@ -170,47 +154,6 @@ func setProject(stated *string, name, project string) error {
 	}
 	*stated = project
 	return nil
-}
-
-// Qualify makes a network document's name full.
-func (n *Network) Qualify() {
-	if n.Project == "" {
-		n.Project = ProjectOf(n.Name)
-	}
-	n.Name = inProject(n.Project, n.Name)
-}
-
-// Qualify makes a policy's names full: its own, and the bare names of
-// workloads and networks it selects and allows, which are its project's. A
-// full name stays: a policy may name another project's networks.
-func (pl *Policy) Qualify() {
-	if pl.Project == "" {
-		pl.Project = ProjectOf(pl.Name)
-	}
-	project := pl.Project
-	if project == "" {
-		return
-	}
-	pl.Name = inProject(project, pl.Name)
-	all := func(names []string) {
-		for i, n := range names {
-			names[i] = inProject(project, n)
-		}
-	}
-	all(pl.Select.Workloads)
-	all(pl.Select.Networks)
-	if pl.Ingress != nil {
-		for _, r := range *pl.Ingress {
-			all(r.From.Workloads)
-			all(r.From.Networks)
-		}
-	}
-	if pl.Egress != nil {
-		for _, r := range *pl.Egress {
-			all(r.To.Workloads)
-			all(r.To.Networks)
-		}
-	}
 }
 
 // validateDocProject checks a document's stated project against its name.

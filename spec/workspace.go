@@ -1,12 +1,28 @@
 package spec
 
 import (
-	"io"
 	"strings"
 )
 
 // KindWorkspace is the kind of a workspace document, beside workloads.
 const KindWorkspace = "workspace"
+
+// Workspaces are put in force first, so that their configurations reach
+// their workloads' first runs. The workloads directory takes none: a
+// workspace holds secrets, given with flyd apply or flyd up.
+func init() {
+	RegisterDocKind(DocKind{Name: KindWorkspace, Plural: "workspaces", Rank: 10, InDirectory: false,
+		New: func() Document { return new(Workspace) }})
+}
+
+// DocKind is the workspace document's kind.
+func (ws *Workspace) DocKind() string { return KindWorkspace }
+
+// DocName is the workspace's name.
+func (ws *Workspace) DocName() string { return ws.Name }
+
+// CloneDocument is Clone as a Document.
+func (ws *Workspace) CloneDocument() Document { return ws.Clone() }
 
 // Workspace is a workspace document: the configurations every workload of
 // the workspace is given (its identity.workspace; "default" for one that
@@ -89,14 +105,4 @@ func WorkspaceConfigurationVar(name, key string, secret bool) string {
 		prefix = "CODEFLY__WORKSPACE_SECRET_CONFIGURATION__"
 	}
 	return prefix + strings.ToUpper(strings.ReplaceAll(name+"__"+key, "-", "_"))
-}
-
-// DecodeWorkspaceJSON reads one workspace document as a JSON object, as
-// strictly as DecodeJSON reads a workload.
-func DecodeWorkspaceJSON(r io.Reader) (*Workspace, error) {
-	root, err := readOneJSON(r)
-	if err != nil {
-		return nil, err
-	}
-	return buildDoc[Workspace](root)
 }

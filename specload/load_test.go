@@ -39,7 +39,7 @@ endpoints: [{name: http, port: "${PORT}"}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Workloads) != 1 || len(d.Networks) != 1 || d.Networks[0].Name != "backend" {
+	if len(d.Workloads) != 1 || len(spec.DocsOf[*spec.Network](d.Docs)) != 1 || spec.DocsOf[*spec.Network](d.Docs)[0].Name != "backend" {
 		t.Fatalf("documents %+v", d)
 	}
 	w := d.Workloads[0]

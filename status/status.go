@@ -230,7 +230,8 @@ const (
 	// reached for, and its recovery.
 	EventRegistry = "registry"
 	// EventNetwork and EventPolicy report a network or policy document
-	// applied or removed.
+	// applied or removed: every kind of document beside workloads reports
+	// its changes under its kind's name (a workspace's are "workspace").
 	EventNetwork = "network"
 	EventPolicy  = "policy"
 )

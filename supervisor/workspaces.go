@@ -1,31 +1,9 @@
 package supervisor
 
-import (
-	"context"
+import "github.com/flyd-dev/flyd/workspace"
 
-	"github.com/flyd-dev/flyd/spec"
-	"github.com/flyd-dev/flyd/status"
-)
-
-// PutWorkspace records a workspace document: the workloads of the
-// workspace get its configurations from their next start on.
-func (s *Supervisor) PutWorkspace(ctx context.Context, ws *spec.Workspace) (*spec.Workspace, error) {
-	ws, err := s.workspaces.Put(ws)
-	if err != nil {
-		return nil, err
-	}
-	s.publish(status.Event{Type: status.EventApplied, Project: ws.Project, Message: "workspace " + ws.Name + " applied"})
-	return ws.Redacted(), nil
-}
-
-// DeleteWorkspace removes a workspace document.
-func (s *Supervisor) DeleteWorkspace(ctx context.Context, name string) error {
-	if err := s.workspaces.Delete(name); err != nil {
-		return err
-	}
-	s.publish(status.Event{Type: status.EventRemoved, Project: spec.ProjectOf(name), Message: "workspace " + name + " removed"})
-	return nil
-}
-
-// Workspaces lists the workspace documents, secrets redacted.
-func (s *Supervisor) Workspaces(ctx context.Context) []spec.Workspace { return s.workspaces.List() }
+// WorkspaceSet is the workspace documents the supervisor gives its
+// workloads the configurations of, from their next start: the daemon has
+// them kept (put, deleted, listed) through the documents, as every kind
+// of document beside workloads.
+func (s *Supervisor) WorkspaceSet() *workspace.Set { return s.workspaces }

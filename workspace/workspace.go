@@ -3,11 +3,14 @@
 // before it is in force, and says what configurations a workload's
 // workspace gives it, under codefly's names.
 //
-// It does not decide who may change a document, nor when a workload takes
-// its configurations (from its next start): those are the supervisor's.
+// It is the keeper of the workspace documents (documents.Keeper): it does
+// not decide who may change one (the documents' package does), nor when a
+// workload takes its configurations (from its next start: the
+// supervisor's, which reads them here).
 package workspace
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -55,9 +58,14 @@ func Open(st Store, log *zap.Logger) *Set {
 	return s
 }
 
-// Put records a workspace document and puts it in force; it returns the
-// document as kept, with its full name.
-func (s *Set) Put(ws *spec.Workspace) (*spec.Workspace, error) {
+// Put records a workspace document and puts it in force: its workloads
+// get its configurations from their next start on. It answers with the
+// document as kept, its full name and its secrets redacted.
+func (s *Set) Put(ctx context.Context, doc spec.Document) (any, error) {
+	ws, ok := doc.(*spec.Workspace)
+	if !ok {
+		return nil, fmt.Errorf("%w: a %s document is no workspace", errdefs.ErrInvalid, doc.DocKind())
+	}
 	if err := ws.Validate(); err != nil {
 		return nil, err
 	}
@@ -67,15 +75,42 @@ func (s *Set) Put(ws *spec.Workspace) (*spec.Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ws, s.set(ws.Name, b, ws)
+	if err := s.set(ws.Name, b, ws); err != nil {
+		return nil, err
+	}
+	return ws.Redacted(), nil
 }
 
 // Delete removes the workspace document of a full name.
-func (s *Set) Delete(name string) error {
-	if _, ok := (*s.all.Load())[name]; !ok {
+func (s *Set) Delete(ctx context.Context, name string) error {
+	if !s.Exists(name) {
 		return fmt.Errorf("%w: no workspace named %q", errdefs.ErrNotFound, name)
 	}
 	return s.set(name, nil, nil)
+}
+
+// Forget is Delete, a workspace already gone being no error.
+func (s *Set) Forget(ctx context.Context, name string) error {
+	if !s.Exists(name) {
+		return nil
+	}
+	return s.set(name, nil, nil)
+}
+
+// Exists says whether a workspace document of the full name is in force.
+func (s *Set) Exists(name string) bool {
+	_, ok := (*s.all.Load())[name]
+	return ok
+}
+
+// Names are the workspace documents' full names; no workload holds one.
+func (s *Set) Names(ctx context.Context) (map[string][]string, error) {
+	all := *s.all.Load()
+	out := make(map[string][]string, len(all))
+	for name := range all {
+		out[name] = nil
+	}
+	return out, nil
 }
 
 // set records ws under name (nil removes it), then puts it in force.
@@ -95,15 +130,16 @@ func (s *Set) set(name string, record []byte, ws *spec.Workspace) error {
 	return nil
 }
 
-// List is the workspace documents by name, secrets redacted.
-func (s *Set) List() []spec.Workspace {
+// List is the workspace documents by name, secrets redacted: a
+// []spec.Workspace.
+func (s *Set) List(ctx context.Context) (any, error) {
 	all := *s.all.Load()
 	out := make([]spec.Workspace, 0, len(all))
 	for _, ws := range all {
 		out = append(out, *ws.Redacted())
 	}
 	slices.SortFunc(out, func(a, b spec.Workspace) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return out, nil
 }
 
 // Vars are the configurations w's workspace document gives it, under

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 // names, and nothing of another project's; a delete holds, and a second is
 // not found.
 func TestWorkspaces(t *testing.T) {
+	ctx := context.Background()
 	stateDir, runDir := t.TempDir(), t.TempDir()
 	st, err := records.Open(stateDir, runDir, zap.NewNop())
 	if err != nil {
@@ -28,11 +30,11 @@ func TestWorkspaces(t *testing.T) {
 			Configuration: spec.Configurations{"db": {"host": "pg"}}, SecretConfiguration: spec.Configurations{"db": {"password": "s3cret"}}},
 		{Kind: spec.KindWorkspace, Name: "staging", Configuration: spec.Configurations{"db": {"host": "pg-staging"}}},
 	} {
-		if _, err := set.Put(ws); err != nil {
+		if _, err := set.Put(ctx, ws); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := set.Put(&spec.Workspace{Kind: spec.KindWorkspace, Name: "Not A Name"}); err == nil {
+	if _, err := set.Put(ctx, &spec.Workspace{Kind: spec.KindWorkspace, Name: "Not A Name"}); err == nil {
 		t.Error("an invalid document was put")
 	}
 	if err := st.Close(); err != nil {
@@ -47,7 +49,7 @@ func TestWorkspaces(t *testing.T) {
 		return Open(st, zap.NewNop())
 	}
 	set = reopen()
-	list := set.List()
+	list := listed(t, set)
 	if len(list) != 2 || list[0].Name != "ci-7.default" || list[1].Name != "staging" {
 		t.Fatalf("workspaces after reopening: %+v", list)
 	}
@@ -79,15 +81,25 @@ func TestWorkspaces(t *testing.T) {
 			}
 		}
 	}
-	if err := set.Delete("staging"); err != nil {
+	if err := set.Delete(ctx, "staging"); err != nil {
 		t.Fatal(err)
 	}
-	if err := set.Delete("staging"); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := set.Delete(ctx, "staging"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a second delete: %v; want not found", err)
 	}
 	st.Close()
-	if len(reopen().List()) != 1 {
+	if len(listed(t, reopen())) != 1 {
 		t.Error("the delete is not recorded")
 	}
 	st.Close()
+}
+
+// listed is the set's list as the API shows it.
+func listed(t *testing.T, set *Set) []spec.Workspace {
+	t.Helper()
+	v, err := set.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.([]spec.Workspace)
 }

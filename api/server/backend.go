@@ -44,25 +44,17 @@ type Backend interface {
 	Logs(ctx context.Context, name string, q api.LogQuery, out api.LogSink) error
 	// Ports lists every endpoint's allocation as a network mapping.
 	Ports(ctx context.Context) ([]api.PortMapping, error)
-	// Networks lists the isolated networks; DeleteNetwork deletes one no
-	// workload uses.
-	Networks(ctx context.Context) ([]api.Network, error)
-	DeleteNetwork(ctx context.Context, name string) error
-	// PutNetwork records a network's document (its settings) and applies
-	// it to the network when it exists.
-	PutNetwork(ctx context.Context, n *spec.Network) (*api.Network, error)
-	// Policies lists the policy documents and what each is in force for;
-	// PutPolicy records one and puts it in force before answering;
-	// DeletePolicy removes one and its rules.
-	Policies(ctx context.Context) ([]api.Policy, error)
-	PutPolicy(ctx context.Context, p *spec.Policy) (*api.Policy, error)
-	DeletePolicy(ctx context.Context, name string) error
-	// Workspaces lists the workspace documents (secrets redacted);
-	// PutWorkspace records one, whose configurations its workloads get
-	// from their next start; DeleteWorkspace removes one.
-	Workspaces(ctx context.Context) ([]spec.Workspace, error)
-	PutWorkspace(ctx context.Context, ws *spec.Workspace) (*spec.Workspace, error)
-	DeleteWorkspace(ctx context.Context, name string) error
+	// Documents lists the documents of a kind of spec.DocKinds as the
+	// kind shows them: a JSON array of objects, each with its "name"
+	// (networks with their namespaces, policies with what each is in force
+	// for, workspaces with their secrets redacted).
+	Documents(ctx context.Context, kind string) (any, error)
+	// PutDocument records a document and puts it in force before
+	// answering with what its kind shows of it.
+	PutDocument(ctx context.Context, doc spec.Document) (any, error)
+	// DeleteDocument removes a document of a kind, and what it made (a
+	// network no workload uses).
+	DeleteDocument(ctx context.Context, kind, name string) error
 	// Stats samples the running workloads' usage, at most once an
 	// interval (the sample says which).
 	Stats(ctx context.Context) (*api.Stats, error)

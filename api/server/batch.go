@@ -60,7 +60,7 @@ func decodeStrict(r *http.Request, v any) error {
 		if errors.As(err, &mbe) {
 			return err
 		}
-		return fmt.Errorf("%w: request body: %v", errdefs.ErrInvalid, err)
+		return fmt.Errorf("%w: request body: %w", errdefs.ErrInvalid, err)
 	}
 	return nil
 }

@@ -1,15 +1,11 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/authz"
-	"github.com/flyd-dev/flyd/errdefs"
-	"github.com/flyd-dev/flyd/spec"
 )
 
 // up serves PUT /v1/projects/{name}: the project becomes what the body's
@@ -19,63 +15,23 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.doneApply(r)
-	var body struct {
-		Workloads  []json.RawMessage `json:"workloads"`
-		Networks   []json.RawMessage `json:"networks"`
-		Policies   []json.RawMessage `json:"policies"`
-		Workspaces []json.RawMessage `json:"workspaces"`
-		Keep       []string          `json:"keep"`
-	}
-	if err := decodeStrict(r, &body); err != nil {
+	var docs api.Documents
+	if err := decodeStrict(r, &docs); err != nil {
 		writeError(w, err)
 		return
 	}
-	var docs api.Documents
-	for i, raw := range body.Workloads {
-		ws, err := spec.DecodeJSON(bytes.NewReader(raw))
-		if err == nil {
-			err = s.checkSpec(r, ws)
-		}
-		if err != nil {
+	for i, ws := range docs.Workloads {
+		if err := s.checkSpec(r, ws); err != nil {
 			writeError(w, inBatch(i, err))
 			return
 		}
-		docs.Workloads = append(docs.Workloads, ws)
 	}
-	for i, raw := range body.Networks {
-		n, err := spec.DecodeNetworkJSON(bytes.NewReader(raw))
-		if err == nil {
-			err = s.checkDocument(r, authz.Apply, spec.KindNetwork, n.Name)
-		}
-		if err != nil {
-			writeError(w, fmt.Errorf("%w: networks[%d]: %w", errdefs.ErrInvalid, i, err))
+	for _, d := range docs.Docs {
+		if err := s.checkDocument(r, authz.Apply, d.DocKind(), d.DocName()); err != nil {
+			writeError(w, fmt.Errorf("%s %s: %w", d.DocKind(), d.DocName(), err))
 			return
 		}
-		docs.Networks = append(docs.Networks, n)
 	}
-	for i, raw := range body.Policies {
-		p, err := spec.DecodePolicyJSON(bytes.NewReader(raw))
-		if err == nil {
-			err = s.checkDocument(r, authz.Apply, spec.KindPolicy, p.Name)
-		}
-		if err != nil {
-			writeError(w, fmt.Errorf("%w: policies[%d]: %w", errdefs.ErrInvalid, i, err))
-			return
-		}
-		docs.Policies = append(docs.Policies, p)
-	}
-	for i, raw := range body.Workspaces {
-		ws, err := spec.DecodeWorkspaceJSON(bytes.NewReader(raw))
-		if err == nil {
-			err = s.checkDocument(r, authz.Apply, spec.KindWorkspace, ws.Name)
-		}
-		if err != nil {
-			writeError(w, fmt.Errorf("%w: workspaces[%d]: %w", errdefs.ErrInvalid, i, err))
-			return
-		}
-		docs.Workspaces = append(docs.Workspaces, ws)
-	}
-	docs.Keep = body.Keep
 	q := r.URL.Query()
 	c, err := s.backend.Up(r.Context(), r.PathValue("name"), docs, api.ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	respondChange(w, c, err)

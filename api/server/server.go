@@ -156,49 +156,49 @@ func (s *Server) routes() {
 		}
 		respond(w, emptyIfNil(ps), err)
 	})
-	documents(s, m, "/v1/networks", spec.KindNetwork, spec.DecodeNetworkJSON, func(n *spec.Network) string { return n.Name },
-		s.backend.Networks, s.backend.PutNetwork, s.backend.DeleteNetwork)
-	documents(s, m, "/v1/policies", spec.KindPolicy, spec.DecodePolicyJSON, func(p *spec.Policy) string { return p.Name },
-		s.backend.Policies, s.backend.PutPolicy, s.backend.DeletePolicy)
-	documents(s, m, "/v1/workspaces", spec.KindWorkspace, spec.DecodeWorkspaceJSON, func(ws *spec.Workspace) string { return ws.Name },
-		s.backend.Workspaces, s.backend.PutWorkspace, s.backend.DeleteWorkspace)
+	for _, k := range spec.DocKinds() {
+		s.documents(m, k)
+	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no route %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	})
 }
 
-// documents serves a kind of document beside workloads at path: GET lists
-// them with what they do, PUT path/NAME records one (its name must be
-// NAME) and DELETE path/NAME removes one; both are root's under a spec
-// policy (checkDocument).
-func documents[D any, V any](s *Server, m *http.ServeMux, path, kind string, decode func(io.Reader) (D, error), name func(D) string,
-	list func(context.Context) ([]V, error), put func(context.Context, D) (*V, error), del func(context.Context, string) error) {
+// documents serves a kind of document beside workloads at /v1/PLURAL: GET
+// lists them with what they do, PUT /v1/PLURAL/NAME records one (its name
+// must be NAME) and DELETE /v1/PLURAL/NAME removes one; both are root's
+// under a spec policy (checkDocument).
+func (s *Server) documents(m *http.ServeMux, k spec.DocKind) {
+	path := "/v1/" + k.Plural
 	m.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
-		vs, err := list(r.Context())
-		respond(w, emptyIfNil(vs), err)
+		vs, err := s.backend.Documents(r.Context(), k.Name)
+		if err == nil && vs == nil {
+			vs = []struct{}{}
+		}
+		respond(w, vs, err)
 	})
 	m.HandleFunc("PUT "+path+"/{name}", func(w http.ResponseWriter, r *http.Request) {
-		d, err := decode(r.Body)
-		if err == nil && name(d) != r.PathValue("name") {
-			err = &spec.FieldError{Field: "name", Msg: fmt.Sprintf("%q does not match the path's %q", name(d), r.PathValue("name"))}
+		d, err := spec.DecodeDocumentJSON(k.Name, r.Body)
+		if err == nil && d.DocName() != r.PathValue("name") {
+			err = &spec.FieldError{Field: "name", Msg: fmt.Sprintf("%q does not match the path's %q", d.DocName(), r.PathValue("name"))}
 		}
 		if err != nil {
 			writeError(w, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err))
 			return
 		}
-		if err := s.checkDocument(r, authz.Apply, kind, name(d)); err != nil {
+		if err := s.checkDocument(r, authz.Apply, k.Name, d.DocName()); err != nil {
 			writeError(w, err)
 			return
 		}
-		v, err := put(r.Context(), d)
+		v, err := s.backend.PutDocument(r.Context(), d)
 		respond(w, v, err)
 	})
 	m.HandleFunc("DELETE "+path+"/{name}", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.checkDocument(r, authz.Remove, kind, r.PathValue("name")); err != nil {
+		if err := s.checkDocument(r, authz.Remove, k.Name, r.PathValue("name")); err != nil {
 			writeError(w, err)
 			return
 		}
-		if err := del(r.Context(), r.PathValue("name")); err != nil {
+		if err := s.backend.DeleteDocument(r.Context(), k.Name, r.PathValue("name")); err != nil {
 			writeError(w, err)
 			return
 		}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -41,6 +42,10 @@ func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
+	docs, err := documents.New(documents.Config{Owners: parts.Store.Owners(), Events: parts.Events, Keepers: daemon.Keepers(parts.Net, sup)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(dir, "flyd.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -50,7 +55,7 @@ func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = server.New(daemon.NewBackend(sup, documents.New(documents.Config{Owners: parts.Store.Owners(), Net: parts.Net, Events: parts.Events})), allow, zap.NewNop()).Serve(ctx, l)
+		_ = server.New(daemon.NewBackend(sup, docs), allow, zap.NewNop()).Serve(ctx, l)
 	}()
 	c := api.NewClient(sock)
 	t.Cleanup(func() {
@@ -281,5 +286,60 @@ func TestProjectEvents(t *testing.T) {
 	}
 	for _, name := range []string{"plain", "ci-2.other", "ci-1.mine"} {
 		_ = c.Delete(context.Background(), name)
+	}
+}
+
+// TestEveryDocumentKindHasItsRoutes: each kind of the table is served at
+// /v1/PLURAL by its keeper: listed as an array, a delete of nothing is
+// the keeper's not found (not a missing route), and a document its name
+// alone makes is put, listed and deleted.
+func TestEveryDocumentKindHasItsRoutes(t *testing.T) {
+	c, sock := serve(t, allowAll)
+	ctx := context.Background()
+	var roundTrips []string
+	for _, k := range spec.DocKinds() {
+		if code, body := raw(t, sock, "GET", "/v1/"+k.Plural, ""); code != http.StatusOK || !strings.HasPrefix(body, "[") {
+			t.Errorf("GET /v1/%s: %d %s", k.Plural, code, body)
+		}
+		err := c.DeleteDocument(ctx, k.Name, "nothing")
+		if !errors.Is(err, errdefs.ErrNotFound) || strings.Contains(err.Error(), "no route") {
+			t.Errorf("%s: delete of nothing: %v; want its keeper's not found", k.Name, err)
+		}
+		if code, body := raw(t, sock, "PUT", "/v1/"+k.Plural+"/other", `{"kind":"`+k.Name+`","name":"x"}`); code != http.StatusBadRequest {
+			t.Errorf("PUT /v1/%s/other of x: %d %s; want it refused", k.Plural, code, body)
+		}
+
+		doc := k.New()
+		if err := json.Unmarshal([]byte(`{"kind":"`+k.Name+`","name":"x"}`), doc); err != nil || doc.Validate() != nil {
+			continue // the kind needs more than a name
+		}
+		if _, err := c.PutDocument(ctx, doc); err != nil {
+			t.Errorf("%s: put: %v", k.Name, err)
+			continue
+		}
+		listed := func() []string {
+			vs, err := api.DocumentsOf[struct{ Name string }](ctx, c, k.Name)
+			if err != nil {
+				t.Fatalf("%s: list: %v", k.Name, err)
+			}
+			var names []string
+			for _, v := range vs {
+				names = append(names, v.Name)
+			}
+			return names
+		}
+		if names := listed(); len(names) != 1 || names[0] != "x" {
+			t.Errorf("%s: listed %v after the put; want x", k.Name, names)
+		}
+		if err := c.DeleteDocument(ctx, k.Name, "x"); err != nil {
+			t.Errorf("%s: delete: %v", k.Name, err)
+		}
+		if names := listed(); len(names) != 0 {
+			t.Errorf("%s: listed %v after the delete", k.Name, names)
+		}
+		roundTrips = append(roundTrips, k.Name)
+	}
+	if len(roundTrips) < 2 {
+		t.Errorf("round trips of %v alone; want the network's and the workspace's at least", roundTrips)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -117,5 +118,23 @@ func TestApplyReadsFilesFirst(t *testing.T) {
 	if code := cli.Main([]string{"apply", "-f", only, "--socket", sock}, &out, &errb); code != 1 || strings.Contains(out.String(), "left out") ||
 		!strings.Contains(errb.String(), "no flyd daemon answers") {
 		t.Errorf("FLYD_PROFILES=ops: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+}
+
+// TestEveryDocumentKindHasItsCommand: `flyd PLURAL` exists for every kind
+// of the table, with its view's summary or the generic one.
+func TestEveryDocumentKindHasItsCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := cli.Main([]string{"help"}, &out, &errb); code != 0 {
+		t.Fatalf("help: exit %d, %s", code, errb.String())
+	}
+	help := out.String() + errb.String()
+	for _, k := range spec.DocKinds() {
+		if !strings.Contains(help, k.Plural) {
+			t.Errorf("help has no %q command:\n%s", k.Plural, help)
+		}
+	}
+	if !strings.Contains(help, "list isolated networks, or delete one") {
+		t.Errorf("the networks' own summary is lost:\n%s", help)
 	}
 }

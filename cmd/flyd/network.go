@@ -17,11 +17,11 @@ import (
 	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 func init() {
 	cli.RegisterQuery("ports", "list every endpoint's port and addresses", "", cmdPorts)
-	cli.Register("networks", "list isolated networks, or delete one", "[rm NAME]", cmdNetworks)
 	cli.Register("exec", "run a command inside an isolated network", "--network NET -- CMD [ARGS...]", cmdExec)
 	cli.RegisterQuery("port", "compute a hashed port offline", "hash --workspace W --module M --service S --endpoint E [--api A] [--mode host|container] [--scope PROJECT]", cmdPort)
 }
@@ -56,17 +56,17 @@ func cmdPorts(ctx context.Context, c *cli.Env, args []string) error {
 	return tw.Flush()
 }
 
-func cmdNetworks(ctx context.Context, c *cli.Env, args []string) error {
-	return documentsCmd(ctx, c, args, "network", (*api.Client).DeleteNetwork, (*api.Client).Networks, func(n api.Network) string { return n.Name },
-		"NETWORK\tADDRESS\tEGRESS\tPUBLISHED\tWORKLOADS\tPATH", func(n api.Network) string {
-			pub := make([]string, len(n.Published))
-			for i, p := range n.Published {
-				pub[i] = fmt.Sprintf("%d->%s:%d", p.HostPort, p.Workload, p.Port)
-			}
-			return fmt.Sprintf("%s\t%s\t%t\t%s\t%s\t%s", n.Name, cmp.Or(n.Address, "-"), n.Egress,
-				cmp.Or(strings.Join(pub, ","), "-"), cmp.Or(strings.Join(n.Workloads, ","), "-"), n.Path)
-		})
-}
+// The network documents' view: the isolated networks, with their
+// addresses, published ports and workloads.
+var _ = registerView(spec.KindNetwork, "list isolated networks, or delete one",
+	"NETWORK\tADDRESS\tEGRESS\tPUBLISHED\tWORKLOADS\tPATH", func(n api.Network) string {
+		pub := make([]string, len(n.Published))
+		for i, p := range n.Published {
+			pub[i] = fmt.Sprintf("%d->%s:%d", p.HostPort, p.Workload, p.Port)
+		}
+		return fmt.Sprintf("%s\t%s\t%t\t%s\t%s\t%s", n.Name, cmp.Or(n.Address, "-"), n.Egress,
+			cmp.Or(strings.Join(pub, ","), "-"), cmp.Or(strings.Join(n.Workloads, ","), "-"), n.Path)
+	}, func(c *cli.Env, nw api.Network) { fmt.Fprintf(c.Stdout, "network %s egress=%t\n", nw.Name, nw.Egress) })
 
 // cmdExec replaces this process with CMD inside the network's namespace:
 // the caller's stdio and environment, and CMD's exit status, pass through
@@ -82,7 +82,7 @@ func cmdExec(ctx context.Context, c *cli.Env, args []string) error {
 		return cli.Usagef("--network and a command are needed")
 	}
 	*network = c.FullName(*network)
-	ns, err := c.Client.Networks(ctx)
+	ns, err := api.DocumentsOf[api.Network](ctx, c.Client, spec.KindNetwork)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -109,41 +107,4 @@ func removed(c *cli.Env, kind, name string) error {
 	}
 	_, err := fmt.Fprintf(c.Stdout, "%s %s removed\n", kind, name)
 	return err
-}
-
-// documentsCmd is `flyd networks|policies|workspaces [rm NAME]`: the
-// documents of a kind, of -p's project with -p, as a table or JSON, or
-// the removal of one by its name in the project.
-func documentsCmd[V any](ctx context.Context, c *cli.Env, args []string, kind string, del func(*api.Client, context.Context, string) error,
-	list func(*api.Client, context.Context) ([]V, error), name func(V) string, header string, row func(V) string) error {
-	pos, err := c.Parse(c.Flags(), args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) == 2 && pos[0] == "rm":
-		full := c.FullName(pos[1])
-		if err := del(c.Client, ctx, full); err != nil {
-			return err
-		}
-		return removed(c, kind, full)
-	case len(pos) > 0:
-		return cli.Usagef("unexpected argument %q", pos[0])
-	}
-	vs, err := list(c.Client, ctx)
-	if err != nil {
-		return err
-	}
-	if c.Project != "" {
-		vs = slices.DeleteFunc(vs, func(v V) bool { return !c.InProject(name(v)) })
-	}
-	if c.JSON {
-		return printJSON(c.Stdout, vs)
-	}
-	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, header)
-	for _, v := range vs {
-		fmt.Fprintln(tw, row(v))
-	}
-	return tw.Flush()
 }

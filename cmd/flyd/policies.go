@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -13,18 +12,21 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 )
 
-func init() {
-	cli.Register("policies", "list the policies in force, or remove one", "[rm NAME]", cmdPolicies)
-	cli.Register("workspaces", "list the workspace documents, or remove one", "[rm NAME]", cmdWorkspaces)
-}
+// The policies' view: what each guards, its rules and what of it is not
+// in force.
+var _ = registerView(spec.KindPolicy, "list the policies in force, or remove one",
+	"POLICY\tGUARDS\tINGRESS\tEGRESS\tNOT IN FORCE", func(p api.Policy) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p.Name, list(p.Guards), direction(p.Spec.Ingress != nil, ingressRules(p)),
+			direction(p.Spec.Egress != nil, egressRules(p)), list(p.Problems))
+	}, func(c *cli.Env, p api.Policy) { printPolicyApplied(c.Stderr, c.Stdout, &p) })
 
-func cmdPolicies(ctx context.Context, c *cli.Env, args []string) error {
-	return documentsCmd(ctx, c, args, "policy", (*api.Client).DeletePolicy, (*api.Client).Policies, func(p api.Policy) string { return p.Name },
-		"POLICY\tGUARDS\tINGRESS\tEGRESS\tNOT IN FORCE", func(p api.Policy) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p.Name, list(p.Guards), direction(p.Spec.Ingress != nil, ingressRules(p)),
-				direction(p.Spec.Egress != nil, egressRules(p)), list(p.Problems))
-		})
-}
+// The workspaces' view: the names of their configurations, never a value.
+var _ = registerView(spec.KindWorkspace, "list the workspace documents, or remove one",
+	"WORKSPACE\tCONFIGURATIONS\tSECRET", func(w spec.Workspace) string {
+		return fmt.Sprintf("%s\t%s\t%s", w.Name, list(slices.Sorted(maps.Keys(w.Configuration))), list(slices.Sorted(maps.Keys(w.SecretConfiguration))))
+	}, func(c *cli.Env, w spec.Workspace) {
+		fmt.Fprintf(c.Stdout, "workspace %s: %d configurations, %d secret\n", w.Name, len(w.Configuration), len(w.SecretConfiguration))
+	})
 
 func list(xs []string) string {
 	if len(xs) == 0 {
@@ -65,11 +67,4 @@ func printPolicyApplied(stderr, stdout io.Writer, p *api.Policy) {
 	for _, why := range p.Problems {
 		fmt.Fprintf(stderr, "flyd: warning: policy %s: %s\n", p.Name, why)
 	}
-}
-
-func cmdWorkspaces(ctx context.Context, c *cli.Env, args []string) error {
-	return documentsCmd(ctx, c, args, "workspace", (*api.Client).DeleteWorkspace, (*api.Client).Workspaces, func(w spec.Workspace) string { return w.Name },
-		"WORKSPACE\tCONFIGURATIONS\tSECRET", func(w spec.Workspace) string {
-			return fmt.Sprintf("%s\t%s\t%s", w.Name, list(slices.Sorted(maps.Keys(w.Configuration))), list(slices.Sorted(maps.Keys(w.SecretConfiguration))))
-		})
 }

@@ -101,7 +101,7 @@ func up(ctx context.Context, c *cli.Env, project string, pf *projectFlags, wait 
 		fmt.Fprintln(c.Stderr, "warning: --watch: no workload of the project has a watch entry")
 	}
 	stop := showProgress(c, ctx, names)
-	ch, err := c.Client.Up(ctx, project, api.Documents{Workloads: d.Workloads, Networks: d.Networks, Policies: d.Policies, Workspaces: d.Workspaces, Keep: leftOut},
+	ch, err := c.Client.Up(ctx, project, api.Documents{Workloads: d.Workloads, Docs: d.Docs, Keep: leftOut},
 		api.ApplyOptions{Start: *pf.start, Force: *pf.force})
 	stop()
 	if err != nil {
@@ -123,14 +123,12 @@ func reportChange(c *cli.Env, ch *api.ProjectChange) error {
 			return err
 		}
 	} else {
-		for _, n := range ch.Networks {
-			fmt.Fprintf(c.Stdout, "network %s removed\n", n)
-		}
-		for _, p := range ch.Policies {
-			fmt.Fprintf(c.Stdout, "policy %s removed\n", p)
-		}
-		for _, ws := range ch.Workspaces {
-			fmt.Fprintf(c.Stdout, "workspace %s removed\n", ws)
+		kinds := spec.DocKinds()
+		slices.Reverse(kinds) // as they went
+		for _, k := range kinds {
+			for _, n := range ch.Docs[k.Name] {
+				fmt.Fprintf(c.Stdout, "%s %s removed\n", k.Name, n)
+			}
 		}
 		for _, v := range ch.Volumes {
 			fmt.Fprintf(c.Stdout, "volume %s removed\n", v)

@@ -73,27 +73,7 @@ func inProject(d *spec.Documents, project string) error {
 	if project == "" {
 		return nil
 	}
-	for _, w := range d.Workloads {
-		if err := w.SetProject(project); err != nil {
-			return err
-		}
-	}
-	for _, n := range d.Networks {
-		if err := n.SetProject(project); err != nil {
-			return err
-		}
-	}
-	for _, p := range d.Policies {
-		if err := p.SetProject(project); err != nil {
-			return err
-		}
-	}
-	for _, ws := range d.Workspaces {
-		if err := ws.SetProject(project); err != nil {
-			return fmt.Errorf("workspace %s: %w", ws.Name, err)
-		}
-	}
-	return nil
+	return d.SetProject(project)
 }
 
 // fullName is a document's name as the daemon keys it.

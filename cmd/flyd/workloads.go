@@ -61,38 +61,10 @@ func cmdApply(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	specs, nets, policies := d.Workloads, d.Networks, d.Policies
-	// Workspaces first: their configurations reach their workloads' first
-	// runs.
-	for _, ws := range d.Workspaces {
-		got, err := c.Client.PutWorkspace(ctx, ws)
-		if err != nil {
-			return fmt.Errorf("workspace %s: %w", ws.Name, err)
-		}
-		if !c.JSON {
-			fmt.Fprintf(c.Stdout, "workspace %s: %d configurations, %d secret\n", got.Name, len(got.Configuration), len(got.SecretConfiguration))
-		}
+	if err := putDocuments(ctx, c, d.Docs); err != nil {
+		return err
 	}
-	// Networks first: their settings hold from their workloads' first run.
-	for _, n := range nets {
-		nw, err := c.Client.PutNetwork(ctx, n)
-		if err != nil {
-			return fmt.Errorf("network %s: %w", n.Name, err)
-		}
-		if !c.JSON {
-			fmt.Fprintf(c.Stdout, "network %s egress=%t\n", nw.Name, nw.Egress)
-		}
-	}
-	// Then policies: in force before the workloads they govern run.
-	for _, p := range policies {
-		pl, err := c.Client.PutPolicy(ctx, p)
-		if err != nil {
-			return fmt.Errorf("policy %s: %w", p.Name, err)
-		}
-		if !c.JSON {
-			printPolicyApplied(c.Stderr, c.Stdout, pl)
-		}
-	}
+	specs := d.Workloads
 	if len(specs) == 0 {
 		return nil
 	}

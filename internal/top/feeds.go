@@ -158,7 +158,7 @@ func (f *feeds) snapshot() {
 	if err != nil {
 		return
 	}
-	ns, err := f.c.Networks(f.ctx)
+	ns, err := api.DocumentsOf[api.Network](f.ctx, f.c, spec.KindNetwork)
 	if err != nil {
 		return
 	}
