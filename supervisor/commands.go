@@ -75,7 +75,7 @@ func (s *Supervisor) Status(ctx context.Context) status.Daemon {
 		st.Runtimes[string(k)] = s.runtime(ctx, k) == nil
 	}
 	st.FileProblems = s.fileProblemList()
-	st.Quarantined = s.quarantinedList()
+	st.Quarantined = s.quarantine.List()
 	for _, w := range s.all() {
 		st.Workloads++
 		st.States[w.snapshot(false).State]++

@@ -117,8 +117,7 @@ type Supervisor struct {
 	dependents map[*workload]struct{}
 
 	// quarantine holds the stored records that do not load (quarantine.go).
-	qmu        sync.Mutex
-	quarantine map[string]*quarantined
+	quarantine *records.Quarantine
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -196,7 +195,7 @@ func (s *Supervisor) prepareDirs() error {
 // that does not load is quarantined, and what its run owns is kept.
 func (s *Supervisor) restore() {
 	recs, bad := s.store.Workloads()
-	s.quarantineAll(bad)
+	s.quarantine = records.NewQuarantine(s.store, bad, s.log)
 	specs := map[string]records.Workload{}
 	by := map[string]uint32{}
 	for _, r := range recs {
@@ -219,16 +218,14 @@ func (s *Supervisor) restore() {
 				r.err = nil // gone: ended while no daemon watched
 			}
 		}
-		if q := s.quarantine[name]; q != nil {
+		if s.quarantine.Has(name) {
 			// Its spec is there but cannot be read: the run may be the
 			// workload, serving fine, and nothing of it is touched.
 			if d == nil {
 				r.err = fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, rec.Process.Driver)
 			}
-			if q.keepRun(r) {
+			if s.quarantine.Keep(name, records.KeptRun{Run: rec, Proc: r.proc, Err: r.err}) {
 				keep[filepath.Base(rec.Process.CarrierDir)] = true
-			} else {
-				_ = s.store.RemoveRun(name)
 			}
 			continue
 		}
@@ -257,7 +254,7 @@ func (s *Supervisor) restore() {
 	s.logQuarantine()
 	s.logHook.AdoptAll(func(name string) bool {
 		_, ok := specs[name]
-		return ok || s.quarantine[name] != nil
+		return ok || s.quarantine.Has(name)
 	})
 	s.sweepCarriers(keep)
 	s.workspaces = workspace.Open(s.store, s.log)
@@ -441,7 +438,7 @@ func (s *Supervisor) Close() {
 		}
 		wg.Wait()
 	}
-	s.releaseQuarantined()
+	s.quarantine.Release()
 	s.cancel()
 	s.wg.Wait()
 	_ = s.rotator.Close()

@@ -316,7 +316,7 @@ func (w *workload) create(start bool, owner string, by uint32) error {
 		w.s.net.Drop(w.spec.Network) // no longer in use
 		return fmt.Errorf("cannot record workload %s, so it is not created: %w", w.name, err)
 	}
-	w.s.unquarantine(w.name) // its record is this one now
+	w.s.quarantine.Lift(w.name) // its record is this one now
 	if start && w.scheduled() {
 		return w.armAtApply()
 	}
