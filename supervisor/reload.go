@@ -28,7 +28,7 @@ func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, err
 	if err != nil {
 		return nil, err
 	}
-	pl, err := wiring.PlanRun(resolved, w.s.caps(w.spec.Kind).RuntimeContext, w.ports, used)
+	pl, err := wiring.PlanRun(resolved, w.s.drivers.Capabilities(w.spec.Kind).RuntimeContext, w.ports, used)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, err
 	if w.s.cfg.Cgroups != nil {
 		cg, _ = w.s.cfg.Cgroups.Open(w.name)
 	}
-	cred, err := health.Credential(w.spec.User, w.s.caps(w.spec.Kind).ImageUser)
+	cred, err := health.Credential(w.spec.User, w.s.drivers.Capabilities(w.spec.Kind).ImageUser)
 	if err != nil {
 		return nil, err
 	}

@@ -85,7 +85,7 @@ func (w *workload) launch() (driver.Process, error) {
 	if err := w.prestart(r); err != nil {
 		return nil, err
 	}
-	pl, err := wiring.PlanRun(resolved, w.s.caps(w.spec.Kind).RuntimeContext, w.ports, r.Env)
+	pl, err := wiring.PlanRun(resolved, w.s.drivers.Capabilities(w.spec.Kind).RuntimeContext, w.ports, r.Env)
 	if err != nil {
 		w.release()
 		return nil, err

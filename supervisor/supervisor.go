@@ -82,7 +82,7 @@ type Supervisor struct {
 	cfg      Config
 	log      *zap.Logger
 	store    *records.Store
-	drivers  map[spec.Kind]driver.Driver
+	drivers  driver.Runtimes
 	events   *events.Bus
 	started  time.Time
 	hostname string
@@ -141,7 +141,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg:          cfg,
 		log:          cfg.Logger,
 		store:        cfg.Store,
-		drivers:      map[spec.Kind]driver.Driver{},
+		drivers:      driver.NewRuntimes(cfg.Drivers),
 		events:       cfg.Events,
 		net:          cfg.Net,
 		started:      time.Now(),
@@ -157,9 +157,6 @@ func New(cfg Config) (*Supervisor, error) {
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
 	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	s.limits = usage.NewLimits(cfg.Cgroups, s.limitHit)
-	for _, d := range cfg.Drivers {
-		s.drivers[d.Kind()] = d
-	}
 	if err := s.prepareDirs(); err != nil {
 		cancel()
 		return nil, err
@@ -261,7 +258,7 @@ func (s *Supervisor) restore() {
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), by, s.quarantinedNetworks())
 	s.cgroupHook.Sweep(s.kept(specs))
-	s.sweepDrivers(s.kept(specs))
+	s.sweepDrivers(specs)
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
 		// Until its loop has looked, a workload that is to run shows

@@ -439,10 +439,8 @@ func (w *workload) remove() error {
 	w.gone = true
 	w.unwatch() // before the removal is answered: a down leaves no watch
 	w.s.forget(w)
-	if f, ok := w.s.drivers[w.spec.Kind].(driver.Forgetter); ok {
-		if err := f.Forget(w.s.ctx, w.name); err != nil {
-			w.log.Warn("the runtime could not release what it kept for the workload", zap.Error(err))
-		}
+	if err := w.s.drivers.Forget(w.s.ctx, w.spec.Kind, w.name); err != nil {
+		w.log.Warn("the runtime could not release what it kept for the workload", zap.Error(err))
 	}
 	w.s.destroy(w.name)
 	w.s.net.Detach(w.spec)
