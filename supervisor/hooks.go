@@ -2,12 +2,11 @@ package supervisor
 
 import (
 	"github.com/flyd-dev/flyd/driver"
-	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/runhook"
 )
 
 // A run's concerns are its hooks (runhook.Hook), each owned by its
-// concern's package: the network it joins (netHook), its cgroup and
+// concern's package: the network it joins (netplane's), its cgroup and
 // limits (usage.CgroupHook), its log (logpipe.Hook), its checks
 // (health.Hook). They acquire in that order before a run starts, or
 // again for a run adopted, and release in reverse once it ended. The run
@@ -72,22 +71,6 @@ func (s *Supervisor) destroy(name string) {
 		s.hooks[i].Destroy(name)
 	}
 }
-
-// netHook is the network step of a run: the namespace of its network,
-// which it joins. What a workload holds of the network plane (ports,
-// declarations, its network's use) it holds from its apply to its removal
-// (netplane's Attach and Detach), not a run at a time.
-type netHook struct{ net *netplane.Plane }
-
-func (h netHook) Prestart(r *runhook.Run) (err error) {
-	r.Task.Network, err = h.net.Namespace(r.Task.Spec.Network)
-	return err
-}
-
-func (netHook) Adopt(*runhook.Run)     {}
-func (netHook) Poststart(*runhook.Run) {}
-func (netHook) Exited(*runhook.Run)    {}
-func (netHook) Destroy(string)         {}
 
 // newRun is a run of w's spec in its runtime, before its hooks acquire.
 func (w *workload) newRun() *runhook.Run {

@@ -169,7 +169,7 @@ func New(cfg Config) (*Supervisor, error) {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.logHook = logpipe.NewHook(cfg.LogPipes, s.logs, s.rotator, s.log)
-	s.hooks = []runhook.Hook{netHook{s.net}, s.cgroupHook, s.logHook}
+	s.hooks = []runhook.Hook{s.net.Hook(), s.cgroupHook, s.logHook}
 	s.restore()
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
