@@ -90,6 +90,8 @@ type Supervisor struct {
 	// carrierRoot holds one directory per run with file carriers; 0711 so
 	// that a workload's user reaches its own directory and lists nothing.
 	carrierRoot string
+	// notifyDir holds the notify sockets of runs (health.NotifyPath).
+	notifyDir string
 
 	// net is the network plane: networks, ports, documents and rules.
 	net *netplane.Plane
@@ -148,6 +150,7 @@ func New(cfg Config) (*Supervisor, error) {
 		hostname:     hostname(),
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
 		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
+		notifyDir:    filepath.Join(cfg.RunDir, "notify"),
 		workloads:    map[string]*workload{},
 		dependents:   map[*workload]struct{}{},
 		fileProblems: map[string]string{},
