@@ -166,7 +166,7 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 	}
 	if pl, err := wiring.PlanRun(resolved, s.drivers.Capabilities(sp.Kind).RuntimeContext, wiring.PlaceholderPorts(sp), used); err != nil {
 		return nil, err
-	} else if err := pl.Check(s.carrierDir(sp.Name)); err != nil {
+	} else if err := pl.Check(s.carriers.Dir(sp.Name)); err != nil {
 		return nil, err
 	}
 	// A quarantined record of the name is replaced; its run ends first.

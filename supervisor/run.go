@@ -80,7 +80,7 @@ func (w *workload) launch() (driver.Process, error) {
 	if r.Env == nil {
 		r.Env = map[string]string{}
 	}
-	r.Task.CarrierDir = w.s.carrierDir(w.name)
+	r.Task.CarrierDir = w.s.carriers.Dir(w.name)
 	r.Task.Preparing = func(what string) { w.setState(status.Preparing, what) }
 	if err := w.prestart(r); err != nil {
 		return nil, err

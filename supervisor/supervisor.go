@@ -11,8 +11,6 @@ package supervisor
 import (
 	"cmp"
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -87,9 +85,8 @@ type Supervisor struct {
 	started  time.Time
 	hostname string
 	logDir   string
-	// carrierRoot holds one directory per run with file carriers; 0711 so
-	// that a workload's user reaches its own directory and lists nothing.
-	carrierRoot string
+	// carriers holds one directory per run with file carriers.
+	carriers carriers.Root
 	// notifyDir holds the notify sockets of runs (health.NotifyPath).
 	notifyDir string
 
@@ -149,7 +146,6 @@ func New(cfg Config) (*Supervisor, error) {
 		started:      time.Now(),
 		hostname:     hostname(),
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
-		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
 		notifyDir:    filepath.Join(cfg.RunDir, "notify"),
 		workloads:    map[string]*workload{},
 		dependents:   map[*workload]struct{}{},
@@ -160,11 +156,14 @@ func New(cfg Config) (*Supervisor, error) {
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
 	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	s.limits = usage.NewLimits(cfg.Cgroups, s.limitHit)
-	if err := s.prepareDirs(); err != nil {
+	var err error
+	if err = os.MkdirAll(s.logDir, 0o750); err == nil {
+		s.carriers, err = carriers.OpenRoot(filepath.Join(cfg.RunDir, "carriers"))
+	}
+	if err != nil {
 		cancel()
 		return nil, err
 	}
-	var err error
 	s.cgroupHook = usage.NewCgroupHook(cfg.Cgroups, s.limits, s.net.Placed, s.log)
 	if s.rotator, err = logfile.NewRotator(s.logs, cfg.LogMaxSize, s.cgroupHook.HoldWriters, func(name, msg string, err error) {
 		s.log.Warn(msg, zap.String("workload", name), zap.Error(err))
@@ -181,14 +180,6 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
-// prepareDirs makes the log and carrier directories.
-func (s *Supervisor) prepareDirs() error {
-	if err := os.MkdirAll(s.logDir, 0o750); err != nil {
-		return err
-	}
-	return os.MkdirAll(s.carrierRoot, 0o711)
-}
-
 // restore brings back the previous daemon's workloads. Runs are adopted
 // here, before any loop starts, so that everything no live run owns can be
 // swept: runs without a spec, carrier directories without a run. A record
@@ -203,7 +194,7 @@ func (s *Supervisor) restore() {
 		by[r.Spec.Name] = r.By
 	}
 	runs := map[string]*recovered{}
-	keep := map[string]bool{}
+	var keep []string // the carrier directories of runs that live on
 	for _, name := range s.store.RunNames() {
 		rec, ok, err := s.store.LoadRun(name)
 		if err != nil || !ok {
@@ -225,7 +216,7 @@ func (s *Supervisor) restore() {
 				r.err = fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, rec.Process.Driver)
 			}
 			if s.quarantine.Keep(name, records.KeptRun{Run: rec, Proc: r.proc, Err: r.err}) {
-				keep[filepath.Base(rec.Process.CarrierDir)] = true
+				keep = append(keep, rec.Process.CarrierDir)
 			}
 			continue
 		}
@@ -247,7 +238,7 @@ func (s *Supervisor) restore() {
 			continue
 		}
 		if r.proc != nil || r.err != nil {
-			keep[filepath.Base(rec.Process.CarrierDir)] = true
+			keep = append(keep, rec.Process.CarrierDir)
 		}
 		runs[name] = r
 	}
@@ -256,7 +247,9 @@ func (s *Supervisor) restore() {
 		_, ok := specs[name]
 		return ok || s.quarantine.Has(name)
 	})
-	s.sweepCarriers(keep)
+	s.carriers.Sweep(keep, func(dir string, err error) {
+		s.log.Warn("cannot sweep carriers", zap.String("dir", dir), zap.Error(err))
+	})
 	s.workspaces = workspace.Open(s.store, s.log)
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), by, s.quarantinedNetworks())
@@ -283,19 +276,6 @@ type recovered struct {
 	run  records.Run
 	proc driver.Process
 	err  error
-}
-
-// sweepCarriers removes every carrier directory that no live run owns.
-func (s *Supervisor) sweepCarriers(keep map[string]bool) {
-	entries, _ := os.ReadDir(s.carrierRoot)
-	for _, e := range entries {
-		if keep[e.Name()] {
-			continue
-		}
-		if err := carriers.Remove(filepath.Join(s.carrierRoot, e.Name())); err != nil {
-			s.log.Warn("cannot sweep carriers", zap.String("dir", e.Name()), zap.Error(err))
-		}
-	}
 }
 
 // register adds a workload and starts its loop, unless one of that name
@@ -376,14 +356,6 @@ func (s *Supervisor) forget(w *workload) {
 		delete(s.workloads, w.name)
 	}
 	delete(s.dependents, w)
-}
-
-// carrierDir is a fresh directory name for one run's file carriers. The
-// nonce keeps a new run from ever meeting an old run's files.
-func (s *Supervisor) carrierDir(name string) string {
-	var b [8]byte
-	_, _ = crand.Read(b[:])
-	return filepath.Join(s.carrierRoot, name+"."+hex.EncodeToString(b[:]))
 }
 
 func (s *Supervisor) publish(ev status.Event) {
