@@ -156,11 +156,7 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 	}
 	// Checked before any port is taken: a spec the kernel would refuse
 	// must not hold a port. Port placeholders are as long as real ports.
-	used, err := s.usedEndpoints(sp, true)
-	if err != nil {
-		return nil, err
-	}
-	resolved, err := s.withReferences(sp, true)
+	resolved, used, err := s.wire(sp, true)
 	if err != nil {
 		return nil, err
 	}

@@ -67,11 +67,7 @@ func (w *workload) launch() (driver.Process, error) {
 		<-w.lastRun
 		w.lastRun = nil
 	}
-	used, err := w.s.usedEndpoints(w.spec, false)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
-	}
-	resolved, err := w.s.withReferences(w.spec, false)
+	resolved, used, err := w.s.wire(w.spec, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 	}

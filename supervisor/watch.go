@@ -100,11 +100,7 @@ func (a *armedWatch) Command(ctx context.Context, argv []string) (run func(conte
 			skip = "nothing done: " + w.name + " is stopped (flyd start runs it again)"
 			return nil
 		}
-		nw, err := w.s.net.Namespace(w.spec.Network)
-		if err != nil {
-			return err
-		}
-		p, err := w.execIn(nw, argv)
+		p, err := w.command(argv)
 		if err != nil {
 			return err
 		}
