@@ -15,10 +15,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/spec"
@@ -139,12 +137,9 @@ func (a *armedWatch) Root(ctx context.Context) (int, error) {
 		if pid <= 0 {
 			return nil
 		}
-		fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("the container's root: %w", err)
-		}
-		root = fd
-		return nil
+		var err error
+		root, err = devwatch.OpenRoot(pid)
+		return err
 	})
 	return root, err
 }
