@@ -66,7 +66,7 @@ func TestRunHooksReleaseInReverse(t *testing.T) {
 			run: func(w *workload) {
 				w.adopt(w.newRun())
 				w.release()
-				w.s.destroy(w.name)
+				w.s.hooks.Destroy(w.name)
 			},
 			calls: []string{"adopt net", "adopt cgroup", "adopt logs", "exited logs", "exited cgroup", "exited net",
 				"destroy logs", "destroy cgroup", "destroy net"},

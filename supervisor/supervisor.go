@@ -100,7 +100,7 @@ type Supervisor struct {
 	rotator *logfile.Rotator
 	// hooks are the steps of every workload's runs but its health's
 	// (hooks.go): network, cgroup and limits, logs, in order.
-	hooks      []runhook.Hook
+	hooks      runhook.Chain
 	cgroupHook *usage.CgroupHook
 	logHook    *logpipe.Hook
 
@@ -171,7 +171,7 @@ func New(cfg Config) (*Supervisor, error) {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.logHook = logpipe.NewHook(cfg.LogPipes, s.logs, s.rotator, s.log)
-	s.hooks = []runhook.Hook{s.net.Hook(), s.cgroupHook, s.logHook}
+	s.hooks = runhook.Chain{s.net.Hook(), s.cgroupHook, s.logHook}
 	s.restore()
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
