@@ -75,20 +75,25 @@ func (s *Supervisor) trackDependentLocked(w *workload, sp *spec.Workload) {
 	}
 }
 
-// kickDependents asks every workload waiting for name to try again. The
-// calls go on their own goroutines: a workload's loop never waits on
-// another's.
-func (s *Supervisor) kickDependents(name string) {
-	// Every start runs this: it looks only at the workloads that have
-	// prerequisites, none in a batch of independent ones.
+// dependentsNow is the workloads whose spec names prerequisites. Every
+// start looks at them (kickDependents): only at them, none in a batch of
+// independent workloads.
+func (s *Supervisor) dependentsNow() []*workload {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	deps := make([]*workload, 0, len(s.dependents))
 	for w := range s.dependents {
 		deps = append(deps, w)
 	}
-	s.mu.Unlock()
+	return deps
+}
+
+// kickDependents asks every workload waiting for name to try again. The
+// calls go on their own goroutines: a workload's loop never waits on
+// another's.
+func (s *Supervisor) kickDependents(name string) {
 	group := s.groupOf(name)
-	for _, w := range deps {
+	for _, w := range s.dependentsNow() {
 		if v := w.view.Load(); !order.WaitsFor(*v, name) && (group == "" || !order.WaitsFor(*v, group)) {
 			continue
 		}
@@ -108,14 +113,8 @@ func (s *Supervisor) kickDependents(name string) {
 // ended: each says so and waits, pending, until name is ready again, when
 // kickDependents starts it. As kickDependents, on goroutines of their own.
 func (s *Supervisor) stopFollowers(name string) {
-	s.mu.Lock()
-	deps := make([]*workload, 0, len(s.dependents))
-	for w := range s.dependents {
-		deps = append(deps, w)
-	}
-	s.mu.Unlock()
 	group := s.groupOf(name)
-	for _, w := range deps {
+	for _, w := range s.dependentsNow() {
 		if !order.Follows(w.specNow(), name, group) {
 			continue
 		}
