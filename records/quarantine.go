@@ -47,14 +47,14 @@ type Quarantined struct {
 	// run is the name's kept run, nil without one or once it is ended;
 	// set before any claim, then guarded by claim, a one-slot lock that an
 	// apply or a removal of the name holds.
-	run   *KeptRun
+	run   *Recovered
 	claim chan struct{}
 }
 
-// KeptRun is what an earlier daemon recorded of a quarantined name's run,
-// with the run itself when it is alive; Err says why it could not be told
-// whether it is (its runtime did not answer).
-type KeptRun struct {
+// Recovered is what an earlier daemon recorded of a run, with the run
+// itself when it is still alive; Err says why it could not be told
+// whether it is (its runtime did not answer). Neither: it is gone.
+type Recovered struct {
 	Run  Run
 	Proc driver.Process
 	Err  error
@@ -79,11 +79,11 @@ func (q *Quarantine) get(name string) *Quarantined {
 	return q.names[name]
 }
 
-// Keep makes r, a run recorded for quarantined name, the name's own: it
+// Keep makes r, a run recovered for quarantined name, the name's own: it
 // is kept alive and adopted by nobody. A run known gone (neither alive
 // nor unknown) leaves nothing to keep: its record is removed, and Keep
 // says false. Keep is for the restore, before any claim.
-func (q *Quarantine) Keep(name string, r KeptRun) bool {
+func (q *Quarantine) Keep(name string, r Recovered) bool {
 	n := q.get(name)
 	if n == nil || r.Proc == nil && r.Err == nil {
 		_ = q.store.RemoveRun(name)

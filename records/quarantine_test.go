@@ -82,7 +82,7 @@ func hasRun(t *testing.T, st *Store, name string) bool {
 func TestQuarantineKeepsRuns(t *testing.T) {
 	st, q := openQuarantine(t, "alive", "unknown", "gone")
 	run := Run{Process: driver.State{Driver: spec.KindNative, PID: 100}}
-	for name, r := range map[string]KeptRun{
+	for name, r := range map[string]Recovered{
 		"alive":   {Run: run, Proc: newKeptProc()},
 		"unknown": {Run: run, Err: errdefs.ErrRuntimeUnavailable},
 		"gone":    {Run: run},
@@ -126,7 +126,7 @@ func TestQuarantineKeepsRuns(t *testing.T) {
 func TestQuarantineClaim(t *testing.T) {
 	st, q := openQuarantine(t, "web")
 	p := newKeptProc()
-	q.Keep("web", KeptRun{Run: Run{Process: driver.State{PID: 100}}, Proc: p})
+	q.Keep("web", Recovered{Run: Run{Process: driver.State{PID: 100}}, Proc: p})
 	if n, release, err := q.Claim(context.Background(), "other"); n != nil || err != nil {
 		t.Fatalf("claim of a name not quarantined: %v, %v", n, err)
 	} else {
@@ -163,7 +163,7 @@ func TestQuarantineClaim(t *testing.T) {
 // start is asked about again; it is ended only when that runtime is there
 // and answers, and is gone or killed.
 func TestQuarantineEndRunAsksAgain(t *testing.T) {
-	unknown := KeptRun{Run: Run{Process: driver.State{Driver: spec.KindNative, PID: 100}}, Err: errdefs.ErrRuntimeUnavailable}
+	unknown := Recovered{Run: Run{Process: driver.State{Driver: spec.KindNative, PID: 100}}, Err: errdefs.ErrRuntimeUnavailable}
 	for _, c := range []struct {
 		name    string
 		drivers map[spec.Kind]driver.Driver
@@ -195,7 +195,7 @@ func TestQuarantineEndRunAsksAgain(t *testing.T) {
 func TestQuarantineRelease(t *testing.T) {
 	_, q := openQuarantine(t, "web", "db")
 	p := newKeptProc()
-	q.Keep("web", KeptRun{Proc: p})
+	q.Keep("web", Recovered{Proc: p})
 	q.Release()
 	if !p.released || p.killed != 0 {
 		t.Fatalf("released %v, killed %d", p.released, p.killed)

@@ -34,7 +34,7 @@ func (w *workload) detach(stop bool) {
 // restore brings a workload of an earlier daemon back: its run adopted when
 // still alive, else the restart policy applied as to any ended run. A run
 // that could not be told alive or gone is adopted later, by retries.
-func (w *workload) restore(rec records.Workload, run *recovered) {
+func (w *workload) restore(rec records.Workload, run *records.Recovered) {
 	w.desired, w.owner, w.by = rec.Running, rec.Owner, rec.By
 	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = rec.Owner, rec.By })
 	if w.s.drivers[rec.Spec.Kind] == nil {
@@ -42,19 +42,19 @@ func (w *workload) restore(rec records.Workload, run *recovered) {
 		return
 	}
 	if run != nil {
-		w.update(func(v *status.Workload) { v.Restarts = run.run.Restarts })
+		w.update(func(v *status.Workload) { v.Restarts = run.Run.Restarts })
 		// Taken again until it is known to be gone: it may be alive.
 		r := w.newRun()
-		r.Kept = run.run.Kept
+		r.Kept = run.Run.Kept
 		w.adopt(r)
 	}
 	switch {
-	case run != nil && run.proc != nil:
-		w.adopted(run.proc)
+	case run != nil && run.Proc != nil:
+		w.adopted(run.Proc)
 		w.resume()
-	case run != nil && run.err != nil:
-		w.unadopted = &run.run
-		w.retryLater(run.err)
+	case run != nil && run.Err != nil:
+		w.unadopted = &run.Run
+		w.retryLater(run.Err)
 	case run != nil:
 		w.lost()
 		w.resume()

@@ -193,7 +193,7 @@ func (s *Supervisor) restore() {
 		specs[r.Spec.Name] = r
 		by[r.Spec.Name] = r.By
 	}
-	runs := map[string]*recovered{}
+	runs := map[string]*records.Recovered{}
 	var keep []string // the carrier directories of runs that live on
 	for _, name := range s.store.RunNames() {
 		rec, ok, err := s.store.LoadRun(name)
@@ -201,21 +201,21 @@ func (s *Supervisor) restore() {
 			_ = s.store.RemoveRun(name)
 			continue
 		}
-		r := &recovered{run: rec}
+		r := &records.Recovered{Run: rec}
 		d := s.drivers[rec.Process.Driver]
 		if d != nil {
-			r.proc, r.err = d.Recover(s.ctx, rec.Process)
-			if errors.Is(r.err, errdefs.ErrNotFound) {
-				r.err = nil // gone: ended while no daemon watched
+			r.Proc, r.Err = d.Recover(s.ctx, rec.Process)
+			if errors.Is(r.Err, errdefs.ErrNotFound) {
+				r.Err = nil // gone: ended while no daemon watched
 			}
 		}
 		if s.quarantine.Has(name) {
 			// Its spec is there but cannot be read: the run may be the
 			// workload, serving fine, and nothing of it is touched.
 			if d == nil {
-				r.err = fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, rec.Process.Driver)
+				r.Err = fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, rec.Process.Driver)
 			}
-			if s.quarantine.Keep(name, records.KeptRun{Run: rec, Proc: r.proc, Err: r.err}) {
+			if s.quarantine.Keep(name, *r) {
 				keep = append(keep, rec.Process.CarrierDir)
 			}
 			continue
@@ -224,20 +224,20 @@ func (s *Supervisor) restore() {
 			// Removed while no daemon ran, or its spec was lost: nothing
 			// may keep it alive.
 			switch {
-			case r.proc != nil:
+			case r.Proc != nil:
 				s.log.Warn("killing a run no spec owns", zap.String("workload", name), zap.Int("pid", rec.Process.PID))
-				_ = r.proc.Kill()
-				<-r.proc.Done()
-			case r.err != nil:
+				_ = r.Proc.Kill()
+				<-r.Proc.Done()
+			case r.Err != nil:
 				// Its record stays for the next daemon, and its runtime's
 				// sweep removes it once that answers.
-				s.log.Warn("cannot adopt a run no spec owns, to kill it", zap.String("workload", name), zap.Error(r.err))
+				s.log.Warn("cannot adopt a run no spec owns, to kill it", zap.String("workload", name), zap.Error(r.Err))
 				continue
 			}
 			_ = s.store.RemoveRun(name)
 			continue
 		}
-		if r.proc != nil || r.err != nil {
+		if r.Proc != nil || r.Err != nil {
 			keep = append(keep, rec.Process.CarrierDir)
 		}
 		runs[name] = r
@@ -267,15 +267,6 @@ func (s *Supervisor) restore() {
 		}
 		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restoreScheduled(r, run) })
 	}
-}
-
-// recovered is what an earlier daemon recorded of a run, and the run
-// itself when it is still alive; err says why it could not be told
-// whether it is (its runtime does not answer).
-type recovered struct {
-	run  records.Run
-	proc driver.Process
-	err  error
 }
 
 // register adds a workload and starts its loop, unless one of that name
