@@ -11,11 +11,14 @@ func (p *Plane) Hook() runhook.Hook { return joinHook{p} }
 
 type joinHook struct{ p *Plane }
 
+// Prestart gives the run its network's namespace.
 func (h joinHook) Prestart(r *runhook.Run) (err error) {
 	r.Task.Network, err = h.p.Namespace(r.Task.Spec.Network)
 	return err
 }
 
+// Adopt, Poststart, Exited and Destroy have nothing to do: the namespace
+// is the network's, not the run's.
 func (joinHook) Adopt(*runhook.Run)     {}
 func (joinHook) Poststart(*runhook.Run) {}
 func (joinHook) Exited(*runhook.Run)    {}

@@ -82,10 +82,14 @@ func (q *Quarantine) get(name string) *Quarantined {
 // Keep makes r, a run recovered for quarantined name, the name's own: it
 // is kept alive and adopted by nobody. A run known gone (neither alive
 // nor unknown) leaves nothing to keep: its record is removed, and Keep
-// says false. Keep is for the restore, before any claim.
+// says false, as it does for a name not quarantined, whose run it leaves
+// alone. Keep is for the restore, before any claim.
 func (q *Quarantine) Keep(name string, r Recovered) bool {
 	n := q.get(name)
-	if n == nil || r.Proc == nil && r.Err == nil {
+	if n == nil {
+		return false
+	}
+	if r.Proc == nil && r.Err == nil {
 		_ = q.store.RemoveRun(name)
 		return false
 	}

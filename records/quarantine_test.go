@@ -94,6 +94,12 @@ func TestQuarantineKeepsRuns(t *testing.T) {
 			t.Errorf("the run record of %s there: %v", name, has)
 		}
 	}
+	if err := st.SaveRun("other", run); err != nil {
+		t.Fatal(err)
+	}
+	if q.Keep("other", Recovered{Run: run, Proc: newKeptProc()}) || !hasRun(t, st, "other") {
+		t.Fatal("a name not quarantined: its run kept, or its record removed")
+	}
 	if !q.Has("gone") || q.Has("other") {
 		t.Fatal("Has tells quarantined names from others wrong")
 	}
