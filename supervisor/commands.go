@@ -62,13 +62,8 @@ func (s *Supervisor) Status(ctx context.Context) status.Daemon {
 		StartedAt: s.started,
 		States:    map[status.State]int{},
 		Runtimes:  map[string]bool{},
-		Registry:  status.Registry{URL: s.cfg.RegistryURL, KeyFile: s.cfg.RegistryKeyFile},
+		Registry:  s.cfg.Registrar.Status(s.cfg.RegistryURL, s.cfg.RegistryKeyFile),
 		LastEvent: s.events.Last(),
-	}
-	if r := s.cfg.Registrar; r != nil {
-		rs := r.Stats()
-		st.Registry.Desired, st.Registry.Registered, st.Registry.Failing = rs.Desired, rs.Registered, rs.Failing
-		st.Registry.Heartbeats, st.Registry.Failures, st.Registry.LastError = rs.Heartbeats, rs.Failures, rs.LastError
 	}
 	for _, k := range spec.Kinds {
 		st.Runtimes[string(k)] = s.drivers.Available(ctx, k) == nil
