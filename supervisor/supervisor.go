@@ -77,14 +77,15 @@ type Config struct {
 
 // Supervisor owns every workload of one daemon.
 type Supervisor struct {
-	cfg      Config
-	log      *zap.Logger
-	store    *records.Store
-	drivers  driver.Runtimes
-	events   *events.Bus
-	started  time.Time
-	hostname string
-	logDir   string
+	cfg     Config
+	log     *zap.Logger
+	store   *records.Store
+	drivers driver.Runtimes
+	events  *events.Bus
+	started time.Time
+	// host is this host as the registry's instances say it.
+	host   registrar.Host
+	logDir string
 	// carriers holds one directory per run with file carriers.
 	carriers carriers.Root
 	// notifyDir holds the notify sockets of runs (health.NotifyPath).
@@ -144,7 +145,6 @@ func New(cfg Config) (*Supervisor, error) {
 		events:       cfg.Events,
 		net:          cfg.Net,
 		started:      time.Now(),
-		hostname:     hostname(),
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
 		notifyDir:    filepath.Join(cfg.RunDir, "notify"),
 		workloads:    map[string]*workload{},
@@ -153,6 +153,7 @@ func New(cfg Config) (*Supervisor, error) {
 		ctx:          ctx,
 		cancel:       cancel,
 	}
+	s.host = registrar.ThisHost(cfg.AdvertiseAddress, s.innerAddress)
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
 	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	s.limits = usage.NewLimits(cfg.Cgroups, s.limitHit)
@@ -357,15 +358,6 @@ func (s *Supervisor) publish(ev status.Event) {
 	if err := s.events.Publish(ev); err != nil {
 		s.log.Warn("cannot keep events for readers that resume; they still go to those reading now", zap.Error(err))
 	}
-}
-
-// hostname names this host in registry ids and metadata.
-func hostname() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		return "localhost"
-	}
-	return h
 }
 
 // Close stops watching: every workload is released to run on (or stopped,
