@@ -317,3 +317,48 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestFollower: a watch is armed once for a spec that watches, armed anew
+// for another, ended for one that does not watch; only the armed one's
+// actions are its own, and Stop leaves no inotify instance behind.
+func TestFollower(t *testing.T) {
+	src := t.TempDir()
+	base := testenv.InotifyInstances(t)
+	watching := &spec.Workload{Name: "web", Watching: true, Watch: []spec.Watch{{Path: src, Action: spec.WatchRestart}}}
+	quiet := &spec.Workload{Name: "web", Watch: watching.Watch}
+	var f Follower
+	if f.Stale(quiet) || !f.Stale(watching) {
+		t.Fatal("the zero follower: stale for a spec that does not watch, or not for one that does")
+	}
+	var made []*fakeActions
+	act := func() Actions {
+		a := &fakeActions{}
+		made = append(made, a)
+		return a
+	}
+	if f.Follow(context.Background(), watching, act, zap.NewNop()) || len(made) != 1 || !f.Armed(made[0]) {
+		t.Fatalf("armed: %d actions made", len(made))
+	}
+	waitSaid(t, made[0], 0, "watching")
+	if f.Stale(watching) {
+		t.Fatal("stale for the spec armed for")
+	}
+	again := *watching
+	if !f.Stale(&again) || f.Follow(context.Background(), &again, act, zap.NewNop()) || len(made) != 2 || f.Armed(made[0]) || !f.Armed(made[1]) {
+		t.Fatalf("another spec: %d actions made", len(made))
+	}
+	if n := testenv.InotifyInstances(t); n != base+1 {
+		t.Errorf("%d inotify instances, want %d: the first watch's is left", n, base+1)
+	}
+	if !f.Follow(context.Background(), quiet, act, zap.NewNop()) || len(made) != 2 || f.Armed(made[1]) || f.Stale(quiet) {
+		t.Fatal("a spec that stops watching: no end said, or a watch armed")
+	}
+	if f.Follow(context.Background(), quiet, act, zap.NewNop()) {
+		t.Fatal("an end said twice")
+	}
+	f.Follow(context.Background(), watching, act, zap.NewNop())
+	f.Stop()
+	if n := testenv.InotifyInstances(t); n != base {
+		t.Errorf("%d inotify instances after Stop, want %d", n, base)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -278,4 +279,16 @@ func removeAt(dir int, name string) error {
 		return err
 	}
 	return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
+}
+
+// OpenRoot opens the root directory of the container whose process pid
+// is, through /proc/PID/root (O_PATH): the descriptor stays that
+// container's root whatever becomes of the pid, so an Actions' Root opens
+// it while it knows the run alive.
+func OpenRoot(pid int) (int, error) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("the container's root: %w", err)
+	}
+	return fd, nil
 }

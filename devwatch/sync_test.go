@@ -78,3 +78,26 @@ func TestSyncInto(t *testing.T) {
 		t.Errorf("app.conf: %q %v", b, err)
 	}
 }
+
+// TestOpenRoot: a live process's root opens as a directory (this test's
+// own is the host's); a pid that is no process's is an error.
+func TestOpenRoot(t *testing.T) {
+	fd, err := OpenRoot(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var st, want unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat("/", &want); err != nil {
+		t.Fatal(err)
+	}
+	if st.Ino != want.Ino || st.Dev != want.Dev {
+		t.Fatalf("this process's root is not /: %+v", st)
+	}
+	if fd, err := OpenRoot(1 << 30); err == nil || fd != -1 {
+		t.Fatalf("the root of no process: %d, %v", fd, err)
+	}
+}

@@ -1,12 +1,15 @@
 package health
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sync/atomic"
 	"time"
 
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/runhook"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -43,6 +46,9 @@ type Hook struct {
 	// run is the current run, as its hooks keep it (runhook.go); nil
 	// while none is.
 	run *runhook.Run
+	// user is the current run's spec's, who owns its notify socket; ""
+	// for root.
+	user string
 }
 
 // HookConfig is what a Hook's checks are made with, and whom they tell.
@@ -52,12 +58,11 @@ type HookConfig struct {
 	// the run on its notify socket.
 	Workload string
 	Cgroups  *sandbox.Cgroups
-	// NotifyPath is where the run's notify socket is bound.
-	NotifyPath string
+	// NotifyDir is where the notify sockets of runs are bound, each at
+	// NotifyPath.
+	NotifyDir string
 	// Log is the workload's log, for a check of its output.
 	Log func() *logfile.Log
-	// UID is who owns the notify socket: the run's user.
-	UID func() (int, error)
 	// Probe is the check of a spec whose run does not tell its health.
 	Probe func() (Probe, error)
 	// Post runs f on the owner's loop, from a goroutine of its own: it
@@ -80,6 +85,25 @@ type HookConfig struct {
 
 // NewHook keeps the health of a workload's runs with cfg.
 func NewHook(cfg HookConfig) *Hook { return &Hook{cfg: cfg} }
+
+// NotifyPath is where the notify socket of workload's runs is bound, in
+// dir (HookConfig.NotifyDir).
+func NotifyPath(dir, workload string) string { return filepath.Join(dir, workload+".sock") }
+
+// socketOwner is the uid of user, who owns a run's notify socket: its
+// workload's user, root for none. A user the host does not know is an
+// error that retrying cannot fix (driver.ErrExec), as the run's own start
+// would be.
+func socketOwner(user string) (int, error) {
+	if user == "" {
+		return 0, nil
+	}
+	a, err := execenv.Lookup(user)
+	if err != nil {
+		return 0, fmt.Errorf("%w: user %q: %v", driver.ErrExec, user, err)
+	}
+	return int(a.UID), nil
+}
 
 // SetPID is the current run's main process.
 func (h *Hook) SetPID(pid int) { h.pid.Store(int64(pid)) }
@@ -107,7 +131,7 @@ func (h *Hook) Prepare(hs *spec.Health, env map[string]string) error {
 		if err := h.listen(hs); err != nil {
 			return err
 		}
-		NotifyEnv(env, h.cfg.NotifyPath, hs.Watchdog.Duration)
+		NotifyEnv(env, NotifyPath(h.cfg.NotifyDir, h.cfg.Workload), hs.Watchdog.Duration)
 	case hs.Log != "":
 		h.told.LogFrom = nil
 		if end, err := LogEnd(h.cfg.Log()); err == nil {
@@ -256,17 +280,17 @@ func (h *Hook) listen(hs *spec.Health) error {
 	if h.notify != nil {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(h.cfg.NotifyPath), 0o711); err != nil {
+	if err := os.MkdirAll(h.cfg.NotifyDir, 0o711); err != nil {
 		return err
 	}
-	uid, err := h.cfg.UID()
+	uid, err := socketOwner(h.user)
 	if err != nil {
 		return err
 	}
 	var n *Notify // read on the loop only, once set
 	var d *Watchdog
 	r := RunNotify{
-		Path: h.cfg.NotifyPath, UID: uid, Watchdog: hs.Watchdog.Duration,
+		Path: NotifyPath(h.cfg.NotifyDir, h.cfg.Workload), UID: uid, Watchdog: hs.Watchdog.Duration,
 		Belongs: RunMember(h.cfg.Cgroups, h.cfg.Workload, func() int { return int(h.pid.Load()) }),
 		On: func(m Message) {
 			h.cfg.Post(func() {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 )
@@ -99,9 +100,9 @@ func TestHookNotify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "notify", "w.sock")
-	l := newHookLoop(t, HookConfig{Workload: "w", NotifyPath: path,
-		UID:   func() (int, error) { return 0, nil },
+	dir := filepath.Join(t.TempDir(), "notify")
+	path := NotifyPath(dir, "w")
+	l := newHookLoop(t, HookConfig{Workload: "w", NotifyDir: dir,
 		Probe: func() (Probe, error) { return nil, errors.New("a told run has no probe") }})
 	hs := &spec.Health{Notify: true}
 	env := map[string]string{}
@@ -167,8 +168,7 @@ func TestHookLog(t *testing.T) {
 	if err := log.Append([]byte("listening (an earlier run)\n")); err != nil {
 		t.Fatal(err)
 	}
-	l := newHookLoop(t, HookConfig{Workload: "w", Log: func() *logfile.Log { return book.Of("w") },
-		UID: func() (int, error) { return 0, nil }})
+	l := newHookLoop(t, HookConfig{Workload: "w", Log: func() *logfile.Log { return book.Of("w") }})
 	hs := &spec.Health{Log: "^listening", Timeout: spec.Duration{Duration: time.Minute}}
 	l.on(func() {
 		if err := l.h.Prepare(hs, map[string]string{}); err != nil {
@@ -192,4 +192,24 @@ func TestHookLog(t *testing.T) {
 	}
 	l.verdict(t, "healthy")
 	<-l.readies
+}
+
+// TestSocketOwner: a run's notify socket is its user's, by name or uid,
+// root's for none; a user the host does not know is an error retrying
+// cannot fix, as the run's start would be.
+func TestSocketOwner(t *testing.T) {
+	for _, c := range []struct {
+		user string
+		uid  int
+	}{{"", 0}, {"root", 0}, {"0", 0}} {
+		if uid, err := socketOwner(c.user); err != nil || uid != c.uid {
+			t.Errorf("socketOwner(%q) = %d, %v; want %d", c.user, uid, err, c.uid)
+		}
+	}
+	if _, err := socketOwner("no-such-user-of-flyd"); !errors.Is(err, driver.ErrExec) {
+		t.Fatalf("an unknown user: %v", err)
+	}
+	if p := NotifyPath("/run/flyd/notify", "shop.web"); p != "/run/flyd/notify/shop.web.sock" {
+		t.Fatalf("NotifyPath: %s", p)
+	}
 }

@@ -12,8 +12,9 @@ import (
 // kept in the run's record (runhook.Kept) and given back on adoption.
 
 // Prestart readies the run's checks (Prepare), telling the program what
-// it must be told in r.Env.
+// it must be told in r.Env; its notify socket is its user's.
 func (h *Hook) Prestart(r *runhook.Run) error {
+	h.user = r.Task.Spec.User
 	if err := h.Prepare(r.Task.Spec.Health, r.Env); err != nil {
 		return err
 	}
@@ -24,7 +25,7 @@ func (h *Hook) Prestart(r *runhook.Run) error {
 
 // Adopt takes what an earlier daemon kept of the run (Adopted).
 func (h *Hook) Adopt(r *runhook.Run) {
-	h.run = r
+	h.run, h.user = r, r.Task.Spec.User
 	h.Adopted(r.Ready, r.LogFrom)
 }
 

@@ -3,6 +3,7 @@ package registrar
 import (
 	"cmp"
 	"maps"
+	"os"
 	"sort"
 
 	"github.com/flyd-dev/flyd/registryclient"
@@ -19,6 +20,17 @@ type Host struct {
 	// Inner is the address the host reaches a workload of network on;
 	// "" for loopback (an island).
 	Inner func(network string) string
+}
+
+// ThisHost is the host the daemon runs on as its instances say it: named
+// by its hostname ("localhost" when it has none), reached by other hosts
+// at advertise, and reaching a workload of a network at inner(network).
+func ThisHost(advertise string, inner func(network string) string) Host {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "localhost"
+	}
+	return Host{Name: name, Advertise: advertise, Inner: inner}
 }
 
 // Instances is what the registry is given of a running workload's

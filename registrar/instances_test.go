@@ -1,6 +1,7 @@
 package registrar
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,5 +47,15 @@ func TestInstances(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("instances:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestThisHost: this host is named by its hostname, with the address and
+// the inner addresses it is given.
+func TestThisHost(t *testing.T) {
+	want, _ := os.Hostname()
+	h := ThisHost("192.0.2.7", func(network string) string { return "10.89.0.2" })
+	if h.Name == "" || want != "" && h.Name != want || h.Advertise != "192.0.2.7" || h.Inner("ci") != "10.89.0.2" {
+		t.Fatalf("this host: %+v", h)
 	}
 }

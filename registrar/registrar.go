@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/registryclient"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // Registry is what the registrar needs of a client; registryclient.Client
@@ -274,4 +275,18 @@ func (r *Registrar) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// Status is the registry as `flyd status` shows it: where it is (url)
+// and with which key, and this registrar's Stats; a nil registrar, the
+// registry off, shows none.
+func (r *Registrar) Status(url, keyFile string) status.Registry {
+	st := status.Registry{URL: url, KeyFile: keyFile}
+	if r == nil {
+		return st
+	}
+	s := r.Stats()
+	st.Desired, st.Registered, st.Failing = s.Desired, s.Registered, s.Failing
+	st.Heartbeats, st.Failures, st.LastError = s.Heartbeats, s.Failures, s.LastError
+	return st
 }

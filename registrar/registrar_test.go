@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/registryclient"
+	"github.com/flyd-dev/flyd/status"
 )
 
 func TestRegisterOnSet(t *testing.T) {
@@ -22,6 +23,13 @@ func TestRegisterOnSet(t *testing.T) {
 		s := g.r.Stats()
 		return s.Desired == 3 && s.Registered == 3 && s.Failing == 0
 	})
+	if st := g.r.Status("https://registry:8500", "/etc/flyd/registry.key"); st.URL != "https://registry:8500" || st.KeyFile != "/etc/flyd/registry.key" || st.Desired != 3 || st.Registered != 3 {
+		t.Errorf("status: %+v", st)
+	}
+	var off *Registrar
+	if st := off.Status("", ""); st != (status.Registry{}) {
+		t.Errorf("the status of no registrar: %+v", st)
+	}
 }
 
 // Heartbeats go every third of the lease; counts are loose because the

@@ -4,8 +4,9 @@
 // health checks): what it acquires before a run starts, what it takes
 // again of a live run an earlier daemon left, and what it releases once
 // the run ended and once the workload is gone. Each concern's package
-// implements its hook beside what it owns; the supervisor runs them in
-// order and releases them in reverse. No concern lives here.
+// implements its hook beside what it owns; a Chain runs them in order and
+// releases them in reverse, and the supervisor decides when. No concern
+// lives here.
 package runhook
 
 import "github.com/flyd-dev/flyd/driver"
@@ -66,4 +67,51 @@ type Hook interface {
 	// Destroy releases what the workload held across its runs, once it
 	// is removed (or its quarantined record is).
 	Destroy(workload string)
+}
+
+// Chain is hooks run as one, itself a Hook: they acquire (Prestart,
+// Adopt) and are told of the start (Poststart) in order, and release
+// (Exited, Destroy) in reverse, so that each releases before what it was
+// acquired after. When a Prestart fails, the hooks before it release
+// theirs, in reverse, and those after it are not asked.
+type Chain []Hook
+
+// Prestart acquires hook by hook; see Chain for a failure.
+func (c Chain) Prestart(r *Run) error {
+	for i, h := range c {
+		if err := h.Prestart(r); err != nil {
+			c[:i].Exited(r)
+			return err
+		}
+	}
+	return nil
+}
+
+// Adopt has every hook acquire again what r holds, in order.
+func (c Chain) Adopt(r *Run) {
+	for _, h := range c {
+		h.Adopt(r)
+	}
+}
+
+// Poststart tells every hook, in order, that r is shown running.
+func (c Chain) Poststart(r *Run) {
+	for _, h := range c {
+		h.Poststart(r)
+	}
+}
+
+// Exited has every hook release what r held, in reverse.
+func (c Chain) Exited(r *Run) {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i].Exited(r)
+	}
+}
+
+// Destroy has every hook release what workload held across its runs, in
+// reverse.
+func (c Chain) Destroy(workload string) {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i].Destroy(workload)
+	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/devwatch"
-	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
@@ -63,45 +62,19 @@ func (s *Supervisor) Status(ctx context.Context) status.Daemon {
 		StartedAt: s.started,
 		States:    map[status.State]int{},
 		Runtimes:  map[string]bool{},
-		Registry:  status.Registry{URL: s.cfg.RegistryURL, KeyFile: s.cfg.RegistryKeyFile},
+		Registry:  s.cfg.Registrar.Status(s.cfg.RegistryURL, s.cfg.RegistryKeyFile),
 		LastEvent: s.events.Last(),
 	}
-	if r := s.cfg.Registrar; r != nil {
-		rs := r.Stats()
-		st.Registry.Desired, st.Registry.Registered, st.Registry.Failing = rs.Desired, rs.Registered, rs.Failing
-		st.Registry.Heartbeats, st.Registry.Failures, st.Registry.LastError = rs.Heartbeats, rs.Failures, rs.LastError
-	}
 	for _, k := range spec.Kinds {
-		st.Runtimes[string(k)] = s.runtime(ctx, k) == nil
+		st.Runtimes[string(k)] = s.drivers.Available(ctx, k) == nil
 	}
 	st.FileProblems = s.fileProblemList()
-	st.Quarantined = s.quarantinedList()
+	st.Quarantined = s.quarantine.List()
 	for _, w := range s.all() {
 		st.Workloads++
 		st.States[w.snapshot(false).State]++
 	}
 	return st
-}
-
-// runtime says whether workloads of kind k can start now.
-func (s *Supervisor) runtime(ctx context.Context, k spec.Kind) error {
-	d := s.drivers[k]
-	if d == nil {
-		return fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, k)
-	}
-	if p, ok := d.(driver.Prober); ok {
-		return p.Available(ctx)
-	}
-	return nil
-}
-
-// caps are the capabilities of kind's runtime; a kind this daemon has no
-// runtime of is refused before any plan is made.
-func (s *Supervisor) caps(k spec.Kind) driver.Capabilities {
-	if d := s.drivers[k]; d != nil {
-		return d.Capabilities()
-	}
-	return driver.Capabilities{RuntimeContext: string(k)}
 }
 
 // List is every workload, without its spec.
@@ -154,7 +127,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 
 // applyOne applies one workload's spec, defaulted, valid and qualified.
 func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOptions) (*status.Workload, error) {
-	if err := s.runtime(ctx, sp.Kind); err != nil {
+	if err := s.drivers.Available(ctx, sp.Kind); err != nil {
 		return nil, err
 	}
 	if sp.Resources != nil && s.cfg.Cgroups == nil {
@@ -178,17 +151,13 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 	}
 	// Checked before any port is taken: a spec the kernel would refuse
 	// must not hold a port. Port placeholders are as long as real ports.
-	used, err := s.usedEndpoints(sp, true)
+	resolved, used, err := s.wire(sp, true)
 	if err != nil {
 		return nil, err
 	}
-	resolved, err := s.withReferences(sp, true)
-	if err != nil {
+	if pl, err := wiring.PlanRun(resolved, s.drivers.Capabilities(sp.Kind).RuntimeContext, wiring.PlaceholderPorts(sp), used); err != nil {
 		return nil, err
-	}
-	if pl, err := wiring.PlanRun(resolved, s.caps(sp.Kind).RuntimeContext, wiring.PlaceholderPorts(sp), used); err != nil {
-		return nil, err
-	} else if err := pl.Check(s.carrierDir(sp.Name)); err != nil {
+	} else if err := pl.Check(s.carriers.Dir(sp.Name)); err != nil {
 		return nil, err
 	}
 	// A quarantined record of the name is replaced; its run ends first.
@@ -394,35 +363,11 @@ func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.usage.Sa
 
 // Volumes names project's named volumes, in every runtime that keeps
 // volumes beyond the runs that mount them.
-func (s *Supervisor) Volumes(project string) ([]string, error) {
-	var names []string
-	var errs []error
-	for _, vr := range s.volumeRemovers() {
-		n, err := vr.Volumes(project)
-		names, errs = append(names, n...), append(errs, err)
-	}
-	return names, errors.Join(errs...)
-}
+func (s *Supervisor) Volumes(project string) ([]string, error) { return s.drivers.Volumes(project) }
 
 // RemoveVolumes removes project's named volumes from every runtime that
 // keeps them, and names those it removed; a runtime keeps one a run still
 // mounts.
 func (s *Supervisor) RemoveVolumes(ctx context.Context, project string) ([]string, error) {
-	var names []string
-	var errs []error
-	for _, vr := range s.volumeRemovers() {
-		n, err := vr.RemoveVolumes(ctx, project)
-		names, errs = append(names, n...), append(errs, err)
-	}
-	return names, errors.Join(errs...)
-}
-
-func (s *Supervisor) volumeRemovers() []driver.VolumeRemover {
-	var out []driver.VolumeRemover
-	for _, k := range spec.Kinds {
-		if vr, ok := s.drivers[k].(driver.VolumeRemover); ok {
-			out = append(out, vr)
-		}
-	}
-	return out
+	return s.drivers.RemoveVolumes(ctx, project)
 }

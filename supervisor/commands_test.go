@@ -8,6 +8,7 @@ import (
 
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/usage"
@@ -62,7 +63,7 @@ func TestLanes(t *testing.T) {
 // not run, and an instance an endpoint of one that does, healthy without
 // a check.
 func TestInstances(t *testing.T) {
-	s := &Supervisor{cfg: Config{AdvertiseAddress: "192.0.2.7"}, hostname: "h1"}
+	s := &Supervisor{host: registrar.Host{Name: "h1", Advertise: "192.0.2.7"}}
 	w := &spec.Workload{Name: "api", Kind: spec.KindNative}
 	ports := []status.PortMapping{{Endpoint: "http", API: "http", Port: 18081, Network: spec.NetworkHost}}
 	if ins := s.instances(w, ports, status.Stopped); ins != nil {

@@ -1,14 +1,9 @@
 package supervisor
 
 import (
-	"fmt"
-	"path/filepath"
-
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/health"
-	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -17,12 +12,11 @@ import (
 // it hears comes to w's loop as commands, and its verdicts are w's state.
 func (w *workload) newHealth() *health.Hook {
 	return health.NewHook(health.HookConfig{
-		Workload:   w.name,
-		Cgroups:    w.s.cfg.Cgroups,
-		NotifyPath: w.s.notifyPath(w.name),
-		Log:        func() *logfile.Log { return w.s.logs.Of(w.name) },
-		UID:        w.notifyUID,
-		Probe:      w.probe,
+		Workload:  w.name,
+		Cgroups:   w.s.cfg.Cgroups,
+		NotifyDir: w.s.notifyDir,
+		Log:       func() *logfile.Log { return w.s.logs.Of(w.name) },
+		Probe:     w.probe,
 		Post: func(f func()) {
 			go func() { _ = w.call(w.s.ctx, func() error { f(); return nil }) }()
 		},
@@ -73,18 +67,6 @@ func (w *workload) probe() (health.Probe, error) {
 	return health.ProbeOf(w.spec.Health, nw, portOf, func(argv []string) (health.Probe, error) { return w.execIn(nw, argv) })
 }
 
-// notifyUID is who owns the run's notify socket: its user.
-func (w *workload) notifyUID() (int, error) {
-	if w.spec.User == "" {
-		return 0, nil
-	}
-	a, err := execenv.Lookup(w.spec.User)
-	if err != nil {
-		return 0, fmt.Errorf("%w: user %q: %v", driver.ErrExec, w.spec.User, err)
-	}
-	return int(a.UID), nil
-}
-
 // healthChanged records a verdict of the run's checks: in the state, the
 // events and the registry; a healthy workload may let its dependents
 // start; an unhealthy one is restarted when its spec asks for it.
@@ -121,9 +103,4 @@ func (w *workload) restartUnhealthy() {
 		return
 	}
 	w.startAgain("unhealthy")
-}
-
-// notifyPath is where a notify workload's socket is.
-func (s *Supervisor) notifyPath(name string) string {
-	return filepath.Join(s.cfg.RunDir, "notify", name+".sock")
 }

@@ -2,32 +2,29 @@ package supervisor
 
 import (
 	"github.com/flyd-dev/flyd/driver"
-	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/runhook"
 )
 
 // A run's concerns are its hooks (runhook.Hook), each owned by its
-// concern's package: the network it joins (netHook), its cgroup and
+// concern's package: the network it joins (netplane's), its cgroup and
 // limits (usage.CgroupHook), its log (logpipe.Hook), its checks
 // (health.Hook). They acquire in that order before a run starts, or
-// again for a run adopted, and release in reverse once it ended. The run
+// again for a run adopted, and release in reverse once it ended, as a
+// runhook.Chain; what workload held across its runs, the hooks shared by
+// every workload release once it is removed (s.hooks.Destroy). The run
 // record (saveRun) keeps what they keep for a later daemon; the registry
 // follows the workload's state (publishInstances), not a run.
 
 // hooks are w's runs' hooks, in the order they acquire.
-func (w *workload) hooks() []runhook.Hook {
+func (w *workload) hooks() runhook.Chain {
 	return append(w.s.hooks[:len(w.s.hooks):len(w.s.hooks)], w.health)
 }
 
-// prestart acquires what a run needs, hook by hook; when one fails, those
-// before it release theirs, in reverse, and the run does not start.
+// prestart acquires what a run needs (runhook.Chain: when a hook fails,
+// those before it release theirs and the run does not start).
 func (w *workload) prestart(r *runhook.Run) error {
-	hs := w.hooks()
-	for i, h := range hs {
-		if err := h.Prestart(r); err != nil {
-			release(hs[:i], r)
-			return err
-		}
+	if err := w.hooks().Prestart(r); err != nil {
+		return err
 	}
 	w.run = r
 	return nil
@@ -36,58 +33,24 @@ func (w *workload) prestart(r *runhook.Run) error {
 // adopt has every hook acquire again what r, a live run of an earlier
 // daemon (or one that may be), holds.
 func (w *workload) adopt(r *runhook.Run) {
-	for _, h := range w.hooks() {
-		h.Adopt(r)
-	}
+	w.hooks().Adopt(r)
 	w.run = r
 }
 
 // poststart tells every hook that the current run is shown running.
 func (w *workload) poststart() {
 	w.run.Process = w.proc.State()
-	for _, h := range w.hooks() {
-		h.Poststart(w.run)
-	}
+	w.hooks().Poststart(w.run)
 }
 
 // release has the hooks release what the current run held, in reverse:
 // it ended, or never started.
 func (w *workload) release() {
 	if w.run != nil {
-		release(w.hooks(), w.run)
+		w.hooks().Exited(w.run)
 		w.run = nil
 	}
 }
-
-func release(hs []runhook.Hook, r *runhook.Run) {
-	for i := len(hs) - 1; i >= 0; i-- {
-		hs[i].Exited(r)
-	}
-}
-
-// destroy has the hooks shared by every workload release what workload
-// name held across its runs, in reverse.
-func (s *Supervisor) destroy(name string) {
-	for i := len(s.hooks) - 1; i >= 0; i-- {
-		s.hooks[i].Destroy(name)
-	}
-}
-
-// netHook is the network step of a run: the namespace of its network,
-// which it joins. What a workload holds of the network plane (ports,
-// declarations, its network's use) it holds from its apply to its removal
-// (netplane's Attach and Detach), not a run at a time.
-type netHook struct{ net *netplane.Plane }
-
-func (h netHook) Prestart(r *runhook.Run) (err error) {
-	r.Task.Network, err = h.net.Namespace(r.Task.Spec.Network)
-	return err
-}
-
-func (netHook) Adopt(*runhook.Run)     {}
-func (netHook) Poststart(*runhook.Run) {}
-func (netHook) Exited(*runhook.Run)    {}
-func (netHook) Destroy(string)         {}
 
 // newRun is a run of w's spec in its runtime, before its hooks acquire.
 func (w *workload) newRun() *runhook.Run {

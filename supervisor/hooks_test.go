@@ -66,7 +66,7 @@ func TestRunHooksReleaseInReverse(t *testing.T) {
 			run: func(w *workload) {
 				w.adopt(w.newRun())
 				w.release()
-				w.s.destroy(w.name)
+				w.s.hooks.Destroy(w.name)
 			},
 			calls: []string{"adopt net", "adopt cgroup", "adopt logs", "exited logs", "exited cgroup", "exited net",
 				"destroy logs", "destroy cgroup", "destroy net"},
@@ -106,14 +106,14 @@ func TestStartThatFailsReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, s, "tells", status.Backoff)
-	if _, err := os.Stat(s.notifyPath("tells")); !os.IsNotExist(err) {
+	if _, err := os.Stat(health.NotifyPath(s.notifyDir, "tells")); !os.IsNotExist(err) {
 		t.Errorf("the notify socket of a run that did not start is kept: %v", err)
 	}
 	if _, err := s.Restart(t.Context(), "tells"); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, s, "tells", status.Running)
-	if _, err := os.Stat(s.notifyPath("tells")); err != nil {
+	if _, err := os.Stat(health.NotifyPath(s.notifyDir, "tells")); err != nil {
 		t.Errorf("the run's notify socket: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // limitHit makes every new hit of a workload's memory or pids limit
@@ -18,23 +19,7 @@ func (s *Supervisor) limitHit(name string, newOOM, newPids int, now time.Time) {
 	if err != nil {
 		return
 	}
-	w.update(func(v *status.Workload) {
-		// A new count: the one shown may be in a reader's hands.
-		var h status.LimitHits
-		if v.LimitHits != nil {
-			h = *v.LimitHits
-		}
-		at := now
-		if newOOM > 0 {
-			h.OOMKills += newOOM
-			h.LastOOMKill = &at
-		}
-		if newPids > 0 {
-			h.PidsRefusals += newPids
-			h.LastRefusal = &at
-		}
-		v.LimitHits = &h
-	})
+	w.update(func(v *status.Workload) { v.LimitHits = usage.Counted(v.LimitHits, newOOM, newPids, now) })
 	state := w.view.Load().State
 	running := state == status.Running
 	if newOOM > 0 {

@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/order"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -48,7 +48,7 @@ func (s *Supervisor) unready(after []string) (waiting []string, never string) {
 		}
 		// A group is ready when each of its replicas is.
 		for _, w := range ms {
-			ready, why := readyBy(w, cond)
+			ready, why := order.Ready(w.snapshot(true), cond)
 			if why != "" {
 				return nil, why
 			}
@@ -58,24 +58,6 @@ func (s *Supervisor) unready(after []string) (waiting []string, never string) {
 		}
 	}
 	return waiting, ""
-}
-
-// readyBy judges one prerequisite by its entry's condition, and says
-// why when it will never be ready.
-func readyBy(w *workload, cond string) (ready bool, never string) {
-	v := w.snapshot(true)
-	healthy := v.Spec == nil || v.Spec.Health == nil || (v.Healthy != nil && *v.Healthy)
-	// A scheduled one-shot between runs completed if its last run did.
-	completed := (v.State == status.Exited || v.State == status.Scheduled) && v.LastExit.Succeeded()
-	switch {
-	case v.State == status.Failed:
-		return false, fmt.Sprintf("%s, which it waits for, failed: %s", w.name, v.LastError)
-	case cond == spec.AfterCompleted && v.State == status.Exited && !completed:
-		return false, fmt.Sprintf("%s, which it waits for to complete, ended with %s", w.name, v.LastExit)
-	case cond == spec.AfterCompleted:
-		return completed, ""
-	}
-	return v.State == status.Running && (cond != spec.AfterHealthy || healthy), ""
 }
 
 // trackDependent keeps s.dependents up to date with w's spec sp.
@@ -93,21 +75,26 @@ func (s *Supervisor) trackDependentLocked(w *workload, sp *spec.Workload) {
 	}
 }
 
-// kickDependents asks every workload waiting for name to try again. The
-// calls go on their own goroutines: a workload's loop never waits on
-// another's.
-func (s *Supervisor) kickDependents(name string) {
-	// Every start runs this: it looks only at the workloads that have
-	// prerequisites, none in a batch of independent ones.
+// dependentsNow is the workloads whose spec names prerequisites. Every
+// start looks at them (kickDependents): only at them, none in a batch of
+// independent workloads.
+func (s *Supervisor) dependentsNow() []*workload {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	deps := make([]*workload, 0, len(s.dependents))
 	for w := range s.dependents {
 		deps = append(deps, w)
 	}
-	s.mu.Unlock()
+	return deps
+}
+
+// kickDependents asks every workload waiting for name to try again. The
+// calls go on their own goroutines: a workload's loop never waits on
+// another's.
+func (s *Supervisor) kickDependents(name string) {
 	group := s.groupOf(name)
-	for _, w := range deps {
-		if !w.waitsFor(name) && (group == "" || !w.waitsFor(group)) {
+	for _, w := range s.dependentsNow() {
+		if v := w.view.Load(); !order.WaitsFor(*v, name) && (group == "" || !order.WaitsFor(*v, group)) {
 			continue
 		}
 		go func() {
@@ -126,18 +113,9 @@ func (s *Supervisor) kickDependents(name string) {
 // ended: each says so and waits, pending, until name is ready again, when
 // kickDependents starts it. As kickDependents, on goroutines of their own.
 func (s *Supervisor) stopFollowers(name string) {
-	s.mu.Lock()
-	deps := make([]*workload, 0, len(s.dependents))
-	for w := range s.dependents {
-		deps = append(deps, w)
-	}
-	s.mu.Unlock()
 	group := s.groupOf(name)
-	for _, w := range deps {
-		if !slices.ContainsFunc(w.specNow().After, func(e string) bool {
-			n, _ := spec.ParseAfter(e)
-			return (n == name || n == group && group != "") && spec.Follows(e)
-		}) {
+	for _, w := range s.dependentsNow() {
+		if !order.Follows(w.specNow(), name, group) {
 			continue
 		}
 		go func() {
@@ -177,70 +155,24 @@ func (s *Supervisor) Owned(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-// waitsFor reports whether the workload is pending with name among its
-// after list.
-func (w *workload) waitsFor(name string) bool {
-	v := w.view.Load()
-	return v.State == status.Pending && v.Spec != nil && slices.Contains(spec.AfterNames(v.Spec.Prerequisites()), name)
-}
-
-// stopLevels groups names into the levels they stop in: each level's
-// workloads depend (by `after` or `uses`) on none of the later levels',
-// so dependents stop before what they depend on, as compose's down does,
-// and a level stops in parallel. Without dependencies among them it is
-// one level; a name not known is in the first.
+// stopLevels groups names into the levels they stop in, dependents
+// first (order.StopLevels).
 func (s *Supervisor) stopLevels(names []string) [][]string {
-	specs := make([]*spec.Workload, 0, len(names))
-	var unknown []string
-	for _, n := range names {
-		w, err := s.lookup(n)
-		if err != nil {
-			unknown = append(unknown, n)
-			continue
+	return order.StopLevels(names, func(name string) *spec.Workload {
+		if w, err := s.lookup(name); err == nil {
+			return w.specNow()
 		}
-		specs = append(specs, w.specNow())
-	}
-	levels, err := spec.Order(specs)
-	if err != nil {
-		// Applied specs hold no cycle; should they, all stop at once.
-		return [][]string{names}
-	}
-	out := make([][]string, 0, len(levels)+1)
-	for i := len(levels) - 1; i >= 0; i-- {
-		l := make([]string, len(levels[i]))
-		for k, w := range levels[i] {
-			l[k] = w.Name
-		}
-		out = append(out, l)
-	}
-	if len(unknown) > 0 && len(out) > 0 {
-		out[0] = append(out[0], unknown...)
-	} else if len(unknown) > 0 {
-		out = append(out, unknown)
-	}
-	return out
+		return nil
+	})
 }
 
 // inStopOrder runs f on every name, level by level in stopLevels' order
-// (one level with parallel set), each level in parallel; the outcomes
+// (one level with parallelAll), each level in parallel; the outcomes
 // come in the order of names.
 func (s *Supervisor) inStopOrder(names []string, parallelAll bool, f func(name string) Outcome) []Outcome {
 	levels := [][]string{names}
 	if !parallelAll {
 		levels = s.stopLevels(names)
 	}
-	byName := make(map[string]Outcome, len(names))
-	for _, level := range levels {
-		// Each call has its own slot: no lock between them.
-		outs := make([]Outcome, len(level))
-		parallel(len(level), func(i int) { outs[i] = f(level[i]) })
-		for i, n := range level {
-			byName[n] = outs[i]
-		}
-	}
-	out := make([]Outcome, len(names))
-	for i, n := range names {
-		out[i] = byName[n]
-	}
-	return out
+	return order.InLevels(names, levels, parallel, f)
 }

@@ -14,15 +14,16 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 	if st != status.Running || len(ports) == 0 {
 		return nil
 	}
-	return registrar.Instances(w, ports, w.Health == nil || s.healthOf(w.Name), registrar.Host{
-		Name: s.hostname, Advertise: s.cfg.AdvertiseAddress,
-		Inner: func(network string) string {
-			if l := s.net.Link(network); l != nil {
-				return l.Inner.String()
-			}
-			return ""
-		},
-	})
+	return registrar.Instances(w, ports, w.Health == nil || s.healthOf(w.Name), s.host)
+}
+
+// innerAddress is the address the host reaches a workload of network on,
+// its link's end; "" for loopback (the host's, or an island).
+func (s *Supervisor) innerAddress(network string) string {
+	if l := s.net.Link(network); l != nil {
+		return l.Inner.String()
+	}
+	return ""
 }
 
 // publishInstances tells the registrar what the workload should have

@@ -3,12 +3,10 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -20,15 +18,11 @@ import (
 // execIn is argv run for the workload as its exec check is: inside its
 // network and cgroup, as its user, with its environment.
 func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, error) {
-	used, err := w.s.usedEndpoints(w.spec, false)
+	resolved, used, err := w.s.wire(w.spec, false)
 	if err != nil {
 		return nil, err
 	}
-	resolved, err := w.s.withReferences(w.spec, false)
-	if err != nil {
-		return nil, err
-	}
-	pl, err := wiring.PlanRun(resolved, w.s.caps(w.spec.Kind).RuntimeContext, w.ports, used)
+	pl, err := wiring.PlanRun(resolved, w.s.drivers.Capabilities(w.spec.Kind).RuntimeContext, w.ports, used)
 	if err != nil {
 		return nil, err
 	}
@@ -36,28 +30,29 @@ func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, err
 	if w.s.cfg.Cgroups != nil {
 		cg, _ = w.s.cfg.Cgroups.Open(w.name)
 	}
-	cred, err := health.Credential(w.spec.User, w.s.caps(w.spec.Kind).ImageUser)
+	cred, err := health.Credential(w.spec.User, w.s.drivers.Capabilities(w.spec.Kind).ImageUser)
 	if err != nil {
 		return nil, err
 	}
-	env := pl.Env
-	if len(pl.Files) > 0 {
-		// Values delivered by file reach the command as they reach the
-		// run: through the run's own carrier files, never dropped.
-		dir := ""
-		if w.proc != nil {
-			dir = w.proc.State().CarrierDir
-		}
-		if dir == "" {
-			keys := make([]string, len(pl.Files))
-			for i, f := range pl.Files {
-				keys[i] = f.Key
-			}
-			return nil, fmt.Errorf("%w: %s of workload %s go by file, and its run has no files a command could be given", errdefs.ErrConflict, strings.Join(keys, ", "), w.name)
-		}
-		env = append(env[:len(env):len(env)], carriers.Pointers(dir, pl.Files)...)
+	dir := "" // values by file reach the command through the run's own files
+	if w.proc != nil {
+		dir = w.proc.State().CarrierDir
+	}
+	env, err := pl.CommandEnv(dir)
+	if err != nil {
+		return nil, err
 	}
 	return health.Exec(nw, cg, cred, argv, env), nil
+}
+
+// command is argv run for the workload as execIn runs it, inside its
+// network.
+func (w *workload) command(argv []string) (health.Probe, error) {
+	nw, err := w.s.net.Namespace(w.spec.Network)
+	if err != nil {
+		return nil, err
+	}
+	return w.execIn(nw, argv)
 }
 
 // reloadTimeout bounds a reload command.
@@ -80,14 +75,11 @@ func (w *workload) reload() error {
 		err = w.proc.SignalMain(sig)
 	} else {
 		how = "command " + r.Exec[0]
-		var nw *sandbox.Network
-		if nw, err = w.s.net.Namespace(w.spec.Network); err == nil {
-			var p health.Probe
-			if p, err = w.execIn(nw, r.Exec); err == nil {
-				ctx, cancel := context.WithTimeout(w.s.ctx, reloadTimeout)
-				err = p.Check(ctx)
-				cancel()
-			}
+		var p health.Probe
+		if p, err = w.command(r.Exec); err == nil {
+			ctx, cancel := context.WithTimeout(w.s.ctx, reloadTimeout)
+			err = p.Check(ctx)
+			cancel()
 		}
 	}
 	if err != nil {

@@ -34,7 +34,7 @@ func (w *workload) detach(stop bool) {
 // restore brings a workload of an earlier daemon back: its run adopted when
 // still alive, else the restart policy applied as to any ended run. A run
 // that could not be told alive or gone is adopted later, by retries.
-func (w *workload) restore(rec records.Workload, run *recovered) {
+func (w *workload) restore(rec records.Workload, run *records.Recovered) {
 	w.desired, w.owner, w.by = rec.Running, rec.Owner, rec.By
 	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = rec.Owner, rec.By })
 	if w.s.drivers[rec.Spec.Kind] == nil {
@@ -42,19 +42,19 @@ func (w *workload) restore(rec records.Workload, run *recovered) {
 		return
 	}
 	if run != nil {
-		w.update(func(v *status.Workload) { v.Restarts = run.run.Restarts })
+		w.update(func(v *status.Workload) { v.Restarts = run.Run.Restarts })
 		// Taken again until it is known to be gone: it may be alive.
 		r := w.newRun()
-		r.Kept = run.run.Kept
+		r.Kept = run.Run.Kept
 		w.adopt(r)
 	}
 	switch {
-	case run != nil && run.proc != nil:
-		w.adopted(run.proc)
+	case run != nil && run.Proc != nil:
+		w.adopted(run.Proc)
 		w.resume()
-	case run != nil && run.err != nil:
-		w.unadopted = &run.run
-		w.retryLater(run.err)
+	case run != nil && run.Err != nil:
+		w.unadopted = &run.Run
+		w.retryLater(run.Err)
 	case run != nil:
 		w.lost()
 		w.resume()
@@ -158,43 +158,28 @@ func (w *workload) retryLater(err error) {
 }
 
 // sweepDrivers lets each runtime that keeps state per workload remove
-// what belongs to no name in keep (containers, temporary directories). A
-// runtime that does not answer yet is swept once it does.
-func (s *Supervisor) sweepDrivers(keep map[string]bool) {
-	for kind, d := range s.drivers {
-		sw, ok := d.(driver.Sweeper)
-		if !ok {
-			continue
-		}
-		if err := sw.Sweep(s.ctx, keep); err != nil {
-			s.log.Info("runtime sweep failed; trying again until it answers", zap.String("runtime", string(kind)), zap.Error(err))
-			s.wg.Add(1)
-			go s.sweepLater(kind, sw)
-		}
-	}
-}
-
-// sweepLater retries a runtime's sweep with backoff, keeping the workloads
-// there are by then, until it succeeds or the supervisor closes.
-func (s *Supervisor) sweepLater(kind spec.Kind, sw driver.Sweeper) {
-	defer s.wg.Done()
-	for n := 1; ; n++ {
-		t := time.NewTimer(backoff(adoptBackoff.initial, adoptBackoff.max, n, rand.Float64()))
-		select {
-		case <-s.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+// what belongs to no workload (containers, temporary directories): the
+// specs' and the quarantined names' now, and those there are by then for
+// a runtime that does not answer yet, swept once it does.
+func (s *Supervisor) sweepDrivers(specs map[string]records.Workload) {
+	later := func() map[string]bool {
 		keep := s.kept(nil)
 		for _, w := range s.unsorted() {
 			keep[w.name] = true
 		}
-		if err := sw.Sweep(s.ctx, keep); err == nil {
-			s.log.Info("runtime swept", zap.String("runtime", string(kind)), zap.Int("attempts", n+1))
-			return
-		}
+		return keep
 	}
+	retryIn := func(n int) time.Duration { return backoff(adoptBackoff.initial, adoptBackoff.max, n, rand.Float64()) }
+	done := s.drivers.Sweep(s.ctx, s.kept(specs), later, retryIn, func(kind spec.Kind, attempt int, err error) {
+		switch {
+		case err == nil:
+			s.log.Info("runtime swept", zap.String("runtime", string(kind)), zap.Int("attempts", attempt))
+		case attempt == 1:
+			s.log.Info("runtime sweep failed; trying again until it answers", zap.String("runtime", string(kind)), zap.Error(err))
+		}
+	})
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); <-done }()
 }
 
 // specsOf is the specs of records, by name.

@@ -67,11 +67,7 @@ func (w *workload) launch() (driver.Process, error) {
 		<-w.lastRun
 		w.lastRun = nil
 	}
-	used, err := w.s.usedEndpoints(w.spec, false)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
-	}
-	resolved, err := w.s.withReferences(w.spec, false)
+	resolved, used, err := w.s.wire(w.spec, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 	}
@@ -80,12 +76,12 @@ func (w *workload) launch() (driver.Process, error) {
 	if r.Env == nil {
 		r.Env = map[string]string{}
 	}
-	r.Task.CarrierDir = w.s.carrierDir(w.name)
+	r.Task.CarrierDir = w.s.carriers.Dir(w.name)
 	r.Task.Preparing = func(what string) { w.setState(status.Preparing, what) }
 	if err := w.prestart(r); err != nil {
 		return nil, err
 	}
-	pl, err := wiring.PlanRun(resolved, w.s.caps(w.spec.Kind).RuntimeContext, w.ports, r.Env)
+	pl, err := wiring.PlanRun(resolved, w.s.drivers.Capabilities(w.spec.Kind).RuntimeContext, w.ports, r.Env)
 	if err != nil {
 		w.release()
 		return nil, err

@@ -170,7 +170,7 @@ func (w *workload) restScheduled(st status.State, reason string) (status.State, 
 // armed as its record says before its run is looked at, so that a run
 // that ended meanwhile leaves it scheduled; then a time that passed while
 // no daemon ran is run, once.
-func (w *workload) restoreScheduled(rec records.Workload, run *recovered) {
+func (w *workload) restoreScheduled(rec records.Workload, run *records.Recovered) {
 	now := time.Now()
 	if w.scheduled() && w.s.drivers[rec.Spec.Kind] != nil && (rec.ScheduledThrough != nil || rec.Running) {
 		w.sched.Resume(rec.ScheduledThrough, now)

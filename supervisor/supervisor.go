@@ -11,8 +11,6 @@ package supervisor
 import (
 	"cmp"
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -80,17 +78,19 @@ type Config struct {
 
 // Supervisor owns every workload of one daemon.
 type Supervisor struct {
-	cfg      Config
-	log      *zap.Logger
-	store    *records.Store
-	drivers  map[spec.Kind]driver.Driver
-	events   *events.Bus
-	started  time.Time
-	hostname string
-	logDir   string
-	// carrierRoot holds one directory per run with file carriers; 0711 so
-	// that a workload's user reaches its own directory and lists nothing.
-	carrierRoot string
+	cfg     Config
+	log     *zap.Logger
+	store   *records.Store
+	drivers driver.Runtimes
+	events  *events.Bus
+	started time.Time
+	// host is this host as the registry's instances say it.
+	host   registrar.Host
+	logDir string
+	// carriers holds one directory per run with file carriers.
+	carriers carriers.Root
+	// notifyDir holds the notify sockets of runs (health.NotifyPath).
+	notifyDir string
 
 	// net is the network plane: networks, ports, documents and rules.
 	net *netplane.Plane
@@ -102,7 +102,7 @@ type Supervisor struct {
 	rotator *logfile.Rotator
 	// hooks are the steps of every workload's runs but its health's
 	// (hooks.go): network, cgroup and limits, logs, in order.
-	hooks      []runhook.Hook
+	hooks      runhook.Chain
 	cgroupHook *usage.CgroupHook
 	logHook    *logpipe.Hook
 
@@ -118,8 +118,7 @@ type Supervisor struct {
 	dependents map[*workload]struct{}
 
 	// quarantine holds the stored records that do not load (quarantine.go).
-	qmu        sync.Mutex
-	quarantine map[string]*quarantined
+	quarantine *records.Quarantine
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -143,30 +142,30 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg:          cfg,
 		log:          cfg.Logger,
 		store:        cfg.Store,
-		drivers:      map[spec.Kind]driver.Driver{},
+		drivers:      driver.NewRuntimes(cfg.Drivers),
 		events:       cfg.Events,
 		net:          cfg.Net,
 		started:      time.Now(),
-		hostname:     hostname(),
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
-		carrierRoot:  filepath.Join(cfg.RunDir, "carriers"),
+		notifyDir:    filepath.Join(cfg.RunDir, "notify"),
 		workloads:    map[string]*workload{},
 		dependents:   map[*workload]struct{}{},
 		fileProblems: map[string]string{},
 		ctx:          ctx,
 		cancel:       cancel,
 	}
+	s.host = registrar.ThisHost(cfg.AdvertiseAddress, s.innerAddress)
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
 	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	s.limits = usage.NewLimits(cfg.Cgroups, s.limitHit)
-	for _, d := range cfg.Drivers {
-		s.drivers[d.Kind()] = d
+	var err error
+	if err = os.MkdirAll(s.logDir, 0o750); err == nil {
+		s.carriers, err = carriers.OpenRoot(filepath.Join(cfg.RunDir, "carriers"))
 	}
-	if err := s.prepareDirs(); err != nil {
+	if err != nil {
 		cancel()
 		return nil, err
 	}
-	var err error
 	s.cgroupHook = usage.NewCgroupHook(cfg.Cgroups, s.limits, s.net.Placed, s.log)
 	if s.rotator, err = logfile.NewRotator(s.logs, cfg.LogMaxSize, s.cgroupHook.HoldWriters, func(name, msg string, err error) {
 		s.log.Warn(msg, zap.String("workload", name), zap.Error(err))
@@ -174,7 +173,7 @@ func New(cfg Config) (*Supervisor, error) {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.logHook = logpipe.NewHook(cfg.LogPipes, s.logs, s.rotator, s.log)
-	s.hooks = []runhook.Hook{netHook{s.net}, s.cgroupHook, s.logHook}
+	s.hooks = runhook.Chain{s.net.Hook(), s.cgroupHook, s.logHook}
 	s.restore()
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
@@ -183,29 +182,21 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
-// prepareDirs makes the log and carrier directories.
-func (s *Supervisor) prepareDirs() error {
-	if err := os.MkdirAll(s.logDir, 0o750); err != nil {
-		return err
-	}
-	return os.MkdirAll(s.carrierRoot, 0o711)
-}
-
 // restore brings back the previous daemon's workloads. Runs are adopted
 // here, before any loop starts, so that everything no live run owns can be
 // swept: runs without a spec, carrier directories without a run. A record
 // that does not load is quarantined, and what its run owns is kept.
 func (s *Supervisor) restore() {
 	recs, bad := s.store.Workloads()
-	s.quarantineAll(bad)
+	s.quarantine = records.NewQuarantine(s.store, bad, s.log)
 	specs := map[string]records.Workload{}
 	by := map[string]uint32{}
 	for _, r := range recs {
 		specs[r.Spec.Name] = r
 		by[r.Spec.Name] = r.By
 	}
-	runs := map[string]*recovered{}
-	keep := map[string]bool{}
+	runs := map[string]*records.Recovered{}
+	var keep []string // the carrier directories of runs that live on
 	names := s.store.RunNames()
 	found := s.recoverRuns(names)
 	for i, name := range names {
@@ -214,17 +205,15 @@ func (s *Supervisor) restore() {
 			_ = s.store.RemoveRun(name)
 			continue
 		}
-		rec, d := r.run, s.drivers[r.run.Process.Driver]
-		if q := s.quarantine[name]; q != nil {
+		rec, d := r.Run, s.drivers[r.Run.Process.Driver]
+		if s.quarantine.Has(name) {
 			// Its spec is there but cannot be read: the run may be the
 			// workload, serving fine, and nothing of it is touched.
 			if d == nil {
-				r.err = fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, rec.Process.Driver)
+				r.Err = fmt.Errorf("%w: this daemon has no %s runtime", errdefs.ErrRuntimeUnavailable, rec.Process.Driver)
 			}
-			if q.keepRun(r) {
-				keep[filepath.Base(rec.Process.CarrierDir)] = true
-			} else {
-				_ = s.store.RemoveRun(name)
+			if s.quarantine.Keep(name, *r) {
+				keep = append(keep, rec.Process.CarrierDir)
 			}
 			continue
 		}
@@ -232,35 +221,37 @@ func (s *Supervisor) restore() {
 			// Removed while no daemon ran, or its spec was lost: nothing
 			// may keep it alive.
 			switch {
-			case r.proc != nil:
+			case r.Proc != nil:
 				s.log.Warn("killing a run no spec owns", zap.String("workload", name), zap.Int("pid", rec.Process.PID))
-				_ = r.proc.Kill()
-				<-r.proc.Done()
-			case r.err != nil:
+				_ = r.Proc.Kill()
+				<-r.Proc.Done()
+			case r.Err != nil:
 				// Its record stays for the next daemon, and its runtime's
 				// sweep removes it once that answers.
-				s.log.Warn("cannot adopt a run no spec owns, to kill it", zap.String("workload", name), zap.Error(r.err))
+				s.log.Warn("cannot adopt a run no spec owns, to kill it", zap.String("workload", name), zap.Error(r.Err))
 				continue
 			}
 			_ = s.store.RemoveRun(name)
 			continue
 		}
-		if r.proc != nil || r.err != nil {
-			keep[filepath.Base(rec.Process.CarrierDir)] = true
+		if r.Proc != nil || r.Err != nil {
+			keep = append(keep, rec.Process.CarrierDir)
 		}
 		runs[name] = r
 	}
 	s.logQuarantine()
 	s.logHook.AdoptAll(func(name string) bool {
 		_, ok := specs[name]
-		return ok || s.quarantine[name] != nil
+		return ok || s.quarantine.Has(name)
 	})
-	s.sweepCarriers(keep)
+	s.carriers.Sweep(keep, func(dir string, err error) {
+		s.log.Warn("cannot sweep carriers", zap.String("dir", dir), zap.Error(err))
+	})
 	s.workspaces = workspace.Open(s.store, s.log)
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), by, s.quarantinedNetworks())
 	s.cgroupHook.Sweep(s.kept(specs))
-	s.sweepDrivers(s.kept(specs))
+	s.sweepDrivers(specs)
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
 		// Until its loop has looked, a workload that is to run shows
@@ -279,18 +270,18 @@ func (s *Supervisor) restore() {
 // whether the run is alive, many at once: each is a file read and a
 // process or container looked up, and a restart over thousands waits on
 // them. A name whose record does not load is nil.
-func (s *Supervisor) recoverRuns(names []string) []*recovered {
-	found := make([]*recovered, len(names))
+func (s *Supervisor) recoverRuns(names []string) []*records.Recovered {
+	found := make([]*records.Recovered, len(names))
 	par.Each(len(names), recoverWorkers, func(i int) {
 		rec, ok, err := s.store.LoadRun(names[i])
 		if err != nil || !ok {
 			return
 		}
-		r := &recovered{run: rec}
+		r := &records.Recovered{Run: rec}
 		if d := s.drivers[rec.Process.Driver]; d != nil {
-			r.proc, r.err = d.Recover(s.ctx, rec.Process)
-			if errors.Is(r.err, errdefs.ErrNotFound) {
-				r.err = nil // gone: ended while no daemon watched
+			r.Proc, r.Err = d.Recover(s.ctx, rec.Process)
+			if errors.Is(r.Err, errdefs.ErrNotFound) {
+				r.Err = nil // gone: ended while no daemon watched
 			}
 		}
 		found[i] = r
@@ -301,28 +292,6 @@ func (s *Supervisor) recoverRuns(names []string) []*recovered {
 // recoverWorkers bounds the runs looked up at once: enough to keep a
 // runtime's round trips overlapped, few enough not to crowd it.
 const recoverWorkers = 16
-
-// recovered is what an earlier daemon recorded of a run, and the run
-// itself when it is still alive; err says why it could not be told
-// whether it is (its runtime does not answer).
-type recovered struct {
-	run  records.Run
-	proc driver.Process
-	err  error
-}
-
-// sweepCarriers removes every carrier directory that no live run owns.
-func (s *Supervisor) sweepCarriers(keep map[string]bool) {
-	entries, _ := os.ReadDir(s.carrierRoot)
-	for _, e := range entries {
-		if keep[e.Name()] {
-			continue
-		}
-		if err := carriers.Remove(filepath.Join(s.carrierRoot, e.Name())); err != nil {
-			s.log.Warn("cannot sweep carriers", zap.String("dir", e.Name()), zap.Error(err))
-		}
-	}
-}
 
 // register adds a workload and starts its loop, unless one of that name
 // exists: then it returns that one. first runs on the loop before any
@@ -404,14 +373,6 @@ func (s *Supervisor) forget(w *workload) {
 	delete(s.dependents, w)
 }
 
-// carrierDir is a fresh directory name for one run's file carriers. The
-// nonce keeps a new run from ever meeting an old run's files.
-func (s *Supervisor) carrierDir(name string) string {
-	var b [8]byte
-	_, _ = crand.Read(b[:])
-	return filepath.Join(s.carrierRoot, name+"."+hex.EncodeToString(b[:]))
-}
-
 func (s *Supervisor) publish(ev status.Event) {
 	ev.Time = time.Now()
 	if ev.Project == "" {
@@ -420,15 +381,6 @@ func (s *Supervisor) publish(ev status.Event) {
 	if err := s.events.Publish(ev); err != nil {
 		s.log.Warn("cannot keep events for readers that resume; they still go to those reading now", zap.Error(err))
 	}
-}
-
-// hostname names this host in registry ids and metadata.
-func hostname() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		return "localhost"
-	}
-	return h
 }
 
 // Close stops watching: every workload is released to run on (or stopped,
@@ -464,7 +416,7 @@ func (s *Supervisor) Close() {
 		}
 		wg.Wait()
 	}
-	s.releaseQuarantined()
+	s.quarantine.Release()
 	s.cancel()
 	s.wg.Wait()
 	_ = s.rotator.Close()

@@ -45,24 +45,20 @@ func (v wired) Address(consumer, producer *spec.Workload, m status.PortMapping) 
 	return v.s.net.Address(consumer, producer, m)
 }
 
-// usedEndpoints is what a workload is given of the others: its workspace
-// document's configurations, then what its `uses` give (wiring.Uses: a
-// producer's own configuration of the same name is the more specific).
-func (s *Supervisor) usedEndpoints(c *spec.Workload, placeholder bool) (map[string]string, error) {
-	used, err := wiring.Uses(c, wired{s}, placeholder)
-	if err != nil {
-		return nil, err
+// wire is what a workload is given of the others: its spec with its
+// `${endpoint:…}` references resolved (wiring.References), and the values
+// it is given, its workspace document's configurations, then what its
+// `uses` give (wiring.Uses: a producer's own configuration of the same
+// name is the more specific). With placeholder, ports not assigned yet
+// stand in as long as real ones.
+func (s *Supervisor) wire(c *spec.Workload, placeholder bool) (resolved *spec.Workload, used map[string]string, err error) {
+	if used, err = wiring.Uses(c, wired{s}, placeholder); err != nil {
+		return nil, nil, err
 	}
-	out := s.workspaces.Vars(c)
-	if out == nil {
-		return used, nil
+	if vars := s.workspaces.Vars(c); vars != nil {
+		maps.Copy(vars, used)
+		used = vars
 	}
-	maps.Copy(out, used)
-	return out, nil
-}
-
-// withReferences is the spec with its `${endpoint:…}` references resolved
-// (wiring.References).
-func (s *Supervisor) withReferences(w *spec.Workload, placeholder bool) (*spec.Workload, error) {
-	return wiring.References(w, wired{s}, placeholder)
+	resolved, err = wiring.References(c, wired{s}, placeholder)
+	return resolved, used, err
 }

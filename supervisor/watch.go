@@ -8,66 +8,44 @@ package supervisor
 // build, a copy) is not, so that a stop or a removal is never held up by
 // it. The loop arms the watch when it sees a spec that watches (rewatch,
 // at each turn: a pointer compared) and disarms it when the spec changes
-// and when the loop ends, waiting for its goroutines: no watch outlives
-// its workload.
+// and when the loop ends, waiting for its goroutines (devwatch.Follower):
+// no watch outlives its workload.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
 
-// armedWatch is the watch of one spec of a workload: devwatch's Actions
-// on it. The loop owns it.
-type armedWatch struct {
-	w   *workload
-	sp  *spec.Workload
-	set *devwatch.Set
-}
+// armedWatch is devwatch's Actions on a workload, for the watch armed
+// for one of its specs (w.watch, a devwatch.Follower the loop keeps).
+type armedWatch struct{ w *workload }
 
 // rewatch makes the watch follow the spec, on the loop: armed for a spec
-// that watches, disarmed for one that does not. A watch is armed once per
-// spec, whether or not its paths could be watched (an event says why not).
+// that watches, disarmed for one that does not, once per spec (an event
+// says so when it stops watching).
 func (w *workload) rewatch() {
-	if w.watch != nil && w.watch.sp == w.spec || w.watch == nil && !w.spec.Watches() {
+	if !w.watch.Stale(w.spec) {
 		return
 	}
 	onFreshStack(func() {
-		was := w.watch != nil && w.watch.sp.Watches()
-		w.unwatch()
-		if w.spec.Watches() {
-			a := &armedWatch{w: w, sp: w.spec}
-			w.watch = a
-			a.set = devwatch.Arm(w.s.ctx, w.spec.Watch, a, w.s.log.With(zap.String("workload", w.name)))
-		} else if was {
+		act := func() devwatch.Actions { return &armedWatch{w} }
+		if w.watch.Follow(w.s.ctx, w.spec, act, w.s.log.With(zap.String("workload", w.name))) {
 			w.publish(status.Event{Type: status.EventWatch, Message: "not watching any more"})
 		}
 	})
 }
 
-// unwatch ends the watch and waits for its goroutines. It is called on the
-// loop, which an action may be waiting for: a call to the loop selects on
-// the watch's context too, which ends first.
-func (w *workload) unwatch() {
-	if w.watch == nil {
-		return
-	}
-	w.watch.set.Stop()
-	w.watch = nil
-}
-
 // onLoop runs f on the workload's loop while this watch is armed.
 func (a *armedWatch) onLoop(ctx context.Context, f func() error) error {
 	err := a.w.call(ctx, func() error {
-		if a.w.watch != a {
+		if !a.w.watch.Armed(a) {
 			return devwatch.ErrGone
 		}
 		return f()
@@ -100,11 +78,7 @@ func (a *armedWatch) Command(ctx context.Context, argv []string) (run func(conte
 			skip = "nothing done: " + w.name + " is stopped (flyd start runs it again)"
 			return nil
 		}
-		nw, err := w.s.net.Namespace(w.spec.Network)
-		if err != nil {
-			return err
-		}
-		p, err := w.execIn(nw, argv)
+		p, err := w.command(argv)
 		if err != nil {
 			return err
 		}
@@ -143,12 +117,9 @@ func (a *armedWatch) Root(ctx context.Context) (int, error) {
 		if pid <= 0 {
 			return nil
 		}
-		fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("the container's root: %w", err)
-		}
-		root = fd
-		return nil
+		var err error
+		root, err = devwatch.OpenRoot(pid)
+		return err
 	})
 	return root, err
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
@@ -72,8 +73,8 @@ type workload struct {
 	// run is the current run as its hooks hold it (hooks.go): set from
 	// their Prestart or Adopt to their Exited.
 	run *runhook.Run
-	// watch is the armed watch of its spec's watch entries (watch.go).
-	watch *armedWatch
+	// watch is the watch of its spec's watch entries (watch.go).
+	watch devwatch.Follower
 
 	// view is what readers see, copied on write (update): a view once
 	// stored never changes, nor does anything it points to, so a reader
@@ -84,7 +85,7 @@ type workload struct {
 func (w *workload) loop(first func(*workload)) {
 	defer w.s.wg.Done()
 	defer close(w.exited)
-	defer w.unwatch()
+	defer w.watch.Stop()
 	if first != nil {
 		onFreshStack(func() { first(w) })
 	}
@@ -316,7 +317,7 @@ func (w *workload) create(start bool, owner string, by uint32) error {
 		w.s.net.Drop(w.spec.Network) // no longer in use
 		return fmt.Errorf("cannot record workload %s, so it is not created: %w", w.name, err)
 	}
-	w.s.unquarantine(w.name) // its record is this one now
+	w.s.quarantine.Lift(w.name) // its record is this one now
 	if start && w.scheduled() {
 		return w.armAtApply()
 	}
@@ -437,14 +438,12 @@ func (w *workload) remove() error {
 		return err
 	}
 	w.gone = true
-	w.unwatch() // before the removal is answered: a down leaves no watch
+	w.watch.Stop() // before the removal is answered: a down leaves no watch
 	w.s.forget(w)
-	if f, ok := w.s.drivers[w.spec.Kind].(driver.Forgetter); ok {
-		if err := f.Forget(w.s.ctx, w.name); err != nil {
-			w.log.Warn("the runtime could not release what it kept for the workload", zap.Error(err))
-		}
+	if err := w.s.drivers.Forget(w.s.ctx, w.spec.Kind, w.name); err != nil {
+		w.log.Warn("the runtime could not release what it kept for the workload", zap.Error(err))
 	}
-	w.s.destroy(w.name)
+	w.s.hooks.Destroy(w.name)
 	w.s.net.Detach(w.spec)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil

@@ -2,8 +2,10 @@ package usage
 
 import (
 	"sync"
+	"time"
 
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // Hits is where the counting of one workload's limit hits stands: what
@@ -57,4 +59,23 @@ func (h *Hits) since(oom, pids int) (newOOM, newPids int) {
 	}
 	h.known, h.oom, h.pids = true, oom, pids
 	return newOOM, newPids
+}
+
+// Counted is shown, a workload's limit hits as its status shows them (nil:
+// none yet), with newOOM OOM kills and newPids refused forks more, at at.
+// It is a new count: the one shown may be in a reader's hands.
+func Counted(shown *status.LimitHits, newOOM, newPids int, at time.Time) *status.LimitHits {
+	var h status.LimitHits
+	if shown != nil {
+		h = *shown
+	}
+	if newOOM > 0 {
+		h.OOMKills += newOOM
+		h.LastOOMKill = &at
+	}
+	if newPids > 0 {
+		h.PidsRefusals += newPids
+		h.LastRefusal = &at
+	}
+	return &h
 }

@@ -100,3 +100,20 @@ func TestLimitsWatchesOnlyWhatItIsTold(t *testing.T) {
 		t.Fatal("Run without cgroups did not return")
 	}
 }
+
+// TestCounted: hits add to those shown, each kind with its last time,
+// in a new count that leaves the one shown as it was.
+func TestCounted(t *testing.T) {
+	t0, t1 := time.Unix(100, 0), time.Unix(200, 0)
+	first := Counted(nil, 2, 0, t0)
+	if first.OOMKills != 2 || !first.LastOOMKill.Equal(t0) || first.PidsRefusals != 0 || first.LastRefusal != nil {
+		t.Fatalf("first hits: %+v", first)
+	}
+	then := Counted(first, 0, 3, t1)
+	if then.OOMKills != 2 || !then.LastOOMKill.Equal(t0) || then.PidsRefusals != 3 || !then.LastRefusal.Equal(t1) {
+		t.Fatalf("then: %+v", then)
+	}
+	if first.PidsRefusals != 0 || first.LastRefusal != nil || then == first {
+		t.Fatalf("the count shown changed: %+v", first)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -110,4 +112,23 @@ func (p *Plan) Check(carrierDir string) error {
 	}
 	env := append(p.Env[:len(p.Env):len(p.Env)], carriers.Pointers(carrierDir, p.Files)...)
 	return carriers.CheckExec(p.Args[0], p.Args, env, carriers.StackLimit())
+}
+
+// CommandEnv is the environment of a command run beside the run (an exec
+// check, a reload, a watch's command): the inline variables, and those
+// by file through the run's own carrier files in carrierDir, never
+// dropped. Values by file cannot reach a command without a run's carrier
+// directory: an error (errdefs.ErrConflict) naming them.
+func (p *Plan) CommandEnv(carrierDir string) ([]string, error) {
+	if len(p.Files) == 0 {
+		return p.Env, nil
+	}
+	if carrierDir == "" {
+		keys := make([]string, len(p.Files))
+		for i, f := range p.Files {
+			keys[i] = f.Key
+		}
+		return nil, fmt.Errorf("%w: %s of the workload go by file, and its run has no files a command could be given", errdefs.ErrConflict, strings.Join(keys, ", "))
+	}
+	return append(p.Env[:len(p.Env):len(p.Env)], carriers.Pointers(carrierDir, p.Files)...), nil
 }

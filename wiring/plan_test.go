@@ -1,10 +1,13 @@
 package wiring
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/flyd-dev/flyd/carriers"
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -76,5 +79,26 @@ func TestPlanCommand(t *testing.T) {
 	}
 	if err := pl.Check(t.TempDir()); err == nil || !strings.Contains(err.Error(), "HUGE") {
 		t.Errorf("a variable longer than exec takes: %v; want refused, naming it", err)
+	}
+}
+
+// TestCommandEnv: a command beside the run gets the inline variables and
+// those by file through the run's carrier files; without a run's files,
+// what goes by file refuses the command rather than be dropped.
+func TestCommandEnv(t *testing.T) {
+	inline := &Plan{Env: []string{"A=1"}}
+	if env, err := inline.CommandEnv(""); err != nil || !slices.Equal(env, []string{"A=1"}) {
+		t.Fatalf("inline alone: %v, %v", env, err)
+	}
+	byFile := &Plan{Env: []string{"A=1"}, Files: []carriers.File{{Key: "CODEFLY__BIG", Value: "x"}}}
+	env, err := byFile.CommandEnv("/run/flyd/carriers/web.01")
+	if err != nil || !slices.Equal(env, append([]string{"A=1"}, carriers.Pointers("/run/flyd/carriers/web.01", byFile.Files)...)) {
+		t.Fatalf("by file: %v, %v", env, err)
+	}
+	if len(byFile.Env) != 1 {
+		t.Fatalf("the plan's own environment changed: %v", byFile.Env)
+	}
+	if _, err := byFile.CommandEnv(""); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "CODEFLY__BIG") {
+		t.Fatalf("by file without a run's files: %v", err)
 	}
 }
