@@ -318,6 +318,17 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 // remove kills and deletes task, container and snapshot, ignoring what is
 // already gone, with a context the caller cannot cancel.
 func (d *Driver) remove(ctx context.Context, ctr containerd.Container, task containerd.Task) error {
+	return d.removeTask(ctx, ctr, task, containerd.WithProcessKill)
+}
+
+// removeEnded is remove for a task whose exit was seen: there is nothing
+// to kill, and the kill's two round trips (a wait and a kill that fails)
+// are a third of a stop's.
+func (d *Driver) removeEnded(ctx context.Context, ctr containerd.Container, task containerd.Task) error {
+	return d.removeTask(ctx, ctr, task)
+}
+
+func (d *Driver) removeTask(ctx context.Context, ctr containerd.Container, task containerd.Task, opts ...containerd.ProcessDeleteOpts) error {
 	cctx, cancel := d.cleanupCtx(ctx)
 	defer cancel()
 	var errs []error
@@ -327,7 +338,7 @@ func (d *Driver) remove(ctx context.Context, ctr containerd.Container, task cont
 		}
 	}
 	if task != nil {
-		if _, err := task.Delete(cctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := task.Delete(cctx, opts...); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete task: %w", err))
 		}
 	}

@@ -80,7 +80,11 @@ func (p *process) wait(exitCh <-chan containerd.ExitStatus) {
 		break
 	}
 	p.wcancel()
-	_ = p.d.remove(context.Background(), p.ctr, p.task)
+	if p.exit.Unknown {
+		_ = p.d.remove(context.Background(), p.ctr, p.task)
+	} else {
+		_ = p.d.removeEnded(context.Background(), p.ctr, p.task)
+	}
 	close(p.done)
 }
 
