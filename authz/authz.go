@@ -97,15 +97,15 @@ func decideWorkload(c Caller, op Op, d Doc) error {
 }
 
 // decideDocument: a confined caller changes no document other than its
-// workloads (a network or a policy changes every workload's reach, not
-// only its own); a document a file owns changes only through that file,
+// workloads (a network, a policy or a workspace changes what other
+// workloads reach or are given, not only its own); a document a file owns changes only through that file,
 // and one made through the API not through a file.
 func decideDocument(c Caller, op Op, d Doc) error {
 	if op == Read || op == Act {
 		return nil
 	}
 	if c.Confined {
-		return &Refusal{Field: "kind", Msg: fmt.Sprintf("%s %s: network and policy documents are root's while --peer-users limits callers", d.Kind, d.Name)}
+		return &Refusal{Field: "kind", Msg: fmt.Sprintf("%s %s: %s documents are root's while --peer-users limits callers", d.Kind, d.Name, d.Kind)}
 	}
 	switch {
 	case d.Owner == c.File:

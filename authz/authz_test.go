@@ -77,9 +77,10 @@ func TestDecide(t *testing.T) {
 		{file, Apply, newNetwork, nil, ""},
 		{otherFile, Remove, filesNetwork, errdefs.ErrConflict, "conflict: network n belongs to web.yaml in the workloads directory; change that file"},
 		{file, Apply, apiNetwork, errdefs.ErrConflict, "conflict: network n was made through the API, not by web.yaml"},
-		{peer, Apply, newNetwork, errdefs.ErrForbidden, "kind: network n: network and policy documents are root's while --peer-users limits callers"},
-		{peer, Remove, apiNetwork, errdefs.ErrForbidden, "kind: network n: network and policy documents are root's while --peer-users limits callers"},
-		{peer, Apply, Doc{Kind: "policy", Name: "p"}, errdefs.ErrForbidden, "kind: policy p: network and policy documents are root's while --peer-users limits callers"},
+		{peer, Apply, newNetwork, errdefs.ErrForbidden, "kind: network n: network documents are root's while --peer-users limits callers"},
+		{peer, Remove, apiNetwork, errdefs.ErrForbidden, "kind: network n: network documents are root's while --peer-users limits callers"},
+		{peer, Apply, Doc{Kind: "policy", Name: "p"}, errdefs.ErrForbidden, "kind: policy p: policy documents are root's while --peer-users limits callers"},
+		{peer, Apply, Doc{Kind: "workspace", Name: "w"}, errdefs.ErrForbidden, "kind: workspace w: workspace documents are root's while --peer-users limits callers"},
 		{peer, Read, apiNetwork, nil, ""},
 		{otherFile, Read, filesNetwork, nil, ""},
 	} {

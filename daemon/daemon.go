@@ -33,6 +33,7 @@ import (
 	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/supervisor"
+	"github.com/flyd-dev/flyd/workspace"
 )
 
 // Config is what the daemon runs with: the daemon program's flags,
@@ -195,10 +196,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	// After the supervisor's close: the links of deleted networks go.
 	defer plane.Wait()
+	workspaces := workspace.Open(st, log.Named("workspaces"))
 	sup, err := supervisor.New(supervisor.Config{
 		Store:            st,
 		Events:           bus,
 		Net:              plane,
+		Workspaces:       workspaces,
 		LogPipes:         pipes,
 		Registrar:        reg.registrar,
 		RegistryURL:      reg.url,
@@ -218,7 +221,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		l.Close()
 		return err
 	}
-	docs, err := documents.New(documents.Config{Owners: st.Owners(), Events: bus, Logger: log.Named("documents"), Keepers: Keepers(plane, sup)})
+	docs, err := documents.New(documents.Config{Owners: st.Owners(), Events: bus, Logger: log.Named("documents"), Keepers: Keepers(plane, workspaces)})
 	if err != nil {
 		sup.Close()
 		l.Close()

@@ -4,16 +4,16 @@ import (
 	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/spec"
-	"github.com/flyd-dev/flyd/supervisor"
+	"github.com/flyd-dev/flyd/workspace"
 )
 
 // Keepers is the part of the daemon that puts each kind of document beside
 // workloads (spec.DocKinds) in force: a new kind is registered here, one
 // line, once its keeper exists.
-func Keepers(plane *netplane.Plane, sup *supervisor.Supervisor) map[string]documents.Keeper {
+func Keepers(plane *netplane.Plane, workspaces *workspace.Set) map[string]documents.Keeper {
 	return map[string]documents.Keeper{
 		spec.KindNetwork:   documents.Networks(plane),
 		spec.KindPolicy:    documents.Policies(plane),
-		spec.KindWorkspace: sup.WorkspaceSet(),
+		spec.KindWorkspace: workspaces,
 	}
 }

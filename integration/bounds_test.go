@@ -355,8 +355,9 @@ func TestPeerUsersPolicy(t *testing.T) {
 		{"uid 0", "name: a\ncommand: [\"@PROG@\", signals]\nuser: \"0\"\n", `user: "0" is not a user`},
 		{"nix", "name: a\nkind: nix\nnix: {flake: \"path:/x\"}\ncommand: [hello]\nuser: nobody\n", "kind: a caller other than root may run only native"},
 		{"in a batch", "name: b\ncommand: [\"@PROG@\", signals]\nuser: nobody\n---\nname: a\ncommand: [\"@PROG@\", signals]\n", "workload a: user: is required"},
-		{"a policy", "kind: policy\nname: p\nselect: {networks: [ci-x]}\ningress: []\n", "policy p: network and policy documents are root's"},
-		{"a network document", "kind: network\nname: ci-x\negress: false\n", "network ci-x: network and policy documents are root's"},
+		{"a policy", "kind: policy\nname: p\nselect: {networks: [ci-x]}\ningress: []\n", "policy p: policy documents are root's"},
+		{"a network document", "kind: network\nname: ci-x\negress: false\n", "network ci-x: network documents are root's"},
+		{"a workspace document", "kind: workspace\nname: w\nconfiguration: {app: {mode: x}}\n", "workspace w: workspace documents are root's"},
 	} {
 		_, errOut, code := member("apply", "-f", d.writeSpec(t, "p.yaml", tt.spec))
 		if code != 1 || !strings.Contains(errOut, "(forbidden)") || !strings.Contains(errOut, tt.want) {

@@ -35,7 +35,7 @@ func open(t *testing.T) (*supervisor.Supervisor, *Projects) {
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
 	keepers := map[string]documents.Keeper{
-		spec.KindNetwork: documents.Networks(parts.Net), spec.KindPolicy: documents.Policies(parts.Net), spec.KindWorkspace: s.WorkspaceSet(),
+		spec.KindNetwork: documents.Networks(parts.Net), spec.KindPolicy: documents.Policies(parts.Net), spec.KindWorkspace: parts.Workspaces,
 	}
 	for _, k := range spec.DocKinds() {
 		if keepers[k.Name] == nil {
@@ -158,7 +158,7 @@ func TestUpAndDown(t *testing.T) {
 	if _, err := p.Down(ctx, "p1", supervisor.RemoveOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a second down: %v; want not found", err)
 	}
-	if names, _ := s.WorkspaceSet().Names(ctx); len(names) != 1 {
+	if names, _, _ := p.docs.Names(ctx, spec.KindWorkspace); len(names) != 1 {
 		t.Errorf("workspaces left: %v; want p2's", names)
 	}
 }

@@ -11,7 +11,7 @@ func newSupervisor(cfg Config) (*Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Store, cfg.Events, cfg.Net = p.Store, p.Events, p.Net
+	cfg.Store, cfg.Events, cfg.Net, cfg.Workspaces = p.Store, p.Events, p.Net, p.Workspaces
 	s, err := New(cfg)
 	if err != nil {
 		p.Close()

@@ -74,6 +74,10 @@ type Config struct {
 	// Cgroups gives each workload a cgroup with its limits; nil where the
 	// host has none for flyd, and then `resources` is refused.
 	Cgroups *sandbox.Cgroups
+	// Workspaces are the workspace documents in force, opened over Store
+	// by the daemon and kept by the documents: each workload gets its
+	// workspace's configurations from its next start.
+	Workspaces *workspace.Set
 }
 
 // Supervisor owns every workload of one daemon.
@@ -145,6 +149,7 @@ func New(cfg Config) (*Supervisor, error) {
 		drivers:      driver.NewRuntimes(cfg.Drivers),
 		events:       cfg.Events,
 		net:          cfg.Net,
+		workspaces:   cfg.Workspaces,
 		started:      time.Now(),
 		logDir:       filepath.Join(cfg.StateDir, "logs"),
 		notifyDir:    filepath.Join(cfg.RunDir, "notify"),
@@ -247,7 +252,6 @@ func (s *Supervisor) restore() {
 	s.carriers.Sweep(keep, func(dir string, err error) {
 		s.log.Warn("cannot sweep carriers", zap.String("dir", dir), zap.Error(err))
 	})
-	s.workspaces = workspace.Open(s.store, s.log)
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), by, s.quarantinedNetworks())
 	s.cgroupHook.Sweep(s.kept(specs))

@@ -34,7 +34,7 @@ func OpenWithParts(t testing.TB, cfg supervisor.Config) (*supervisor.Supervisor,
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	cfg.Store, cfg.Events, cfg.Net = p.Store, p.Events, p.Net
+	cfg.Store, cfg.Events, cfg.Net, cfg.Workspaces = p.Store, p.Events, p.Net, p.Workspaces
 	s, err := supervisor.New(cfg)
 	if err != nil {
 		t.Fatal(err)

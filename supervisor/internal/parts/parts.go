@@ -1,6 +1,6 @@
 // Package parts opens, for tests, the parts a daemon opens for its
-// supervisor: the records, the event bus and a network plane without a
-// pool or a firewall, under a state and a run directory; and closes them
+// supervisor: the records, the event bus, a network plane without a
+// pool or a firewall and the workspace documents, under a state and a run directory; and closes them
 // in a daemon's order. The supervisor's own tests and supervisortest, for
 // the packages above it, both open theirs here. It is not the daemon's
 // assembly, which is package daemon's.
@@ -20,13 +20,15 @@ import (
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
+	"github.com/flyd-dev/flyd/workspace"
 )
 
 // Parts are what a supervisor is built over.
 type Parts struct {
-	Store  *records.Store
-	Events *events.Bus
-	Net    *netplane.Plane
+	Store      *records.Store
+	Events     *events.Bus
+	Net        *netplane.Plane
+	Workspaces *workspace.Set
 }
 
 // Open opens the parts under stateDir and runDir. The plane maps the
@@ -55,7 +57,7 @@ func Open(stateDir, runDir string, log *zap.Logger, cgroups *sandbox.Cgroups, dr
 		_ = st.Close()
 		return nil, err
 	}
-	return &Parts{Store: st, Events: bus, Net: net}, nil
+	return &Parts{Store: st, Events: bus, Net: net, Workspaces: workspace.Open(st, log)}, nil
 }
 
 // Close closes the parts once the supervisor over them is closed, in a
