@@ -255,8 +255,8 @@ func ParseAllExpanded(data []byte, expand Expander) (*Documents, error) {
 				continue
 			}
 			if kind != "" && !slices.Contains(Kinds, Kind(kind)) {
-				return nil, atLine(doc.lineOf("kind"), fieldErrorf("kind", "%q is neither a workload's runtime (%s, %s, %s or %s) nor a document's kind (%s)",
-					kind, KindNative, KindNix, KindContainerd, KindExternal, docKindNames()))
+				return nil, atLine(doc.lineOf("kind"), fieldErrorf("kind", "%q is neither a workload's runtime (%s) nor a document's kind (%s)",
+					kind, kindsWhere(func(Runtime) bool { return true }, "or"), docKindNames()))
 			}
 			w, err := build(doc)
 			if err == nil {

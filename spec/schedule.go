@@ -76,7 +76,7 @@ func (w *Workload) validateSchedule(p *problems) {
 		p.add("schedule", "does not parse: %v (five fields, minute hour day-of-month month day-of-week, or @hourly, @daily, @every 10m…)", err)
 	}
 	switch {
-	case w.Kind == KindExternal:
+	case w.runtime().RunsNothing:
 		p.add("schedule", "kind external runs nothing, so it takes no schedule")
 	case w.Restart.Policy == RestartAlways:
 		p.add("schedule", "starts a one-shot at its times, and restart: {policy: always} restarts its run whenever it ends, so it would never be at rest for the schedule to start: use policy never or on-failure")

@@ -74,8 +74,8 @@ func (w *Workload) Validate() error {
 			if _, err := ParseSignal(r.Signal); err != nil {
 				p.add("reload.signal", "%v", err)
 			}
-		case w.Kind == KindContainerd:
-			p.add("reload.exec", "applies to native and nix workloads: a container's reload is a signal")
+		case w.runtime().InContainer:
+			p.add("reload.exec", "applies to %s workloads: a container's reload is a signal", outsideContainers())
 		}
 		validateArgv(&p, "reload.exec", r.Exec)
 	}
@@ -117,39 +117,24 @@ func (p *problems) err() error {
 }
 
 func (w *Workload) validateKind(p *problems) {
-	if !slices.Contains(Kinds, w.Kind) {
-		p.add("kind", "must be %s, %s, %s or %s", KindNative, KindNix, KindContainerd, KindExternal)
+	rt, ok := RuntimeOf(w.Kind)
+	if !ok {
+		p.add("kind", "must be %s", kindsWhere(func(Runtime) bool { return true }, "or"))
 	}
-	if w.Kind == KindExternal {
-		w.validateExternal(p)
+	if ok && rt.Validate != nil {
+		rt.Validate(w, p)
 	}
-	switch {
-	case w.Kind == KindNix && w.Nix == nil:
-		p.add("nix", "is required for kind nix")
-	case w.Kind == KindNix && w.Nix.Flake != "" && w.Nix.Package != "":
-		p.add("nix", "set either flake or package, not both")
-	case w.Kind == KindNix && w.Nix.Flake == "" && w.Nix.Package == "":
-		p.add("nix", "needs a flake or a package")
-	case w.Kind == KindNix && w.Nix.Package != "" && w.Nix.Shell != "":
-		p.add("nix.shell", "only applies to a flake's devShell, not to a package")
-	case w.Kind != KindNix && w.Nix != nil:
-		p.add("nix", "only applies to kind nix")
-	}
-	switch {
-	case w.Kind == KindContainerd && (w.Containerd == nil || w.Containerd.Image == ""):
-		p.add("containerd.image", "is required for kind containerd")
-	case w.Kind != KindContainerd && w.Containerd != nil:
-		p.add("containerd", "only applies to kind containerd")
-	}
-	if w.Kind == KindContainerd && w.Containerd != nil {
-		w.Containerd.validateVolumes(p)
+	for _, r := range runtimes {
+		if r.Section != "" && r.Kind != w.Kind && r.Has(w) {
+			p.add(r.Section, "only applies to kind %s", r.Kind)
+		}
 	}
 }
 
 func (w *Workload) validateCommand(p *problems) {
 	// A containerd image brings its own entrypoint; an external service
 	// runs nothing.
-	if len(w.Command) == 0 && w.Kind != KindContainerd && w.Kind != KindExternal {
+	if rt := w.runtime(); len(w.Command) == 0 && !rt.ImageCommand && !rt.RunsNothing {
 		p.add("command", "is required for kind %s", w.Kind)
 	}
 	validateArgv(p, "command", w.Command)

@@ -164,8 +164,8 @@ func (w *Workload) validateHealth(p *problems) {
 			p.add("health.http.expect", "must be an HTTP status code, got %d", h.HTTP.Expect)
 		}
 	}
-	if h.Notify && w.Kind == KindContainerd {
-		p.add("health.notify", "applies to native and nix workloads: a container cannot reach the daemon's socket")
+	if h.Notify && w.runtime().InContainer {
+		p.add("health.notify", "applies to %s workloads: a container cannot reach the daemon's socket", outsideContainers())
 	}
 	h.validateLog(p)
 	switch {
@@ -234,39 +234,10 @@ func (r *Registry) validate(p *problems) {
 	}
 }
 
-// validateExternal checks a workload of kind external: it runs nothing,
-// so it has nothing to run, limit, reload or check, and every endpoint
-// of it is external.
-func (w *Workload) validateExternal(p *problems) {
-	if len(w.Command) > 0 {
-		p.add("command", "kind external runs nothing")
-	}
-	if w.Network != NetworkHost {
-		p.add("network", "kind external runs nothing in a network: its endpoints are where their addresses say")
-	}
-	for _, f := range []struct {
-		set  bool
-		name string
-	}{{w.Health != nil, "health"}, {w.Resources != nil, "resources"}, {w.Reload != nil, "reload"}, {w.Workdir != "", "workdir"},
-		{w.User != "", "user"}, {len(w.After) > 0, "after"}, {len(w.Uses) > 0, "uses"}} {
-		if f.set {
-			p.add(f.name, "kind external runs nothing, so it takes no %s", f.name)
-		}
-	}
-	if len(w.Endpoints) == 0 {
-		p.add("endpoints", "kind external stands for endpoints: name at least one, with location: external and its address")
-	}
-	for i, e := range w.Endpoints {
-		if !e.External() {
-			p.add(joinPath(indexPath("endpoints", i), "location"), "kind external runs nothing, so each of its endpoints is location: external")
-		}
-	}
-}
-
 // validateExternalEndpoint checks an endpoint outside the system: it has
 // an address and nothing flyd would allocate.
 func validateExternalEndpoint(p *problems, field string, w *Workload, e Endpoint) {
-	if w.Kind != KindExternal {
+	if !w.runtime().RunsNothing {
 		p.add(joinPath(field, "location"), "external is for a workload of kind external, which runs nothing: a process flyd runs serves at a port flyd allocates")
 	}
 	if e.Port.Mode != PortHashed || e.Publish.Mode != "" {

@@ -74,7 +74,7 @@ func (w *Workload) validateWatch(p *problems) {
 	if w.Watching && len(w.Watch) == 0 {
 		p.add("watching", "is on, and there is no watch entry to act")
 	}
-	if len(w.Watch) > 0 && w.Kind == KindExternal {
+	if len(w.Watch) > 0 && w.runtime().RunsNothing {
 		p.add("watch", "kind external runs nothing to restart")
 		return
 	}
@@ -94,12 +94,12 @@ func (w *Workload) validateWatch(p *problems) {
 			p.add(joinPath(field, "exec"), "is required by action exec: the command to run before the restart")
 		case e.Action != WatchExec && len(e.Exec) > 0:
 			p.add(joinPath(field, "exec"), "is run by action exec only; this entry's action is %s", e.Action)
-		case e.Action == WatchExec && w.Kind == KindContainerd:
-			p.add(joinPath(field, "action"), "exec applies to native and nix workloads, as reload.exec does: a container's files change by sync")
+		case e.Action == WatchExec && w.runtime().InContainer:
+			p.add(joinPath(field, "action"), "exec applies to %s workloads, as reload.exec does: a container's files change by sync", outsideContainers())
 		}
 		validateArgv(p, joinPath(field, "exec"), e.Exec)
 		switch {
-		case e.Action == WatchSync && w.Kind != KindContainerd:
+		case e.Action == WatchSync && !w.runtime().InContainer:
 			p.add(joinPath(field, "action"), "sync copies into a container's root: it applies to kind containerd, and this workload's files are the host's already (use restart)")
 		case e.Action == WatchSync && (!filepath.IsAbs(e.Target) || strings.ContainsRune(e.Target, 0)):
 			p.add(joinPath(field, "target"), "must be an absolute path in the container, where sync puts what is under path")

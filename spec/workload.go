@@ -6,21 +6,9 @@ import (
 	"strings"
 )
 
-// Kind selects how a workload's process is produced.
+// Kind selects how a workload's process is produced: one of the runtimes
+// registered in the table (runtime.go), each by its own file.
 type Kind string
-
-const (
-	KindNative     Kind = "native"     // command runs directly on the host
-	KindNix        Kind = "nix"        // command runs inside a nix devShell or uses a nix package
-	KindContainerd Kind = "containerd" // image runs under containerd
-	// KindExternal runs nothing: it stands for a service outside the
-	// host (a managed database, a SaaS API) whose endpoints are all
-	// location: external, at the addresses the spec gives.
-	KindExternal Kind = "external"
-)
-
-// Kinds are every kind, in the order flyd shows them.
-var Kinds = []Kind{KindNative, KindNix, KindContainerd, KindExternal}
 
 // NetworkHost is the default network: the workload shares the host's.
 const NetworkHost = "host"
@@ -237,25 +225,6 @@ type Registry struct {
 	Tags     []string          `json:"tags,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 	TTL      Duration          `json:"ttl,omitzero"` // default 30s
-}
-
-// Nix is required for kind nix: either a flake whose devShell provides the
-// environment for Command, or a package to build and run from.
-type Nix struct {
-	Flake   string `json:"flake,omitempty"`
-	Shell   string `json:"shell,omitempty"` // devShell name, default "default"; only with Flake
-	Package string `json:"package,omitempty"`
-}
-
-// Containerd is required for kind containerd. Archive, when set, is an image
-// tarball imported before Image is looked up, for hosts without a registry.
-// Volumes are mounts in compose's short syntax (volume.go):
-// "/srv/src:/app:ro" bind-mounts a host path, "data:/var/lib/data" a
-// named volume of the workload's project, kept across runs.
-type Containerd struct {
-	Image   string   `json:"image,omitempty"`
-	Archive string   `json:"archive,omitempty"`
-	Volumes []string `json:"volumes,omitempty"`
 }
 
 // PeerWorkspace is the workspace of the workloads a caller other than root
