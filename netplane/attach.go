@@ -26,15 +26,35 @@ import (
 // refused does not stay behind. The mappings say how each endpoint is
 // reached.
 func (p *Plane) Attach(ctx context.Context, w *spec.Workload, by uint32) ([]status.PortMapping, error) {
-	ports, reproject, err := p.reserve(ctx, w, by)
-	if err != nil || !reproject {
+	ports, owed, err := p.Reserve(ctx, w, by)
+	if err != nil || !owed {
 		return ports, err
 	}
-	// Outside mu, so that the applies of a batch share projections.
-	if err := p.writeGuards(); err != nil {
+	if err := p.Project(); err != nil {
 		return nil, err
 	}
 	return ports, nil
+}
+
+// Reserve is Attach without the projection of the rules the workload's
+// declaration changes: owed says one is due, and then Project must have
+// returned before any run of the workload starts. A batch reserves all of
+// a level's workloads and projects once for them, where an Attach each
+// would project once per group of applies that happened to wait together.
+func (p *Plane) Reserve(ctx context.Context, w *spec.Workload, by uint32) (ports []status.PortMapping, owed bool, err error) {
+	return p.reserve(ctx, w, by)
+}
+
+// Projections is how many times the rules were projected since the plane
+// opened: what an apply's batching saves shows in it.
+func (p *Plane) Projections() uint64 { return p.guards.count() }
+
+// Project writes the guards and the declared reach of every workload as
+// the declarations, policies and reservations now stand. Callers that ask
+// while a projection is under way share the next one.
+func (p *Plane) Project() error {
+	// Outside mu, so that the applies of a batch share projections.
+	return p.writeGuards()
 }
 
 func (p *Plane) reserve(ctx context.Context, w *spec.Workload, by uint32) (_ []status.PortMapping, reproject bool, err error) {

@@ -100,8 +100,16 @@ type coalescer struct {
 	mu          sync.Mutex
 	cond        sync.Cond
 	asked, done uint64
+	runs        uint64
 	busy        bool
 	err         error
+}
+
+// count is how many runs there were.
+func (c *coalescer) count() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs
 }
 
 // failed says whether the last run failed.
@@ -130,6 +138,7 @@ func (c *coalescer) do(f func() error) error {
 		err := f()
 		c.mu.Lock()
 		c.busy, c.done, c.err = false, covers, err
+		c.runs++
 		c.cond.Broadcast()
 	}
 	// The last run's error: it began after this caller asked.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/par"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -82,14 +82,53 @@ func (s *Supervisor) ApplyAll(ctx context.Context, changes []Change) ([]Outcome,
 	}
 	out := make([]Outcome, 0, len(changes))
 	for _, level := range levels {
-		os := make([]Outcome, len(level))
-		parallel(len(level), func(i int) {
-			wl, err := s.Apply(ctx, level[i], opts[level[i].Name])
-			os[i] = Outcome{Name: level[i].Name, Workload: wl, Err: err}
-		})
-		out = append(out, os...)
+		out = append(out, s.applyLevel(ctx, level, opts)...)
 	}
 	return out, nil
+}
+
+// applyLevel applies a level of a batch in three steps: every spec checked
+// and its ports reserved, in parallel; then the rules their declarations
+// change projected once for them all; then each workload created or
+// replaced, in parallel. A spec with replicas is applied as a group in the
+// last step, on its own.
+func (s *Supervisor) applyLevel(ctx context.Context, level []*spec.Workload, opts map[string]ApplyOptions) []Outcome {
+	outs := make([]Outcome, len(level))
+	pds := make([]*prepared, len(level))
+	groups := make([]*spec.Workload, len(level))
+	parallel(len(level), func(i int) {
+		o := opts[level[i].Name]
+		sp, err := s.normalize(ctx, level[i], o)
+		switch {
+		case err != nil:
+		case sp.Replicated():
+			groups[i] = sp
+		default:
+			pds[i], err = s.prepare(ctx, sp, o)
+		}
+		outs[i] = Outcome{Name: level[i].Name, Err: err}
+	})
+	var projectErr error
+	if slices.ContainsFunc(pds, func(pd *prepared) bool { return pd != nil && pd.owed }) {
+		projectErr = s.net.Project()
+	}
+	parallel(len(level), func(i int) {
+		var wl *status.Workload
+		var err error
+		switch pd := pds[i]; {
+		case pd != nil && pd.owed && projectErr != nil:
+			pd.release()
+			err = projectErr
+		case pd != nil:
+			wl, err = s.finish(ctx, pd)
+		case groups[i] != nil:
+			wl, err = s.applyGroup(ctx, groups[i], opts[level[i].Name])
+		default:
+			return // refused in the first step
+		}
+		outs[i] = Outcome{Name: level[i].Name, Workload: wl, Err: err}
+	})
+	return outs
 }
 
 // Batch runs action on every workload bt names, in parallel. Names the
@@ -197,15 +236,4 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 }
 
 // parallel runs f for 0..n-1, at most batchParallel at a time.
-func parallel(n int, f func(i int)) {
-	sem := make(chan struct{}, batchParallel)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			f(i)
-		})
-	}
-	wg.Wait()
-}
+func parallel(n int, f func(i int)) { par.Each(n, batchParallel, f) }

@@ -104,6 +104,20 @@ func (s *Supervisor) Get(ctx context.Context, name string) (*status.Workload, er
 // A spec with replicas applies its group (applyGroup); one without, where
 // a group of its name runs, replaces the group's replicas.
 func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOptions) (*status.Workload, error) {
+	sp, err := s.normalize(ctx, sp, o)
+	if err != nil {
+		return nil, err
+	}
+	if sp.Replicated() {
+		return s.applyGroup(ctx, sp, o)
+	}
+	return s.applyOne(ctx, sp, o)
+}
+
+// normalize is a spec as Apply takes it: defaulted, valid, with its full
+// names; a group of its name that it no longer is has its replicas
+// removed.
+func (s *Supervisor) normalize(ctx context.Context, sp *spec.Workload, o ApplyOptions) (*spec.Workload, error) {
 	if sp.ReplicaOf != "" {
 		return nil, &spec.FieldError{Field: "replica_of", Msg: "is flyd's own: a replica is made by replicas: on its group"}
 	}
@@ -117,16 +131,44 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 		return nil, fmt.Errorf("%w: %s is a replica of %s: apply or scale the group", errdefs.ErrConflict, sp.Name, w.group)
 	}
 	if sp.Replicated() {
-		return s.applyGroup(ctx, sp, o)
+		return sp, nil
 	}
 	if err := s.removeGroup(ctx, sp.Name, o.caller(), nil); err != nil {
 		return nil, fmt.Errorf("%s stops being a group of replicas: %w", sp.Name, err)
 	}
-	return s.applyOne(ctx, sp, o)
+	return sp, nil
 }
 
 // applyOne applies one workload's spec, defaulted, valid and qualified.
 func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOptions) (*status.Workload, error) {
+	pd, err := s.prepare(ctx, sp, o)
+	if err != nil {
+		return nil, err
+	}
+	if pd.owed {
+		if err := s.net.Project(); err != nil {
+			pd.release()
+			return nil, err
+		}
+	}
+	return s.finish(ctx, pd)
+}
+
+// prepared is a spec that passed every check and holds its ports in its
+// network, the rules they change not yet projected when owed: what
+// finish creates or replaces the workload from.
+type prepared struct {
+	sp      *spec.Workload
+	o       ApplyOptions
+	ports   []status.PortMapping
+	owed    bool
+	release func() // the quarantined record's claim
+}
+
+// prepare checks a spec, defaulted, valid and qualified, as its apply
+// would, and reserves its ports (netplane.Reserve); the projection its
+// declaration owes is the caller's to have done before finish.
+func (s *Supervisor) prepare(ctx context.Context, sp *spec.Workload, o ApplyOptions) (*prepared, error) {
 	if err := s.drivers.Available(ctx, sp.Kind); err != nil {
 		return nil, err
 	}
@@ -165,18 +207,31 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	if q != nil {
 		// Its ports outside the network its new spec names go;
-		// Attach settles those inside it.
+		// Reserve settles those inside it.
 		s.net.ReleaseElsewhere(sp.Name, sp.Network)
 	}
-	for {
-		// Assigned on each pass: a workload removed meanwhile, or whose
-		// create failed, released what the last pass took.
-		ports, err := s.net.Attach(ctx, sp, o.By)
-		if err != nil {
-			return nil, err
+	ports, owed, err := s.net.Reserve(ctx, sp, o.By)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &prepared{sp: sp, o: o, ports: ports, owed: owed, release: release}, nil
+}
+
+// finish creates or replaces the workload of a prepared spec.
+func (s *Supervisor) finish(ctx context.Context, pd *prepared) (*status.Workload, error) {
+	defer pd.release()
+	sp, o, ports := pd.sp, pd.o, pd.ports
+	for attached := true; ; attached = false {
+		if !attached {
+			// Assigned again: a workload removed meanwhile, or whose
+			// create failed, released what the last pass took.
+			var err error
+			if ports, err = s.net.Attach(ctx, sp, o.By); err != nil {
+				return nil, err
+			}
 		}
 		w, created := s.register(sp, ports, status.Workload{State: status.Pending}, func(w *workload) { w.createErr = w.create(o.Start, o.Owner, o.By) })
 		if created {
@@ -187,7 +242,7 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 			}
 			return w.result(err)
 		}
-		err = w.call(ctx, func() error {
+		err := w.call(ctx, func() error {
 			if err := authz.Decide(o.caller(), authz.Apply, w.doc()); err != nil {
 				return err
 			}

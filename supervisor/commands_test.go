@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,6 +94,54 @@ func TestApplyAllInOrder(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "x"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a refused batch applied x: %v", err)
+	}
+}
+
+// TestApplyAllProjectsOncePerLevel: a level of workloads with endpoints
+// has its ports reserved first and the rules their declarations change
+// projected once for all of them, before any starts; a spec refused in
+// the first step holds no port.
+func TestApplyAllProjectsOncePerLevel(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	defer shut(s)
+	ctx := context.Background()
+	var changes []Change
+	for i := range 12 {
+		w := fakeSpec("svc"+itoa(i), "run")
+		w.Endpoints = []spec.Endpoint{{Name: "http", API: "http", Port: spec.Port{Mode: spec.PortEphemeral}}}
+		changes = append(changes, Change{Spec: w, Options: ApplyOptions{Start: true}})
+	}
+	bad := fakeSpec("bad", "run")
+	bad.Endpoints = []spec.Endpoint{{Name: "http", API: "http", Port: spec.Port{Mode: spec.PortEphemeral}}}
+	bad.After = []string{"nobody"}
+	changes = append(changes, Change{Spec: bad, Options: ApplyOptions{Start: true}})
+	before := s.net.Projections()
+	outs, err := s.ApplyAll(ctx, changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range outs {
+		switch {
+		case o.Name == "bad" && o.Err == nil:
+			t.Errorf("bad, after a workload that does not exist, was applied")
+		case o.Name != "bad" && (o.Err != nil || o.Workload == nil || o.Workload.State != status.Running):
+			t.Errorf("%s: %+v, %v; want running", o.Name, o.Workload, o.Err)
+		}
+	}
+	if got := s.net.Projections() - before; got != 1 {
+		t.Errorf("a level of 12 new endpoints projected %d times; want once", got)
+	}
+	ports := s.Ports(ctx)
+	if len(ports) != 12 || slices.ContainsFunc(ports, func(p status.PortMapping) bool { return p.Workload == "bad" }) {
+		t.Errorf("ports %+v; want one each for the 12, none for bad", ports)
+	}
+	// Applied again unchanged, nothing is owed.
+	before = s.net.Projections()
+	if _, err := s.ApplyAll(ctx, changes[:12]); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.net.Projections() - before; got != 0 {
+		t.Errorf("an unchanged batch projected %d times", got)
 	}
 }
 
