@@ -7,6 +7,7 @@ import (
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/authz"
+	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/project"
@@ -22,20 +23,24 @@ import (
 // the API server's (api/caller.go) and authz's, what happens the
 // supervisor's and the documents'.
 type Backend struct {
-	s    *supervisor.Supervisor
-	docs *documents.Documents
-	p    *project.Projects
+	s     *supervisor.Supervisor
+	docs  *documents.Documents
+	p     *project.Projects
+	files *declarative.Watcher
 }
 
-// NewBackend serves s and docs, and their projects.
-func NewBackend(s *supervisor.Supervisor, docs *documents.Documents) *Backend {
-	return &Backend{s: s, docs: docs, p: project.New(s, docs)}
+// NewBackend serves s and docs, and their projects; the status has the
+// problems of files's workloads directory.
+func NewBackend(s *supervisor.Supervisor, docs *documents.Documents, files *declarative.Watcher) *Backend {
+	return &Backend{s: s, docs: docs, p: project.New(s, docs), files: files}
 }
 
 var _ server.Backend = (*Backend)(nil)
 
 func (b *Backend) Status(ctx context.Context) (*api.Status, error) {
-	return api.FromDaemon(b.s.Status(ctx)), nil
+	st := b.s.Status(ctx)
+	st.FileProblems = b.files.FileProblems()
+	return api.FromDaemon(st), nil
 }
 
 func (b *Backend) List(ctx context.Context) ([]api.Workload, error) {

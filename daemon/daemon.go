@@ -227,8 +227,16 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		l.Close()
 		return err
 	}
+	wd, err := declarative.New(declarative.Config{
+		Dir: cfg.WorkloadsDir, Applier: fileApplier{sup, docs}, Logger: log.Named("workloads-dir"), Events: bus,
+	})
+	if err != nil {
+		sup.Close()
+		l.Close()
+		return err
+	}
 	gid := lookupGroup(cfg.SocketGroup)
-	backend := NewBackend(sup, docs)
+	backend := NewBackend(sup, docs, wd)
 	m := metrics.New(backend)
 	opts := []server.Option{server.WithRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
 	if policy != nil {
@@ -242,16 +250,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watched := make(chan error, 1)
-	wd, err := declarative.New(declarative.Config{
-		Dir: cfg.WorkloadsDir, Applier: fileApplier{sup, docs}, Logger: log.Named("workloads-dir"),
-		OnProblem: func(p declarative.Problem) { sup.FileProblem(p.File, p.Err) },
-	})
-	if err != nil {
-		stopWatching()
-		sup.Close()
-		l.Close()
-		return err
-	}
 	go func() { watched <- wd.Run(watchCtx) }()
 
 	// The API stops first so that nothing changes while workloads are

@@ -68,7 +68,6 @@ func (s *Supervisor) Status(ctx context.Context) status.Daemon {
 	for _, k := range spec.Kinds {
 		st.Runtimes[string(k)] = s.drivers.Available(ctx, k) == nil
 	}
-	st.FileProblems = s.fileProblemList()
 	st.Quarantined = s.quarantine.List()
 	for _, w := range s.all() {
 		st.Workloads++

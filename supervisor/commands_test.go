@@ -135,20 +135,3 @@ func TestRestartReloadAndReadings(t *testing.T) {
 		t.Errorf("stats without cgroups: %+v", st)
 	}
 }
-
-// TestFileProblemsInStatus: a refused file of the workloads directory is in
-// the status until it is good again.
-func TestFileProblemsInStatus(t *testing.T) {
-	s := openFake(t, newFakeDriver())
-	defer shut(s)
-	ctx := context.Background()
-	s.FileProblem("b.yaml", errors.New("line 3: name: must be a DNS label"))
-	s.FileProblem("a.yaml", errors.New("not a regular file"))
-	if got := s.Status(ctx).FileProblems; len(got) != 2 || got[0].File != "a.yaml" || got[1].Error != "line 3: name: must be a DNS label" {
-		t.Errorf("file problems %+v", got)
-	}
-	s.FileProblem("a.yaml", nil)
-	if got := s.Status(ctx).FileProblems; len(got) != 1 || got[0].File != "b.yaml" {
-		t.Errorf("after a.yaml is good again: %+v", got)
-	}
-}

@@ -114,9 +114,8 @@ type Supervisor struct {
 	// limits watches the workloads whose spec sets a limit.
 	limits *usage.Limits
 
-	mu           sync.Mutex
-	workloads    map[string]*workload
-	fileProblems map[string]string
+	mu        sync.Mutex
+	workloads map[string]*workload
 	// dependents are the workloads whose spec names prerequisites: the
 	// only ones a start can unblock (kickDependents).
 	dependents map[*workload]struct{}
@@ -143,21 +142,20 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{
-		cfg:          cfg,
-		log:          cfg.Logger,
-		store:        cfg.Store,
-		drivers:      driver.NewRuntimes(cfg.Drivers),
-		events:       cfg.Events,
-		net:          cfg.Net,
-		workspaces:   cfg.Workspaces,
-		started:      time.Now(),
-		logDir:       filepath.Join(cfg.StateDir, "logs"),
-		notifyDir:    filepath.Join(cfg.RunDir, "notify"),
-		workloads:    map[string]*workload{},
-		dependents:   map[*workload]struct{}{},
-		fileProblems: map[string]string{},
-		ctx:          ctx,
-		cancel:       cancel,
+		cfg:        cfg,
+		log:        cfg.Logger,
+		store:      cfg.Store,
+		drivers:    driver.NewRuntimes(cfg.Drivers),
+		events:     cfg.Events,
+		net:        cfg.Net,
+		workspaces: cfg.Workspaces,
+		started:    time.Now(),
+		logDir:     filepath.Join(cfg.StateDir, "logs"),
+		notifyDir:  filepath.Join(cfg.RunDir, "notify"),
+		workloads:  map[string]*workload{},
+		dependents: map[*workload]struct{}{},
+		ctx:        ctx,
+		cancel:     cancel,
 	}
 	s.host = registrar.ThisHost(cfg.AdvertiseAddress, s.innerAddress)
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
