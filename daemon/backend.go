@@ -9,7 +9,9 @@ import (
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/documents"
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/project"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -27,12 +29,14 @@ type Backend struct {
 	docs  *documents.Documents
 	p     *project.Projects
 	files *declarative.Watcher
+	plane *netplane.Plane
 }
 
-// NewBackend serves s and docs, and their projects; the status has the
-// problems of files's workloads directory.
-func NewBackend(s *supervisor.Supervisor, docs *documents.Documents, files *declarative.Watcher) *Backend {
-	return &Backend{s: s, docs: docs, p: project.New(s, docs), files: files}
+// NewBackend serves s and docs, and their projects with the named volumes
+// of runtimes; the status has the problems of files's workloads directory,
+// the reach is plane's.
+func NewBackend(s *supervisor.Supervisor, docs *documents.Documents, files *declarative.Watcher, runtimes driver.Runtimes, plane *netplane.Plane) *Backend {
+	return &Backend{s: s, docs: docs, p: project.New(s, docs, runtimes), files: files, plane: plane}
 }
 
 var _ server.Backend = (*Backend)(nil)

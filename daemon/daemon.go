@@ -26,6 +26,7 @@ import (
 	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/documents"
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/instance"
 	"github.com/flyd-dev/flyd/internal/trust"
@@ -236,7 +237,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	gid := lookupGroup(cfg.SocketGroup)
-	backend := NewBackend(sup, docs, wd)
+	backend := NewBackend(sup, docs, wd, driver.NewRuntimes(drivers), plane)
 	m := metrics.New(backend)
 	opts := []server.Option{server.WithRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
 	if policy != nil {

@@ -359,14 +359,3 @@ func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping {
 
 // Stats samples the running workloads' usage, at most once an interval.
 func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.usage.Sample() }
-
-// Volumes names project's named volumes, in every runtime that keeps
-// volumes beyond the runs that mount them.
-func (s *Supervisor) Volumes(project string) ([]string, error) { return s.drivers.Volumes(project) }
-
-// RemoveVolumes removes project's named volumes from every runtime that
-// keeps them, and names those it removed; a runtime keeps one a run still
-// mounts.
-func (s *Supervisor) RemoveVolumes(ctx context.Context, project string) ([]string, error) {
-	return s.drivers.RemoveVolumes(ctx, project)
-}
