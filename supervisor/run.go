@@ -3,13 +3,13 @@ package supervisor
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/backoff"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/records"
@@ -176,12 +176,12 @@ func (w *workload) afterExit(exit driver.Exit) {
 func (w *workload) scheduleRestart(reason string) {
 	r := w.spec.Restart
 	now := time.Now()
-	n := w.failures.add(now, r.Window.Duration)
+	n := w.failures.Add(now, r.Window.Duration)
 	if r.MaxRestarts >= 0 && n > r.MaxRestarts {
 		w.rest(status.Failed, fmt.Sprintf("gave up after %d restarts within %s; last: %s", r.MaxRestarts, r.Window.Duration, reason))
 		return
 	}
-	d := backoff(r.Backoff.Initial.Duration, r.Backoff.Max.Duration, n, rand.Float64())
+	d := backoff.Policy{Initial: r.Backoff.Initial.Duration, Max: r.Backoff.Max.Duration}.Delay(n)
 	w.after(d, w.restart)
 	next := now.Add(d)
 	w.update(func(v *status.Workload) { v.NextStart = &next })

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/backoff"
 	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -63,7 +64,7 @@ type workload struct {
 	// adopted yet: while it is set the run may be alive, so none is started.
 	unadopted  *records.Run
 	adoptTries int
-	failures   failureWindow
+	failures   backoff.Window
 	gone       bool
 	// health keeps the checks of the current run (health.go).
 	health *health.Hook
@@ -340,7 +341,7 @@ func (w *workload) userStart() error {
 	if w.proc != nil {
 		return nil
 	}
-	w.failures.reset()
+	w.failures.Reset()
 	w.start()
 	return nil
 }
@@ -413,7 +414,7 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	if old != sp.Network && old != spec.NetworkHost {
 		w.s.net.Release(w.name, old)
 	}
-	w.failures.reset()
+	w.failures.Reset()
 	// What the old spec's runs did says nothing of the new one's.
 	w.update(func(v *status.Workload) { v.Restarts, v.LastExit, v.LastError = 0, nil, "" })
 	w.publish(status.Event{Type: status.EventApplied, Message: "replaced"})
