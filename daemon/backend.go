@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"os"
 	"syscall"
+	"time"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/api/server"
@@ -10,9 +12,11 @@ import (
 	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/project"
+	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/supervisor"
@@ -28,22 +32,50 @@ type Backend struct {
 	s     *supervisor.Supervisor
 	docs  *documents.Documents
 	p     *project.Projects
-	files *declarative.Watcher
-	plane *netplane.Plane
+	parts Parts
 }
 
-// NewBackend serves s and docs, and their projects with the named volumes
-// of runtimes; the status has the problems of files's workloads directory,
-// the reach is plane's.
-func NewBackend(s *supervisor.Supervisor, docs *documents.Documents, files *declarative.Watcher, runtimes driver.Runtimes, plane *netplane.Plane) *Backend {
-	return &Backend{s: s, docs: docs, p: project.New(s, docs, runtimes), files: files, plane: plane}
+// Parts are what a Backend serves beside the supervisor and the
+// documents: the parts of the daemon the supervisor is built over, and the
+// daemon's own facts, for its status, its events, the reach and a down's
+// volumes.
+type Parts struct {
+	Version string
+	Started time.Time
+	// Events is the daemon's event bus: the stream, and the number of the
+	// last event for the status.
+	Events *events.Bus
+	// Runtimes say which kinds can run now, and keep named volumes.
+	Runtimes driver.Runtimes
+	// Plane projects the reach.
+	Plane *netplane.Plane
+	// Files is the workloads directory's watcher, with its files' problems;
+	// nil when no directory is watched.
+	Files *declarative.Watcher
+	// Registrar heart-beats into the registry at RegistryURL with the key
+	// of RegistryKeyFile; nil when the registry is off.
+	Registrar                    *registrar.Registrar
+	RegistryURL, RegistryKeyFile string
+}
+
+// NewBackend serves s and docs, and their projects, over parts.
+func NewBackend(s *supervisor.Supervisor, docs *documents.Documents, parts Parts) *Backend {
+	return &Backend{s: s, docs: docs, p: project.New(s, docs, parts.Runtimes), parts: parts}
 }
 
 var _ server.Backend = (*Backend)(nil)
 
+// Status is the daemon's: the supervisor's workloads and quarantine, with
+// the daemon's version and start, which runtimes can run now, the
+// registrar's numbers, the last event's and the workloads directory's file
+// problems.
 func (b *Backend) Status(ctx context.Context) (*api.Status, error) {
 	st := b.s.Status(ctx)
-	st.FileProblems = b.files.FileProblems()
+	st.Version, st.PID, st.StartedAt = b.parts.Version, os.Getpid(), b.parts.Started
+	st.Runtimes = b.parts.Runtimes.Availability(ctx)
+	st.Registry = b.parts.Registrar.Status(b.parts.RegistryURL, b.parts.RegistryKeyFile)
+	st.LastEvent = b.parts.Events.Last()
+	st.FileProblems = b.parts.Files.FileProblems()
 	return api.FromDaemon(st), nil
 }
 
@@ -157,7 +189,7 @@ func (b *Backend) Stats(ctx context.Context) (*api.Stats, error) {
 }
 
 func (b *Backend) Events(ctx context.Context, after uint64) (<-chan api.Event, error) {
-	in := b.s.Events(ctx, after)
+	in := b.parts.Events.Subscribe(ctx, after)
 	out := make(chan api.Event)
 	c := authz.CallerOf(ctx)
 	go func() {

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -198,6 +199,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	// After the supervisor's close: the links of deleted networks go.
 	defer plane.Wait()
 	workspaces := workspace.Open(st, log.Named("workspaces"))
+	started := time.Now()
 	sup, err := supervisor.New(supervisor.Config{
 		Store:            st,
 		Events:           bus,
@@ -205,8 +207,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Workspaces:       workspaces,
 		LogPipes:         pipes,
 		Registrar:        reg.registrar,
-		RegistryURL:      reg.url,
-		RegistryKeyFile:  reg.keyFile,
 		LogMaxSize:       cfg.LogMaxSize,
 		LogGenerations:   cfg.LogGenerations,
 		StateDir:         cfg.StateDir,
@@ -214,7 +214,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Drivers:          drivers,
 		Cgroups:          cgroups,
 		Logger:           log,
-		Version:          cfg.Version,
 		StopOnClose:      cfg.StopOnExit,
 		AdvertiseAddress: cfg.AdvertiseAddress,
 	})
@@ -237,7 +236,10 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	gid := lookupGroup(cfg.SocketGroup)
-	backend := NewBackend(sup, docs, wd, driver.NewRuntimes(drivers), plane)
+	backend := NewBackend(sup, docs, Parts{
+		Version: cfg.Version, Started: started, Events: bus, Runtimes: driver.NewRuntimes(drivers), Plane: plane, Files: wd,
+		Registrar: reg.registrar, RegistryURL: reg.url, RegistryKeyFile: reg.keyFile,
+	})
 	m := metrics.New(backend)
 	opts := []server.Option{server.WithRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
 	if policy != nil {

@@ -20,7 +20,7 @@ func (b *Backend) Reach(ctx context.Context, name string) ([]api.ReachEndpoint, 
 			return nil, err
 		}
 	}
-	return api.ReachEndpoints(b.plane.Reach(name)), nil
+	return api.ReachEndpoints(b.parts.Plane.Reach(name)), nil
 }
 
 // hostReach reads --reach-host: the host's network under declared reach

@@ -39,6 +39,16 @@ func (r Runtimes) Available(ctx context.Context, k spec.Kind) error {
 	return nil
 }
 
+// Availability says, of every kind of spec.Kinds by name, whether its
+// workloads can start now (Available), as the daemon's status shows it.
+func (r Runtimes) Availability(ctx context.Context) map[string]bool {
+	out := make(map[string]bool, len(spec.Kinds))
+	for _, k := range spec.Kinds {
+		out[string(k)] = r.Available(ctx, k) == nil
+	}
+	return out
+}
+
 // Capabilities are kind k's runtime's; for a kind without a runtime, only
 // its runtime context, which the kind names.
 func (r Runtimes) Capabilities(k spec.Kind) Capabilities {

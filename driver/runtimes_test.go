@@ -70,6 +70,9 @@ func TestRuntimesAnswerForAll(t *testing.T) {
 			t.Fatalf("%s: %v", k, err)
 		}
 	}
+	if got := rs.Availability(context.Background()); len(got) != len(spec.Kinds) || !got["native"] || !got["nix"] || got["containerd"] || got["external"] {
+		t.Fatalf("availability %v", got)
+	}
 	if c := rs.Capabilities(spec.KindNative); c.RuntimeContext != "ctx-native" {
 		t.Fatalf("capabilities of a runtime: %+v", c)
 	}

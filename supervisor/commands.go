@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 
 	"github.com/flyd-dev/flyd/authz"
@@ -54,21 +53,12 @@ func (o RemoveOptions) caller() authz.Caller {
 	return authz.Caller{UID: o.By, Confined: o.Confined, File: o.Owner, Force: o.Force}
 }
 
-// Status is the daemon as the supervisor sees it.
+// Status is the supervisor's part of the daemon's status: its workloads
+// by state and its quarantine. The rest (the daemon's version and start,
+// its runtimes, the registry, the last event, the workloads directory) is
+// the daemon's to add (daemon.Backend).
 func (s *Supervisor) Status(ctx context.Context) status.Daemon {
-	st := status.Daemon{
-		Version:   s.cfg.Version,
-		PID:       os.Getpid(),
-		StartedAt: s.started,
-		States:    map[status.State]int{},
-		Runtimes:  map[string]bool{},
-		Registry:  s.cfg.Registrar.Status(s.cfg.RegistryURL, s.cfg.RegistryKeyFile),
-		LastEvent: s.events.Last(),
-	}
-	for _, k := range spec.Kinds {
-		st.Runtimes[string(k)] = s.drivers.Available(ctx, k) == nil
-	}
-	st.Quarantined = s.quarantine.List()
+	st := status.Daemon{States: map[status.State]int{}, Quarantined: s.quarantine.List()}
 	for _, w := range s.all() {
 		st.Workloads++
 		st.States[w.snapshot(false).State]++
@@ -339,13 +329,6 @@ func (s *Supervisor) Logs(ctx context.Context, name string, q logfile.Query, out
 		return err
 	}
 	return s.logs.Of(name).Read(ctx, q, out)
-}
-
-// Events streams events until ctx is done; with after > 0 it first
-// replays the kept events numbered after it. The channel is closed when the
-// stream ends, a reader too slow to keep up dropped included.
-func (s *Supervisor) Events(ctx context.Context, after uint64) <-chan status.Event {
-	return s.events.Subscribe(ctx, after)
 }
 
 // Ports is every endpoint's allocation.

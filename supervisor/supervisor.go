@@ -52,7 +52,6 @@ type Config struct {
 	Net     *netplane.Plane
 	Drivers []driver.Driver
 	Logger  *zap.Logger
-	Version string
 	// LogMaxSize and LogGenerations rotate each workload's log file.
 	LogMaxSize     int64
 	LogGenerations int
@@ -66,11 +65,8 @@ type Config struct {
 	// endpoints on; empty publishes no public instance.
 	AdvertiseAddress string
 	// Registrar heart-beats running workloads' endpoints into a registry;
-	// nil when the registry is off. RegistryURL says where and
-	// RegistryKeyFile with which key, for status.
-	Registrar       *registrar.Registrar
-	RegistryURL     string
-	RegistryKeyFile string
+	// nil when the registry is off.
+	Registrar *registrar.Registrar
 	// Cgroups gives each workload a cgroup with its limits; nil where the
 	// host has none for flyd, and then `resources` is refused.
 	Cgroups *sandbox.Cgroups
@@ -87,7 +83,6 @@ type Supervisor struct {
 	store   *records.Store
 	drivers driver.Runtimes
 	events  *events.Bus
-	started time.Time
 	// host is this host as the registry's instances say it.
 	host   registrar.Host
 	logDir string
@@ -149,7 +144,6 @@ func New(cfg Config) (*Supervisor, error) {
 		events:     cfg.Events,
 		net:        cfg.Net,
 		workspaces: cfg.Workspaces,
-		started:    time.Now(),
 		logDir:     filepath.Join(cfg.StateDir, "logs"),
 		notifyDir:  filepath.Join(cfg.RunDir, "notify"),
 		workloads:  map[string]*workload{},

@@ -55,7 +55,7 @@ func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = server.New(daemon.NewBackend(sup, docs, nil, driver.NewRuntimes([]driver.Driver{native.Driver{}}), parts.Net), allow, zap.NewNop()).Serve(ctx, l)
+		_ = server.New(daemon.NewBackend(sup, docs, daemon.Parts{Events: parts.Events, Runtimes: driver.NewRuntimes([]driver.Driver{native.Driver{}}), Plane: parts.Net}), allow, zap.NewNop()).Serve(ctx, l)
 	}()
 	c := api.NewClient(sock)
 	t.Cleanup(func() {
