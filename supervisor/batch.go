@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/par"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -197,15 +197,4 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 }
 
 // parallel runs f for 0..n-1, at most batchParallel at a time.
-func parallel(n int, f func(i int)) {
-	sem := make(chan struct{}, batchParallel)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			f(i)
-		})
-	}
-	wg.Wait()
-}
+func parallel(n int, f func(i int)) { par.Each(n, batchParallel, f) }
