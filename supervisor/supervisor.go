@@ -11,7 +11,6 @@ package supervisor
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,7 +24,6 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
-	"github.com/flyd-dev/flyd/internal/par"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/netplane"
@@ -195,7 +193,7 @@ func (s *Supervisor) restore() {
 	runs := map[string]*records.Recovered{}
 	var keep []string // the carrier directories of runs that live on
 	names := s.store.RunNames()
-	found := s.recoverRuns(names)
+	found := s.store.RecoverRuns(s.ctx, names, s.drivers.Recover)
 	for i, name := range names {
 		r := found[i]
 		if r == nil {
@@ -261,33 +259,6 @@ func (s *Supervisor) restore() {
 		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restoreScheduled(r, run) })
 	}
 }
-
-// recoverRuns reads the run record of each name and asks its runtime
-// whether the run is alive, many at once: each is a file read and a
-// process or container looked up, and a restart over thousands waits on
-// them. A name whose record does not load is nil.
-func (s *Supervisor) recoverRuns(names []string) []*records.Recovered {
-	found := make([]*records.Recovered, len(names))
-	par.Each(len(names), recoverWorkers, func(i int) {
-		rec, ok, err := s.store.LoadRun(names[i])
-		if err != nil || !ok {
-			return
-		}
-		r := &records.Recovered{Run: rec}
-		if d := s.drivers[rec.Process.Driver]; d != nil {
-			r.Proc, r.Err = d.Recover(s.ctx, rec.Process)
-			if errors.Is(r.Err, errdefs.ErrNotFound) {
-				r.Err = nil // gone: ended while no daemon watched
-			}
-		}
-		found[i] = r
-	})
-	return found
-}
-
-// recoverWorkers bounds the runs looked up at once: enough to keep a
-// runtime's round trips overlapped, few enough not to crowd it.
-const recoverWorkers = 16
 
 // register adds a workload and starts its loop, unless one of that name
 // exists: then it returns that one. first runs on the loop before any
