@@ -376,14 +376,14 @@ func (w *workload) signal(sig syscall.Signal) error {
 // replace applies a new spec. An equal spec changes nothing but may start
 // a workload that is not running: apply means "make it so".
 func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start bool, by uint32) error {
-	if spec.OnlyWatchingDiffers(w.spec, sp) && samePorts(w.ports, ports) {
+	if spec.OnlyWatchingDiffers(w.spec, sp) && status.SamePorts(w.ports, ports) {
 		if err := w.setWatching(sp); err != nil {
 			return err
 		}
 	}
 	// An equal spec whose ports moved (a hashing rule that changed) is a
 	// change: the run must take its new ports.
-	if spec.Equal(w.spec, sp) && samePorts(w.ports, ports) {
+	if spec.Equal(w.spec, sp) && status.SamePorts(w.ports, ports) {
 		// Applying the same spec again changes nothing: a one-shot that
 		// completed stays completed (start or restart runs it again on
 		// purpose); anything else at rest is started.
@@ -448,20 +448,6 @@ func (w *workload) remove() error {
 	w.s.net.Detach(w.spec)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil
-}
-
-// samePorts reports whether two mappings give every endpoint the same
-// port and published port.
-func samePorts(a, b []status.PortMapping) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Endpoint != b[i].Endpoint || a[i].Port != b[i].Port || a[i].Published != b[i].Published {
-			return false
-		}
-	}
-	return true
 }
 
 // workloadLog logs with the workload's name. It adds the field at each
