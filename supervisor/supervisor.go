@@ -149,7 +149,7 @@ func New(cfg Config) (*Supervisor, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 	}
-	s.host = registrar.ThisHost(cfg.AdvertiseAddress, s.innerAddress)
+	s.host = registrar.ThisHost(cfg.AdvertiseAddress, s.net.InnerAddress)
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
 	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	s.limits = usage.NewLimits(cfg.Cgroups, s.limitHit)
