@@ -20,6 +20,7 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/supervisor"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // Backend is the supervisor and the documents as the API serves them
@@ -47,6 +48,8 @@ type Parts struct {
 	Events *events.Bus
 	// Runtimes say which kinds can run now, and keep named volumes.
 	Runtimes driver.Runtimes
+	// Usage samples the running workloads' usage, for `flyd top`.
+	Usage *usage.Sampler
 	// Plane projects the reach.
 	Plane *netplane.Plane
 	// Files is the workloads directory's watcher, with its files' problems;
@@ -184,7 +187,7 @@ func (b *Backend) DeleteDocument(ctx context.Context, kind, name string) error {
 }
 
 func (b *Backend) Stats(ctx context.Context) (*api.Stats, error) {
-	out := api.FromStats(b.s.Stats(ctx))
+	out := api.FromStats(b.parts.Usage.Sample())
 	return &out, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/supervisor"
 	"github.com/flyd-dev/flyd/supervisor/supervisortest"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // noApplier is a workloads directory's applier that owns nothing and is
@@ -57,7 +58,7 @@ func TestBackendStatus(t *testing.T) {
 	started := time.Now().Add(-time.Minute)
 	b := NewBackend(s, nil, Parts{
 		Version: "v-test", Started: started, Events: cfg.Events, Runtimes: driver.NewRuntimes(drivers),
-		Plane: cfg.Net, Files: wd, RegistryURL: "https://registry.test",
+		Plane: cfg.Net, Files: wd, RegistryURL: "https://registry.test", Usage: usage.NewSampler(nil, nil),
 	})
 	st, err := b.Status(ctx)
 	if err != nil {
@@ -74,6 +75,9 @@ func TestBackendStatus(t *testing.T) {
 	}
 	if len(st.FileProblems) != 1 || st.FileProblems[0].File != "bad.yaml" || st.Workloads != 0 {
 		t.Errorf("file problems %+v, %d workloads", st.FileProblems, st.Workloads)
+	}
+	if st, err := b.Stats(ctx); err != nil || st.IntervalMS != usage.Interval.Milliseconds() || len(st.Workloads) != 0 {
+		t.Errorf("stats without cgroups: %+v, %v", st, err)
 	}
 	if eps, err := b.Reach(ctx, ""); err != nil || len(eps) != 0 {
 		t.Errorf("reach of no workload: %v, %v", eps, err)

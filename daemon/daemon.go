@@ -34,7 +34,9 @@ import (
 	"github.com/flyd-dev/flyd/metrics"
 	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/supervisor"
+	"github.com/flyd-dev/flyd/usage"
 	"github.com/flyd-dev/flyd/workspace"
 )
 
@@ -238,6 +240,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	gid := lookupGroup(cfg.SocketGroup)
 	backend := NewBackend(sup, docs, Parts{
 		Version: cfg.Version, Started: started, Events: bus, Runtimes: driver.NewRuntimes(drivers), Plane: plane, Files: wd,
+		Usage:     usage.NewSampler(cgroups, func() []status.Workload { return sup.List(context.Background()) }),
 		Registrar: reg.registrar, RegistryURL: reg.url, RegistryKeyFile: reg.keyFile,
 	})
 	m := metrics.New(backend)

@@ -339,6 +339,3 @@ func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping {
 	}
 	return out
 }
-
-// Stats samples the running workloads' usage, at most once an interval.
-func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.usage.Sample() }

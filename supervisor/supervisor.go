@@ -103,7 +103,6 @@ type Supervisor struct {
 	cgroupHook *usage.CgroupHook
 	logHook    *logpipe.Hook
 
-	usage *usage.Sampler
 	// limits watches the workloads whose spec sets a limit.
 	limits *usage.Limits
 
@@ -151,7 +150,6 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s.host = registrar.ThisHost(cfg.AdvertiseAddress, s.net.InnerAddress)
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
-	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	s.limits = usage.NewLimits(cfg.Cgroups, s.limitHit)
 	var err error
 	if err = os.MkdirAll(s.logDir, 0o750); err == nil {
@@ -311,17 +309,6 @@ func (s *Supervisor) unsorted() []*workload {
 		ws = append(ws, w)
 	}
 	return ws
-}
-
-// running names the workloads with a run now.
-func (s *Supervisor) running() []string {
-	var names []string
-	for _, w := range s.unsorted() {
-		if w.snapshot(false).PID != 0 {
-			names = append(names, w.name)
-		}
-	}
-	return names
 }
 
 // all is every workload, sorted by name.
