@@ -12,6 +12,7 @@ import (
 	"github.com/flyd-dev/flyd/backoff"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -86,7 +87,7 @@ func (w *workload) launch() (driver.Process, error) {
 		w.release()
 		return nil, err
 	}
-	r.Task.Args, r.Task.Env, r.Task.Files = w.withWatchdogPID(pl.Args, pl.Env), pl.Env, pl.Files
+	r.Task.Args, r.Task.Env, r.Task.Files = health.WithWatchdogPID(pl.Args, pl.Env, w.spec.Health), pl.Env, pl.Files
 	p, err := r.Driver.Start(w.s.ctx, &r.Task)
 	// The child holds its own descriptor of its output.
 	_ = r.Task.Log.Close()
