@@ -2,17 +2,25 @@ package daemon
 
 import (
 	"context"
+	"os"
 	"syscall"
+	"time"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/authz"
+	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/documents"
+	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/project"
+	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/supervisor"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 // Backend is the supervisor and the documents as the API serves them
@@ -22,20 +30,56 @@ import (
 // the API server's (api/caller.go) and authz's, what happens the
 // supervisor's and the documents'.
 type Backend struct {
-	s    *supervisor.Supervisor
-	docs *documents.Documents
-	p    *project.Projects
+	s     *supervisor.Supervisor
+	docs  *documents.Documents
+	p     *project.Projects
+	parts Parts
 }
 
-// NewBackend serves s and docs, and their projects.
-func NewBackend(s *supervisor.Supervisor, docs *documents.Documents) *Backend {
-	return &Backend{s: s, docs: docs, p: project.New(s, docs)}
+// Parts are what a Backend serves beside the supervisor and the
+// documents: the parts of the daemon the supervisor is built over, and the
+// daemon's own facts, for its status, its events, the reach and a down's
+// volumes.
+type Parts struct {
+	Version string
+	Started time.Time
+	// Events is the daemon's event bus: the stream, and the number of the
+	// last event for the status.
+	Events *events.Bus
+	// Runtimes say which kinds can run now, and keep named volumes.
+	Runtimes driver.Runtimes
+	// Usage samples the running workloads' usage, for `flyd top`.
+	Usage *usage.Sampler
+	// Plane projects the reach.
+	Plane *netplane.Plane
+	// Files is the workloads directory's watcher, with its files' problems;
+	// nil when no directory is watched.
+	Files *declarative.Watcher
+	// Registrar heart-beats into the registry at RegistryURL with the key
+	// of RegistryKeyFile; nil when the registry is off.
+	Registrar                    *registrar.Registrar
+	RegistryURL, RegistryKeyFile string
+}
+
+// NewBackend serves s and docs, and their projects, over parts.
+func NewBackend(s *supervisor.Supervisor, docs *documents.Documents, parts Parts) *Backend {
+	return &Backend{s: s, docs: docs, p: project.New(s, docs, parts.Runtimes), parts: parts}
 }
 
 var _ server.Backend = (*Backend)(nil)
 
+// Status is the daemon's: the supervisor's workloads and quarantine, with
+// the daemon's version and start, which runtimes can run now, the
+// registrar's numbers, the last event's and the workloads directory's file
+// problems.
 func (b *Backend) Status(ctx context.Context) (*api.Status, error) {
-	return api.FromDaemon(b.s.Status(ctx)), nil
+	st := b.s.Status(ctx)
+	st.Version, st.PID, st.StartedAt = b.parts.Version, os.Getpid(), b.parts.Started
+	st.Runtimes = b.parts.Runtimes.Availability(ctx)
+	st.Registry = b.parts.Registrar.Status(b.parts.RegistryURL, b.parts.RegistryKeyFile)
+	st.LastEvent = b.parts.Events.Last()
+	st.FileProblems = b.parts.Files.FileProblems()
+	return api.FromDaemon(st), nil
 }
 
 func (b *Backend) List(ctx context.Context) ([]api.Workload, error) {
@@ -143,12 +187,12 @@ func (b *Backend) DeleteDocument(ctx context.Context, kind, name string) error {
 }
 
 func (b *Backend) Stats(ctx context.Context) (*api.Stats, error) {
-	out := api.FromStats(b.s.Stats(ctx))
+	out := api.FromStats(b.parts.Usage.Sample())
 	return &out, nil
 }
 
 func (b *Backend) Events(ctx context.Context, after uint64) (<-chan api.Event, error) {
-	in := b.s.Events(ctx, after)
+	in := b.parts.Events.Subscribe(ctx, after)
 	out := make(chan api.Event)
 	c := authz.CallerOf(ctx)
 	go func() {

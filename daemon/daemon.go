@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -26,13 +27,16 @@ import (
 	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/documents"
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/instance"
 	"github.com/flyd-dev/flyd/internal/trust"
 	"github.com/flyd-dev/flyd/metrics"
 	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/supervisor"
+	"github.com/flyd-dev/flyd/usage"
 	"github.com/flyd-dev/flyd/workspace"
 )
 
@@ -197,6 +201,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	// After the supervisor's close: the links of deleted networks go.
 	defer plane.Wait()
 	workspaces := workspace.Open(st, log.Named("workspaces"))
+	started := time.Now()
 	sup, err := supervisor.New(supervisor.Config{
 		Store:            st,
 		Events:           bus,
@@ -204,8 +209,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Workspaces:       workspaces,
 		LogPipes:         pipes,
 		Registrar:        reg.registrar,
-		RegistryURL:      reg.url,
-		RegistryKeyFile:  reg.keyFile,
 		LogMaxSize:       cfg.LogMaxSize,
 		LogGenerations:   cfg.LogGenerations,
 		StateDir:         cfg.StateDir,
@@ -213,7 +216,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Drivers:          drivers,
 		Cgroups:          cgroups,
 		Logger:           log,
-		Version:          cfg.Version,
 		StopOnClose:      cfg.StopOnExit,
 		AdvertiseAddress: cfg.AdvertiseAddress,
 	})
@@ -227,8 +229,20 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		l.Close()
 		return err
 	}
+	wd, err := declarative.New(declarative.Config{
+		Dir: cfg.WorkloadsDir, Applier: fileApplier{sup, docs}, Logger: log.Named("workloads-dir"), Events: bus,
+	})
+	if err != nil {
+		sup.Close()
+		l.Close()
+		return err
+	}
 	gid := lookupGroup(cfg.SocketGroup)
-	backend := NewBackend(sup, docs)
+	backend := NewBackend(sup, docs, Parts{
+		Version: cfg.Version, Started: started, Events: bus, Runtimes: driver.NewRuntimes(drivers), Plane: plane, Files: wd,
+		Usage:     usage.NewSampler(cgroups, func() []status.Workload { return sup.List(context.Background()) }),
+		Registrar: reg.registrar, RegistryURL: reg.url, RegistryKeyFile: reg.keyFile,
+	})
 	m := metrics.New(backend)
 	opts := []server.Option{server.WithRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
 	if policy != nil {
@@ -242,16 +256,6 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watched := make(chan error, 1)
-	wd, err := declarative.New(declarative.Config{
-		Dir: cfg.WorkloadsDir, Applier: fileApplier{sup, docs}, Logger: log.Named("workloads-dir"),
-		OnProblem: func(p declarative.Problem) { sup.FileProblem(p.File, p.Err) },
-	})
-	if err != nil {
-		stopWatching()
-		sup.Close()
-		l.Close()
-		return err
-	}
 	go func() { watched <- wd.Run(watchCtx) }()
 
 	// The API stops first so that nothing changes while workloads are

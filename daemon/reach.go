@@ -10,10 +10,17 @@ import (
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
-// Reach serves GET /v1/reach and the refusal metric.
+// Reach serves GET /v1/reach and the refusal metric: each endpoint's
+// derived allow-list, as the network plane projects it, of one workload's
+// endpoints when name is not "" (a workload the supervisor does not have
+// is not found).
 func (b *Backend) Reach(ctx context.Context, name string) ([]api.ReachEndpoint, error) {
-	eps, err := b.s.Reach(ctx, name)
-	return api.ReachEndpoints(eps), err
+	if name != "" {
+		if _, err := b.s.Get(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	return api.ReachEndpoints(b.parts.Plane.Reach(name)), nil
 }
 
 // hostReach reads --reach-host: the host's network under declared reach

@@ -7,11 +7,13 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // reconcile brings the applier to what the files define now. It is the only
@@ -283,11 +285,27 @@ func (w *Watcher) setProblems(next map[string]error) {
 			w.log.Info("workload file problem resolved", zap.String("file", file))
 		}
 	}
-	if w.onProblem == nil {
+	for _, p := range changed {
+		w.publish(p)
+		if w.onProblem != nil {
+			w.onProblem(p)
+		}
+	}
+}
+
+// publish tells the events' readers of a problem that is new, or of a file
+// good again (p.Err nil). An event that cannot be kept for later readers
+// still reaches those reading now, and the problem stays in FileProblems.
+func (w *Watcher) publish(p Problem) {
+	if w.events == nil {
 		return
 	}
-	for _, p := range changed {
-		w.onProblem(p)
+	ev := status.Event{Time: time.Now(), Type: status.EventFile, Message: p.File + ": ok"}
+	if p.Err != nil {
+		ev.Message = p.File + ": " + p.Err.Error()
+	}
+	if err := w.events.Publish(ev); err != nil {
+		w.log.Warn("cannot keep a file's event for readers that resume", zap.Error(err))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // Applier is what the watcher drives (the daemon's supervisor and its
@@ -62,9 +63,18 @@ type Config struct {
 	// again (Err nil); may be nil. It runs inside a reconcile, so it must not
 	// call Sync.
 	OnProblem func(Problem)
+	// Events, if set, is told of every new problem and of a file that
+	// became good again, as an event of type file, so that `flyd events`
+	// shows what the directory refused without a look at the log.
+	Events Publisher
 	// Resync is the period of a full reconcile with no event, so that a
 	// failed put or delete heals and a lost event costs little; default 30s.
 	Resync time.Duration
+}
+
+// Publisher takes the watcher's events (the daemon's event bus).
+type Publisher interface {
+	Publish(status.Event) error
 }
 
 const (
@@ -80,6 +90,7 @@ type Watcher struct {
 	debounce  time.Duration
 	resync    time.Duration
 	onProblem func(Problem)
+	events    Publisher
 	started   atomic.Bool
 
 	// sem serialises reconciles (Run's and Sync's) and guards the fields
@@ -114,6 +125,7 @@ func New(cfg Config) (*Watcher, error) {
 		debounce:  cfg.Debounce,
 		resync:    cfg.Resync,
 		onProblem: cfg.OnProblem,
+		events:    cfg.Events,
 		sem:       make(chan struct{}, 1),
 		applied:   make(map[string]applied[*spec.Workload]),
 		docs:      make(map[string]map[string]applied[spec.Document]),
@@ -138,6 +150,20 @@ func (w *Watcher) Problems() []Problem {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return sortedProblems(w.problems)
+}
+
+// FileProblems is the current problems as the daemon's status shows them,
+// sorted by file; a nil Watcher (no directory watched) has none.
+func (w *Watcher) FileProblems() []status.FileProblem {
+	if w == nil {
+		return nil
+	}
+	ps := w.Problems()
+	out := make([]status.FileProblem, len(ps))
+	for i, p := range ps {
+		out[i] = status.FileProblem{File: p.File, Error: p.Err.Error()}
+	}
+	return out
 }
 
 // Sync forces a reconcile now and returns when done (tests, and a

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flyd-dev/flyd/status"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -123,5 +124,52 @@ func TestRunOnce(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// eventLog is a Publisher that keeps what it is told.
+type eventLog struct{ events []status.Event }
+
+func (l *eventLog) Publish(ev status.Event) error {
+	l.events = append(l.events, ev)
+	return nil
+}
+
+// TestFileProblemsForStatusAndEvents: a refused file is in FileProblems,
+// and in an event of type file, until it is good again, which is an event
+// too; a problem retried unchanged is told once.
+func TestFileProblemsForStatusAndEvents(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", wl("x", "v1"))
+	writeFile(t, dir, "b.yaml", "name: [")
+	evs := &eventLog{}
+	w, err := New(Config{Dir: dir, Applier: newFakeApplier(nil), Logger: zaptest.NewLogger(t), Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if err := w.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.FileProblems(); len(got) != 1 || got[0].File != "b.yaml" || got[0].Error == "" {
+		t.Errorf("file problems %+v, want b.yaml's", got)
+	}
+	if len(evs.events) != 1 || evs.events[0].Type != status.EventFile || !strings.HasPrefix(evs.events[0].Message, "b.yaml: ") || evs.events[0].Time.IsZero() {
+		t.Fatalf("events %+v, want one of b.yaml's problem", evs.events)
+	}
+	writeFile(t, dir, "b.yaml", wl("y", "v1"))
+	if err := w.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.FileProblems(); len(got) != 0 {
+		t.Errorf("file problems %+v once b.yaml is good", got)
+	}
+	if got := (*Watcher)(nil).FileProblems(); got != nil {
+		t.Errorf("file problems of no watcher: %+v", got)
+	}
+	if len(evs.events) != 2 || evs.events[1].Message != "b.yaml: ok" {
+		t.Errorf("events %+v, want b.yaml: ok last", evs.events)
 	}
 }

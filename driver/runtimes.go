@@ -39,6 +39,32 @@ func (r Runtimes) Available(ctx context.Context, k spec.Kind) error {
 	return nil
 }
 
+// Availability says, of every kind of spec.Kinds by name, whether its
+// workloads can start now (Available), as the daemon's status shows it.
+func (r Runtimes) Availability(ctx context.Context) map[string]bool {
+	out := make(map[string]bool, len(spec.Kinds))
+	for _, k := range spec.Kinds {
+		out[string(k)] = r.Available(ctx, k) == nil
+	}
+	return out
+}
+
+// Recover asks the runtime of st (st.Driver) for the run an earlier
+// daemon recorded: the run when it is alive; nil, nil when it is gone (it
+// ended while no daemon watched) or this daemon has no such runtime to
+// ask; an error when its runtime cannot tell (it does not answer).
+func (r Runtimes) Recover(ctx context.Context, st State) (Process, error) {
+	d := r[st.Driver]
+	if d == nil {
+		return nil, nil
+	}
+	p, err := d.Recover(ctx, st)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, nil
+	}
+	return p, err
+}
+
 // Capabilities are kind k's runtime's; for a kind without a runtime, only
 // its runtime context, which the kind names.
 func (r Runtimes) Capabilities(k spec.Kind) Capabilities {

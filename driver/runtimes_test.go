@@ -31,6 +31,21 @@ func (r *runtime) Capabilities() Capabilities {
 	return Capabilities{RuntimeContext: "ctx-" + string(r.kind)}
 }
 
+// Recover finds the run of pid 1 alive, none of pid 2, and cannot tell
+// of any other.
+func (r *runtime) Recover(ctx context.Context, st State) (Process, error) {
+	switch st.PID {
+	case 1:
+		return alive{}, nil
+	case 2:
+		return nil, errdefs.ErrNotFound
+	}
+	return nil, errdefs.ErrRuntimeUnavailable
+}
+
+// alive is a run a runtime recovered.
+type alive struct{ Process }
+
 type prober struct{ *runtime }
 
 func (p prober) Available(context.Context) error { return p.down }
@@ -69,6 +84,9 @@ func TestRuntimesAnswerForAll(t *testing.T) {
 		if err := rs.Available(context.Background(), k); !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
 			t.Fatalf("%s: %v", k, err)
 		}
+	}
+	if got := rs.Availability(context.Background()); len(got) != len(spec.Kinds) || !got["native"] || !got["nix"] || got["containerd"] || got["external"] {
+		t.Fatalf("availability %v", got)
 	}
 	if c := rs.Capabilities(spec.KindNative); c.RuntimeContext != "ctx-native" {
 		t.Fatalf("capabilities of a runtime: %+v", c)
@@ -131,5 +149,24 @@ func TestRuntimesSweep(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the retries outlived their context")
+	}
+}
+
+// TestRuntimesRecover: a recorded run is its runtime's to find: alive, or
+// gone (not found, or of a runtime this daemon has not), or not known
+// while its runtime does not answer.
+func TestRuntimesRecover(t *testing.T) {
+	rs := NewRuntimes([]Driver{&runtime{kind: spec.KindNative}})
+	ctx := context.Background()
+	if p, err := rs.Recover(ctx, State{Driver: spec.KindNative, PID: 1}); err != nil || p == nil {
+		t.Errorf("a live run: %v, %v", p, err)
+	}
+	for _, st := range []State{{Driver: spec.KindNative, PID: 2}, {Driver: spec.KindNix, PID: 1}} {
+		if p, err := rs.Recover(ctx, st); err != nil || p != nil {
+			t.Errorf("%+v, gone: %v, %v", st, p, err)
+		}
+	}
+	if p, err := rs.Recover(ctx, State{Driver: spec.KindNative, PID: 3}); !errors.Is(err, errdefs.ErrRuntimeUnavailable) || p != nil {
+		t.Errorf("a runtime that cannot tell: %v, %v", p, err)
 	}
 }

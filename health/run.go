@@ -8,6 +8,7 @@ import (
 
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 // RunNotify is the notify socket of one run of a workload, with its
@@ -105,14 +106,14 @@ func NotifyEnv(env map[string]string, path string, watchdog time.Duration) {
 	}
 }
 
-// WithWatchdogPID has a watchdog program (a period above 0) find its own
-// pid in WATCHDOG_PID, as systemd sets it, so that sd_watchdog_enabled()
+// WithWatchdogPID has a watchdog program (its spec's check, h, with a
+// watchdog period; nil: none) find its own pid in WATCHDOG_PID, as systemd sets it, so that sd_watchdog_enabled()
 // knows the watchdog is its and not a child's: only the started process
 // knows its pid, so a shell sets it and execs the program in its place
 // (the pid stays). A program not found on env's PATH is left to fail to
 // start as any other.
-func WithWatchdogPID(args, env []string, watchdog time.Duration) []string {
-	if watchdog <= 0 || len(args) == 0 {
+func WithWatchdogPID(args, env []string, h *spec.Health) []string {
+	if h == nil || h.Watchdog.Duration <= 0 || len(args) == 0 {
 		return args
 	}
 	if _, err := execenv.LookPath(args[0], env); err != nil {

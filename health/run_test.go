@@ -18,6 +18,7 @@ import (
 
 	"github.com/flyd-dev/flyd/internal/cgtest"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
 )
 
 // startSession starts a process in a session of its own, killed at the
@@ -103,17 +104,20 @@ func TestNotifyEnv(t *testing.T) {
 func TestWithWatchdogPID(t *testing.T) {
 	env := []string{"PATH=/usr/bin:/bin"}
 	args := []string{"sh", "-c", `[ "$WATCHDOG_PID" = "$$" ]`}
-	if got := WithWatchdogPID(args, env, 0); !slices.Equal(got, args) {
-		t.Errorf("without a watchdog: %q", got)
+	watchdog := &spec.Health{Watchdog: spec.Duration{Duration: time.Second}}
+	for _, h := range []*spec.Health{nil, {}} {
+		if got := WithWatchdogPID(args, env, h); !slices.Equal(got, args) {
+			t.Errorf("without a watchdog (%+v): %q", h, got)
+		}
 	}
 	missing := []string{"no-such-program-here"}
-	if got := WithWatchdogPID(missing, env, time.Second); !slices.Equal(got, missing) {
+	if got := WithWatchdogPID(missing, env, watchdog); !slices.Equal(got, missing) {
 		t.Errorf("a program not found: %q", got)
 	}
-	if got := WithWatchdogPID(nil, env, time.Second); got != nil {
+	if got := WithWatchdogPID(nil, env, watchdog); got != nil {
 		t.Errorf("no program: %q", got)
 	}
-	got := WithWatchdogPID(args, env, time.Second)
+	got := WithWatchdogPID(args, env, watchdog)
 	if got[0] != shell {
 		t.Fatalf("with a watchdog: %q", got)
 	}

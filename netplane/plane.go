@@ -250,5 +250,15 @@ func (p *Plane) Link(network string) *sandbox.Link {
 	return p.links[network]
 }
 
+// InnerAddress is the address the host reaches a workload of network on,
+// its link's end in the network; "" for loopback (the host's network, or
+// an island, which has no link).
+func (p *Plane) InnerAddress(network string) string {
+	if l := p.Link(network); l != nil {
+		return l.Inner.String()
+	}
+	return ""
+}
+
 // Reservations lists every port reserved, in every network.
 func (p *Plane) Reservations() []netalloc.Reservation { return p.ports.List() }

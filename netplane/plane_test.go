@@ -1,9 +1,11 @@
 package netplane
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -93,6 +95,20 @@ func TestHashedPortsFollowTheKind(t *testing.T) {
 		}
 		if got := s.publishRequests(w)[0].Port; got != tt.want {
 			t.Errorf("%s: hashed published port %d, want %d", tt.kind, got, tt.want)
+		}
+	}
+}
+
+// TestInnerAddress: the host reaches a workload of a linked network at
+// the link's inner end, and one of the host's network or of an island on
+// loopback ("").
+func TestInnerAddress(t *testing.T) {
+	p := &Plane{links: map[string]*sandbox.Link{
+		"linked": {Name: "fly-linked", Host: netip.MustParseAddr("10.90.0.1"), Inner: netip.MustParseAddr("10.90.0.2")},
+	}}
+	for network, want := range map[string]string{"linked": "10.90.0.2", "island": "", spec.NetworkHost: ""} {
+		if got := p.InnerAddress(network); got != want {
+			t.Errorf("InnerAddress(%s) = %q, want %q", network, got, want)
 		}
 	}
 }

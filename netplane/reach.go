@@ -70,8 +70,8 @@ func (p *Plane) reach(consumer, producer *spec.Workload, m status.PortMapping) (
 		if consumer.Network == producer.Network {
 			return net.JoinHostPort("localhost", gp), nil
 		}
-		if l := p.Link(producer.Network); l != nil {
-			return net.JoinHostPort(l.Inner.String(), gp), nil
+		if a := p.InnerAddress(producer.Network); a != "" {
+			return net.JoinHostPort(a, gp), nil
 		}
 		return m.Address("native"), nil
 	case consumer.Network == producer.Network:

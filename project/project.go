@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/flyd-dev/flyd/documents"
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -50,16 +51,20 @@ type Change struct {
 type Projects struct {
 	s    *supervisor.Supervisor
 	docs *documents.Documents
+	// volumes are the runtimes that keep named volumes beyond their runs
+	// (the daemon's driver.Runtimes), for a down with its volumes.
+	volumes driver.VolumeRemover
 
 	mu sync.Mutex
 	// locks serialize each project's ups and downs (lock).
 	locks map[string]chan struct{}
 }
 
-// New has the projects of s and docs upped and downed through it; a
-// daemon has one, so that one project's ups and downs are held apart.
-func New(s *supervisor.Supervisor, docs *documents.Documents) *Projects {
-	return &Projects{s: s, docs: docs, locks: map[string]chan struct{}{}}
+// New has the projects of s and docs upped and downed through it, their
+// named volumes those of volumes; a daemon has one, so that one project's
+// ups and downs are held apart.
+func New(s *supervisor.Supervisor, docs *documents.Documents, volumes driver.VolumeRemover) *Projects {
+	return &Projects{s: s, docs: docs, volumes: volumes, locks: map[string]chan struct{}{}}
 }
 
 // Up makes project what docs say: their documents, kind by kind in
@@ -150,13 +155,13 @@ func (p *Projects) Down(ctx context.Context, project string, o supervisor.Remove
 // confined caller is refused them.
 func (p *Projects) removeVolumes(ctx context.Context, project string, confined bool, out *Change) error {
 	if confined {
-		names, err := p.s.Volumes(project)
+		names, err := p.volumes.Volumes(project)
 		if err == nil && len(names) > 0 {
 			err = fmt.Errorf("%w: volumes %s are root's: a caller other than root removes none", errdefs.ErrForbidden, strings.Join(names, ", "))
 		}
 		return err
 	}
-	names, err := p.s.RemoveVolumes(ctx, project)
+	names, err := p.volumes.RemoveVolumes(ctx, project)
 	out.Volumes = append(out.Volumes, names...)
 	return err
 }

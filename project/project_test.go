@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func open(t *testing.T) (*supervisor.Supervisor, *Projects) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, New(s, docs)
+	return s, New(s, docs, driver.NewRuntimes([]driver.Driver{native.Driver{}}))
 }
 
 // sleeper is a workload that runs until stopped, and stops at once.
@@ -182,5 +183,41 @@ func TestUpsOfAProjectWait(t *testing.T) {
 	unlock()
 	if _, err := p.Down(context.Background(), "p1", supervisor.RemoveOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a down of p1 after: %v; want not found", err)
+	}
+}
+
+// volumeKeeper is a runtime's named volumes (driver.VolumeRemover), by
+// project.
+type volumeKeeper map[string][]string
+
+func (k volumeKeeper) Volumes(project string) ([]string, error) { return k[project], nil }
+
+func (k volumeKeeper) RemoveVolumes(ctx context.Context, project string) ([]string, error) {
+	names := k[project]
+	delete(k, project)
+	return names, nil
+}
+
+// TestDownVolumes: a down with its volumes removes the project's named
+// volumes, even of a project with no workload left; a confined caller is
+// refused them, and one with none is refused nothing; a project with
+// neither workloads nor volumes is not found.
+func TestDownVolumes(t *testing.T) {
+	_, p := open(t)
+	vols := volumeKeeper{"p1": {"p1.cache", "p1.data"}}
+	p.volumes = vols
+	ctx := context.Background()
+	if _, err := p.Down(ctx, "p1", supervisor.RemoveOptions{Volumes: true, Confined: true}); !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "p1.cache, p1.data") {
+		t.Fatalf("confined down of p1's volumes: %v, want forbidden naming them", err)
+	}
+	if len(vols["p1"]) != 2 {
+		t.Fatalf("volumes after a refused down: %v", vols)
+	}
+	c, err := p.Down(ctx, "p1", supervisor.RemoveOptions{Volumes: true})
+	if err != nil || !slices.Equal(c.Volumes, []string{"p1.cache", "p1.data"}) {
+		t.Fatalf("down of p1's volumes: %+v, %v", c, err)
+	}
+	if _, err := p.Down(ctx, "p1", supervisor.RemoveOptions{Volumes: true, Confined: true}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("down of p1 with nothing left: %v, want not found", err)
 	}
 }

@@ -8,6 +8,7 @@ package records
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,6 +205,28 @@ func (s *Store) LoadRun(name string) (r Run, ok bool, err error) {
 	ok, err = readJSON(filepath.Join(s.runDir, name+".json"), &r)
 	return r, ok, err
 }
+
+// RecoverRuns reads the run record of each name and has recover say
+// whether the run is alive (driver.Runtimes.Recover), many at once: each
+// is a file read and a process or container looked up, and a restart over
+// thousands waits on them. A name whose record does not load is nil.
+func (s *Store) RecoverRuns(ctx context.Context, names []string, recover func(context.Context, driver.State) (driver.Process, error)) []*Recovered {
+	found := make([]*Recovered, len(names))
+	par.Each(len(names), recoverWorkers, func(i int) {
+		rec, ok, err := s.LoadRun(names[i])
+		if err != nil || !ok {
+			return
+		}
+		r := &Recovered{Run: rec}
+		r.Proc, r.Err = recover(ctx, rec.Process)
+		found[i] = r
+	})
+	return found
+}
+
+// recoverWorkers bounds the runs looked up at once: enough to keep a
+// runtime's round trips overlapped, few enough not to crowd it.
+const recoverWorkers = 16
 
 // Workloads returns every workload's record the store held when it was
 // opened, by name, its spec defaulted and valid. A record that cannot be

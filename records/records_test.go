@@ -1,6 +1,7 @@
 package records
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -138,5 +139,37 @@ func TestOwners(t *testing.T) {
 	all := st.Owners().All()
 	if len(all) != 2 || all["network/old"] != "old.yaml" || st.Owners().Of("policy/quiet") != "stack.yaml" {
 		t.Errorf("owners after reopening: %v", all)
+	}
+}
+
+// TestRecoverRuns: each name's run record is read and its run asked for;
+// a name without a record is nil.
+func TestRecoverRuns(t *testing.T) {
+	st, err := Open(t.TempDir(), t.TempDir(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i, name := range []string{"a", "b"} {
+		if err := st.SaveRun(name, Run{Process: driver.State{Driver: spec.KindNative, PID: 10 + i}, Restarts: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errDown := errors.New("runtime down")
+	ask := func(ctx context.Context, p driver.State) (driver.Process, error) {
+		if p.PID == 11 {
+			return nil, errDown
+		}
+		return nil, nil
+	}
+	got := st.RecoverRuns(context.Background(), []string{"a", "none", "b"}, ask)
+	if len(got) != 3 || got[1] != nil {
+		t.Fatalf("recovered %+v", got)
+	}
+	if a := got[0]; a == nil || a.Run.Process.PID != 10 || a.Proc != nil || a.Err != nil {
+		t.Errorf("a: %+v", a)
+	}
+	if b := got[2]; b == nil || b.Run.Restarts != 1 || !errors.Is(b.Err, errDown) {
+		t.Errorf("b: %+v", b)
 	}
 }

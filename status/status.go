@@ -127,6 +127,21 @@ func (p PortMapping) Address(access string) string {
 	return ""
 }
 
+// SamePorts says whether two allocations of a workload's endpoints, in
+// the same order, give every endpoint the same port and published port:
+// a spec applied again over the same allocation changes nothing.
+func SamePorts(a, b []PortMapping) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Endpoint != b[i].Endpoint || a[i].Port != b[i].Port || a[i].Published != b[i].Published {
+			return false
+		}
+	}
+	return true
+}
+
 // Instance is one way to reach an endpoint.
 type Instance struct {
 	Access  string

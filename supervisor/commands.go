@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 
 	"github.com/flyd-dev/flyd/authz"
@@ -54,22 +53,12 @@ func (o RemoveOptions) caller() authz.Caller {
 	return authz.Caller{UID: o.By, Confined: o.Confined, File: o.Owner, Force: o.Force}
 }
 
-// Status is the daemon as the supervisor sees it.
+// Status is the supervisor's part of the daemon's status: its workloads
+// by state and its quarantine. The rest (the daemon's version and start,
+// its runtimes, the registry, the last event, the workloads directory) is
+// the daemon's to add (daemon.Backend).
 func (s *Supervisor) Status(ctx context.Context) status.Daemon {
-	st := status.Daemon{
-		Version:   s.cfg.Version,
-		PID:       os.Getpid(),
-		StartedAt: s.started,
-		States:    map[status.State]int{},
-		Runtimes:  map[string]bool{},
-		Registry:  s.cfg.Registrar.Status(s.cfg.RegistryURL, s.cfg.RegistryKeyFile),
-		LastEvent: s.events.Last(),
-	}
-	for _, k := range spec.Kinds {
-		st.Runtimes[string(k)] = s.drivers.Available(ctx, k) == nil
-	}
-	st.FileProblems = s.fileProblemList()
-	st.Quarantined = s.quarantine.List()
+	st := status.Daemon{States: map[status.State]int{}, Quarantined: s.quarantine.List()}
 	for _, w := range s.all() {
 		st.Workloads++
 		st.States[w.snapshot(false).State]++
@@ -397,13 +386,6 @@ func (s *Supervisor) Logs(ctx context.Context, name string, q logfile.Query, out
 	return s.logs.Of(name).Read(ctx, q, out)
 }
 
-// Events streams events until ctx is done; with after > 0 it first
-// replays the kept events numbered after it. The channel is closed when the
-// stream ends, a reader too slow to keep up dropped included.
-func (s *Supervisor) Events(ctx context.Context, after uint64) <-chan status.Event {
-	return s.events.Subscribe(ctx, after)
-}
-
 // Ports is every endpoint's allocation.
 func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping {
 	var out []status.PortMapping
@@ -411,18 +393,4 @@ func (s *Supervisor) Ports(ctx context.Context) []status.PortMapping {
 		out = append(out, w.snapshot(false).Ports...)
 	}
 	return out
-}
-
-// Stats samples the running workloads' usage, at most once an interval.
-func (s *Supervisor) Stats(ctx context.Context) status.Stats { return s.usage.Sample() }
-
-// Volumes names project's named volumes, in every runtime that keeps
-// volumes beyond the runs that mount them.
-func (s *Supervisor) Volumes(project string) ([]string, error) { return s.drivers.Volumes(project) }
-
-// RemoveVolumes removes project's named volumes from every runtime that
-// keeps them, and names those it removed; a runtime keeps one a run still
-// mounts.
-func (s *Supervisor) RemoveVolumes(ctx context.Context, project string) ([]string, error) {
-	return s.drivers.RemoveVolumes(ctx, project)
 }

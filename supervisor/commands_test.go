@@ -12,7 +12,6 @@ import (
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
-	"github.com/flyd-dev/flyd/usage"
 )
 
 // TestLanes: a confined caller may use a network of its own, or one root
@@ -179,25 +178,5 @@ func TestRestartReloadAndReadings(t *testing.T) {
 	}
 	if ps := s.Ports(ctx); len(ps) != 1 || ps[0].Workload != "svc" || ps[0].Port == 0 {
 		t.Errorf("ports %+v", ps)
-	}
-	if st := s.Stats(ctx); st.Interval != usage.Interval || len(st.Workloads) != 0 {
-		t.Errorf("stats without cgroups: %+v", st)
-	}
-}
-
-// TestFileProblemsInStatus: a refused file of the workloads directory is in
-// the status until it is good again.
-func TestFileProblemsInStatus(t *testing.T) {
-	s := openFake(t, newFakeDriver())
-	defer shut(s)
-	ctx := context.Background()
-	s.FileProblem("b.yaml", errors.New("line 3: name: must be a DNS label"))
-	s.FileProblem("a.yaml", errors.New("not a regular file"))
-	if got := s.Status(ctx).FileProblems; len(got) != 2 || got[0].File != "a.yaml" || got[1].Error != "line 3: name: must be a DNS label" {
-		t.Errorf("file problems %+v", got)
-	}
-	s.FileProblem("a.yaml", nil)
-	if got := s.Status(ctx).FileProblems; len(got) != 1 || got[0].File != "b.yaml" {
-		t.Errorf("after a.yaml is good again: %+v", got)
 	}
 }

@@ -40,15 +40,6 @@ func (w *workload) stopHealth() {
 	w.update(func(v *status.Workload) { v.Healthy = nil })
 }
 
-// withWatchdogPID has a watchdog program find its own pid
-// (health.WithWatchdogPID).
-func (w *workload) withWatchdogPID(args, env []string) []string {
-	if h := w.spec.Health; h != nil {
-		return health.WithWatchdogPID(args, env, h.Watchdog.Duration)
-	}
-	return args
-}
-
 // probe builds the check of the spec for the run: inside the workload's
 // network, an exec check in its cgroup too, with its environment.
 func (w *workload) probe() (health.Probe, error) {

@@ -17,15 +17,6 @@ func (s *Supervisor) instances(w *spec.Workload, ports []status.PortMapping, st 
 	return registrar.Instances(w, ports, w.Health == nil || s.healthOf(w.Name), s.host)
 }
 
-// innerAddress is the address the host reaches a workload of network on,
-// its link's end; "" for loopback (the host's, or an island).
-func (s *Supervisor) innerAddress(network string) string {
-	if l := s.net.Link(network); l != nil {
-		return l.Inner.String()
-	}
-	return ""
-}
-
 // publishInstances tells the registrar what the workload should have
 // registered now. It never blocks on the registry.
 func (w *workload) publishInstances(st status.State) {

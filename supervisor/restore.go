@@ -3,11 +3,11 @@ package supervisor
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/backoff"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/records"
@@ -113,7 +113,7 @@ func (w *workload) resume() {
 }
 
 // adoptBackoff paces the retries of an adoption whose runtime is down.
-var adoptBackoff = struct{ initial, max time.Duration }{time.Second, 30 * time.Second}
+var adoptBackoff = backoff.Policy{Initial: time.Second, Max: 30 * time.Second}
 
 // settle asks again about a run that could not be adopted, so that a
 // command about the workload acts on what is known: it errs while the run
@@ -150,7 +150,7 @@ func (w *workload) retryAdopt() {
 // retryLater shows the run as unknown and schedules the next attempt.
 func (w *workload) retryLater(err error) {
 	w.adoptTries++
-	d := backoff(adoptBackoff.initial, adoptBackoff.max, w.adoptTries, rand.Float64())
+	d := adoptBackoff.Delay(w.adoptTries)
 	w.log.Warn("cannot adopt the run of an earlier daemon yet", zap.Int("pid", w.unadopted.Process.PID), zap.Error(err), zap.Duration("retry_in", d))
 	w.after(d, w.retryAdopt)
 	w.setState(status.Unknown, fmt.Sprintf("cannot adopt its run (pid %d) yet: %v; trying again in %s",
@@ -169,8 +169,7 @@ func (s *Supervisor) sweepDrivers(specs map[string]records.Workload) {
 		}
 		return keep
 	}
-	retryIn := func(n int) time.Duration { return backoff(adoptBackoff.initial, adoptBackoff.max, n, rand.Float64()) }
-	done := s.drivers.Sweep(s.ctx, s.kept(specs), later, retryIn, func(kind spec.Kind, attempt int, err error) {
+	done := s.drivers.Sweep(s.ctx, s.kept(specs), later, adoptBackoff.Delay, func(kind spec.Kind, attempt int, err error) {
 		switch {
 		case err == nil:
 			s.log.Info("runtime swept", zap.String("runtime", string(kind)), zap.Int("attempts", attempt))

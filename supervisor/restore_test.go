@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flyd-dev/flyd/backoff"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -35,7 +36,7 @@ func (u unreachable) Recover(ctx context.Context, st driver.State) (driver.Proce
 // unknown, refuses what needs it, and is adopted once the runtime answers.
 func TestUnreachableRunIsAdoptedLater(t *testing.T) {
 	was := adoptBackoff
-	adoptBackoff.initial, adoptBackoff.max = 10*time.Millisecond, 40*time.Millisecond
+	adoptBackoff = backoff.Policy{Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond}
 	defer func() { adoptBackoff = was }()
 	d := newDirs(t)
 	ctx := context.Background()

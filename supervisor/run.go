@@ -3,15 +3,16 @@ package supervisor
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/backoff"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -86,7 +87,7 @@ func (w *workload) launch() (driver.Process, error) {
 		w.release()
 		return nil, err
 	}
-	r.Task.Args, r.Task.Env, r.Task.Files = w.withWatchdogPID(pl.Args, pl.Env), pl.Env, pl.Files
+	r.Task.Args, r.Task.Env, r.Task.Files = health.WithWatchdogPID(pl.Args, pl.Env, w.spec.Health), pl.Env, pl.Files
 	p, err := r.Driver.Start(w.s.ctx, &r.Task)
 	// The child holds its own descriptor of its output.
 	_ = r.Task.Log.Close()
@@ -176,12 +177,12 @@ func (w *workload) afterExit(exit driver.Exit) {
 func (w *workload) scheduleRestart(reason string) {
 	r := w.spec.Restart
 	now := time.Now()
-	n := w.failures.add(now, r.Window.Duration)
+	n := w.failures.Add(now, r.Window.Duration)
 	if r.MaxRestarts >= 0 && n > r.MaxRestarts {
 		w.rest(status.Failed, fmt.Sprintf("gave up after %d restarts within %s; last: %s", r.MaxRestarts, r.Window.Duration, reason))
 		return
 	}
-	d := backoff(r.Backoff.Initial.Duration, r.Backoff.Max.Duration, n, rand.Float64())
+	d := backoff.Policy{Initial: r.Backoff.Initial.Duration, Max: r.Backoff.Max.Duration}.Delay(n)
 	w.after(d, w.restart)
 	next := now.Add(d)
 	w.update(func(v *status.Workload) { v.NextStart = &next })

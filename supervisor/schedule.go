@@ -101,7 +101,7 @@ func (w *workload) fire(due time.Time, missed bool) {
 	}
 	w.log.Info("scheduled run", zap.Time("due", due), zap.Bool("missed", missed))
 	w.publish(status.Event{Type: status.EventSchedule, Message: msg})
-	w.failures.reset()
+	w.failures.Reset()
 	w.start()
 }
 

@@ -47,7 +47,7 @@ func TestScheduleArmsAndFires(t *testing.T) {
 	s := openFake(t, d)
 	defer shut(s)
 	ctx, cancel := context.WithCancel(context.Background())
-	collected := eventsOf(s.Events(ctx, 0), "job", status.EventSchedule)
+	collected := eventsOf(s.events.Subscribe(ctx, 0), "job", status.EventSchedule)
 
 	w, err := s.Apply(ctx, scheduledSpec("job", "@every 1s", "exit", "0"), ApplyOptions{Start: true})
 	if err != nil {
@@ -115,7 +115,7 @@ func TestScheduleSkipsWhileRunning(t *testing.T) {
 	s := openFake(t, d)
 	defer shut(s)
 	ctx, cancel := context.WithCancel(context.Background())
-	collected := eventsOf(s.Events(ctx, 0), "long", status.EventSchedule)
+	collected := eventsOf(s.events.Subscribe(ctx, 0), "long", status.EventSchedule)
 	if _, err := s.Apply(ctx, scheduledSpec("long", "@every 1s", "run"), ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestScheduleMissedRunsOnce(t *testing.T) {
 	if _, err := s.Apply(ctx, scheduledSpec("nightly", "@hourly", "exit", "0"), ApplyOptions{Start: true}); err != nil {
 		t.Fatal(err)
 	}
-	last := s.Status(ctx).LastEvent
+	last := s.events.Last()
 	shut(s)
 	// Three hours without a daemon.
 	setThrough(t, cfg.StateDir, "nightly", time.Now().Add(-3*time.Hour))
@@ -169,7 +169,7 @@ func TestScheduleMissedRunsOnce(t *testing.T) {
 	// From the first daemon's last event on: the missed time may be
 	// handled, and its event published, before this subscription.
 	evctx, cancel := context.WithCancel(ctx)
-	collected := eventsOf(s.Events(evctx, last), "nightly", status.EventSchedule)
+	collected := eventsOf(s.events.Subscribe(evctx, last), "nightly", status.EventSchedule)
 	w := waitState(t, s, "nightly", status.Scheduled)
 	for w.LastExit == nil {
 		sleepBriefly()

@@ -11,7 +11,6 @@ package supervisor
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,7 +24,6 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
-	"github.com/flyd-dev/flyd/internal/par"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/netplane"
@@ -52,7 +50,6 @@ type Config struct {
 	Net     *netplane.Plane
 	Drivers []driver.Driver
 	Logger  *zap.Logger
-	Version string
 	// LogMaxSize and LogGenerations rotate each workload's log file.
 	LogMaxSize     int64
 	LogGenerations int
@@ -66,11 +63,8 @@ type Config struct {
 	// endpoints on; empty publishes no public instance.
 	AdvertiseAddress string
 	// Registrar heart-beats running workloads' endpoints into a registry;
-	// nil when the registry is off. RegistryURL says where and
-	// RegistryKeyFile with which key, for status.
-	Registrar       *registrar.Registrar
-	RegistryURL     string
-	RegistryKeyFile string
+	// nil when the registry is off.
+	Registrar *registrar.Registrar
 	// Cgroups gives each workload a cgroup with its limits; nil where the
 	// host has none for flyd, and then `resources` is refused.
 	Cgroups *sandbox.Cgroups
@@ -87,7 +81,6 @@ type Supervisor struct {
 	store   *records.Store
 	drivers driver.Runtimes
 	events  *events.Bus
-	started time.Time
 	// host is this host as the registry's instances say it.
 	host   registrar.Host
 	logDir string
@@ -110,13 +103,11 @@ type Supervisor struct {
 	cgroupHook *usage.CgroupHook
 	logHook    *logpipe.Hook
 
-	usage *usage.Sampler
 	// limits watches the workloads whose spec sets a limit.
 	limits *usage.Limits
 
-	mu           sync.Mutex
-	workloads    map[string]*workload
-	fileProblems map[string]string
+	mu        sync.Mutex
+	workloads map[string]*workload
 	// dependents are the workloads whose spec names prerequisites: the
 	// only ones a start can unblock (kickDependents).
 	dependents map[*workload]struct{}
@@ -143,25 +134,22 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{
-		cfg:          cfg,
-		log:          cfg.Logger,
-		store:        cfg.Store,
-		drivers:      driver.NewRuntimes(cfg.Drivers),
-		events:       cfg.Events,
-		net:          cfg.Net,
-		workspaces:   cfg.Workspaces,
-		started:      time.Now(),
-		logDir:       filepath.Join(cfg.StateDir, "logs"),
-		notifyDir:    filepath.Join(cfg.RunDir, "notify"),
-		workloads:    map[string]*workload{},
-		dependents:   map[*workload]struct{}{},
-		fileProblems: map[string]string{},
-		ctx:          ctx,
-		cancel:       cancel,
+		cfg:        cfg,
+		log:        cfg.Logger,
+		store:      cfg.Store,
+		drivers:    driver.NewRuntimes(cfg.Drivers),
+		events:     cfg.Events,
+		net:        cfg.Net,
+		workspaces: cfg.Workspaces,
+		logDir:     filepath.Join(cfg.StateDir, "logs"),
+		notifyDir:  filepath.Join(cfg.RunDir, "notify"),
+		workloads:  map[string]*workload{},
+		dependents: map[*workload]struct{}{},
+		ctx:        ctx,
+		cancel:     cancel,
 	}
-	s.host = registrar.ThisHost(cfg.AdvertiseAddress, s.innerAddress)
+	s.host = registrar.ThisHost(cfg.AdvertiseAddress, s.net.InnerAddress)
 	s.logs = logfile.NewBook(s.logDir, cfg.LogMaxSize, cfg.LogGenerations)
-	s.usage = usage.NewSampler(cfg.Cgroups, s.running)
 	s.limits = usage.NewLimits(cfg.Cgroups, s.limitHit)
 	var err error
 	if err = os.MkdirAll(s.logDir, 0o750); err == nil {
@@ -203,7 +191,7 @@ func (s *Supervisor) restore() {
 	runs := map[string]*records.Recovered{}
 	var keep []string // the carrier directories of runs that live on
 	names := s.store.RunNames()
-	found := s.recoverRuns(names)
+	found := s.store.RecoverRuns(s.ctx, names, s.drivers.Recover)
 	for i, name := range names {
 		r := found[i]
 		if r == nil {
@@ -270,33 +258,6 @@ func (s *Supervisor) restore() {
 	}
 }
 
-// recoverRuns reads the run record of each name and asks its runtime
-// whether the run is alive, many at once: each is a file read and a
-// process or container looked up, and a restart over thousands waits on
-// them. A name whose record does not load is nil.
-func (s *Supervisor) recoverRuns(names []string) []*records.Recovered {
-	found := make([]*records.Recovered, len(names))
-	par.Each(len(names), recoverWorkers, func(i int) {
-		rec, ok, err := s.store.LoadRun(names[i])
-		if err != nil || !ok {
-			return
-		}
-		r := &records.Recovered{Run: rec}
-		if d := s.drivers[rec.Process.Driver]; d != nil {
-			r.Proc, r.Err = d.Recover(s.ctx, rec.Process)
-			if errors.Is(r.Err, errdefs.ErrNotFound) {
-				r.Err = nil // gone: ended while no daemon watched
-			}
-		}
-		found[i] = r
-	})
-	return found
-}
-
-// recoverWorkers bounds the runs looked up at once: enough to keep a
-// runtime's round trips overlapped, few enough not to crowd it.
-const recoverWorkers = 16
-
 // register adds a workload and starts its loop, unless one of that name
 // exists: then it returns that one. first runs on the loop before any
 // command, so nothing can overtake it.
@@ -348,17 +309,6 @@ func (s *Supervisor) unsorted() []*workload {
 		ws = append(ws, w)
 	}
 	return ws
-}
-
-// running names the workloads with a run now.
-func (s *Supervisor) running() []string {
-	var names []string
-	for _, w := range s.unsorted() {
-		if w.snapshot(false).PID != 0 {
-			names = append(names, w.name)
-		}
-	}
-	return names
 }
 
 // all is every workload, sorted by name.

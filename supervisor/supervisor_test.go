@@ -131,7 +131,7 @@ func TestRestartPolicyGivesUpAfterMaxRestarts(t *testing.T) {
 	s := openFake(t, d)
 	defer shut(s)
 	ctx := context.Background()
-	events := s.Events(ctx, 0)
+	events := s.events.Subscribe(ctx, 0)
 
 	w := fakeSpec("crashy", "exit", "3")
 	w.Restart.MaxRestarts = 2

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/backoff"
 	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
@@ -63,7 +64,7 @@ type workload struct {
 	// adopted yet: while it is set the run may be alive, so none is started.
 	unadopted  *records.Run
 	adoptTries int
-	failures   failureWindow
+	failures   backoff.Window
 	gone       bool
 	// health keeps the checks of the current run (health.go).
 	health *health.Hook
@@ -340,7 +341,7 @@ func (w *workload) userStart() error {
 	if w.proc != nil {
 		return nil
 	}
-	w.failures.reset()
+	w.failures.Reset()
 	w.start()
 	return nil
 }
@@ -375,14 +376,14 @@ func (w *workload) signal(sig syscall.Signal) error {
 // replace applies a new spec. An equal spec changes nothing but may start
 // a workload that is not running: apply means "make it so".
 func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start bool, by uint32) error {
-	if spec.OnlyWatchingDiffers(w.spec, sp) && samePorts(w.ports, ports) {
+	if spec.OnlyWatchingDiffers(w.spec, sp) && status.SamePorts(w.ports, ports) {
 		if err := w.setWatching(sp); err != nil {
 			return err
 		}
 	}
 	// An equal spec whose ports moved (a hashing rule that changed) is a
 	// change: the run must take its new ports.
-	if spec.Equal(w.spec, sp) && samePorts(w.ports, ports) {
+	if spec.Equal(w.spec, sp) && status.SamePorts(w.ports, ports) {
 		// Applying the same spec again changes nothing: a one-shot that
 		// completed stays completed (start or restart runs it again on
 		// purpose); anything else at rest is started.
@@ -413,7 +414,7 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	if old != sp.Network && old != spec.NetworkHost {
 		w.s.net.Release(w.name, old)
 	}
-	w.failures.reset()
+	w.failures.Reset()
 	// What the old spec's runs did says nothing of the new one's.
 	w.update(func(v *status.Workload) { v.Restarts, v.LastExit, v.LastError = 0, nil, "" })
 	w.publish(status.Event{Type: status.EventApplied, Message: "replaced"})
@@ -447,20 +448,6 @@ func (w *workload) remove() error {
 	w.s.net.Detach(w.spec)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil
-}
-
-// samePorts reports whether two mappings give every endpoint the same
-// port and published port.
-func samePorts(a, b []status.PortMapping) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Endpoint != b[i].Endpoint || a[i].Port != b[i].Port || a[i].Published != b[i].Published {
-			return false
-		}
-	}
-	return true
 }
 
 // workloadLog logs with the workload's name. It adds the field at each

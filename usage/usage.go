@@ -25,17 +25,17 @@ const Interval = 2 * time.Second
 
 // Sampler samples the usage of the workloads that run.
 type Sampler struct {
-	cgroups *sandbox.Cgroups // nil: none to read
-	running func() []string
+	cgroups   *sandbox.Cgroups // nil: none to read
+	workloads func() []status.Workload
 
 	mu   sync.Mutex
 	last status.Stats
 }
 
-// NewSampler reads the cgroups of the workloads running names, the
-// workloads with a run now.
-func NewSampler(cgroups *sandbox.Cgroups, running func() []string) *Sampler {
-	return &Sampler{cgroups: cgroups, running: running}
+// NewSampler reads the cgroups of those of the workloads (the
+// supervisor's, as it lists them) that have a run now: a process id.
+func NewSampler(cgroups *sandbox.Cgroups, workloads func() []status.Workload) *Sampler {
+	return &Sampler{cgroups: cgroups, workloads: workloads}
 }
 
 // Sample is a sample of every running workload's usage no older than
@@ -48,7 +48,11 @@ func (s *Sampler) Sample() status.Stats {
 	}
 	st := status.Stats{At: time.Now(), Interval: Interval, Workloads: []status.Usage{}}
 	if s.cgroups != nil {
-		for _, name := range s.running() {
+		for _, w := range s.workloads() {
+			if w.PID == 0 {
+				continue // no run: what its cgroup holds is not its
+			}
+			name := w.Name
 			g, err := s.cgroups.Open(name)
 			if err != nil {
 				continue // its run ended meanwhile

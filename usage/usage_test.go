@@ -7,6 +7,7 @@ import (
 
 	"github.com/flyd-dev/flyd/internal/cgtest"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // testCgroups is a parent of this test's own with one empty cgroup,
@@ -17,11 +18,20 @@ func testCgroups(t *testing.T) (*sandbox.Cgroups, *sandbox.Cgroup) {
 }
 
 // TestSample: the running workloads' usage, by name, a workload without
-// a cgroup left out; read again only once the interval has passed.
+// a cgroup or without a run left out; read again only once the interval
+// has passed.
 func TestSample(t *testing.T) {
 	cgs, _ := testCgroups(t)
 	asked := 0
-	s := NewSampler(cgs, func() []string { asked++; return []string{"idle", "gone"} })
+	s := NewSampler(cgs, func() []status.Workload {
+		asked++
+		return []status.Workload{{Name: "idle", PID: 1}, {Name: "gone", PID: 2}, {Name: "stopped"}}
+	})
+	stopped, err := cgs.Create("stopped", sandbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stopped.Delete() }) // before the parent's
 	st := s.Sample()
 	if len(st.Workloads) != 1 || st.Workloads[0].Workload != "idle" || st.Workloads[0].Procs != 0 || st.Interval != Interval {
 		t.Fatalf("sample %+v", st)
@@ -30,7 +40,7 @@ func TestSample(t *testing.T) {
 		t.Errorf("sampled again within the interval: asked %d times", asked)
 	}
 
-	none := NewSampler(nil, func() []string { t.Fatal("no cgroups, yet asked what runs"); return nil })
+	none := NewSampler(nil, func() []status.Workload { t.Fatal("no cgroups, yet asked what runs"); return nil })
 	if st := none.Sample(); st.Workloads == nil || len(st.Workloads) != 0 || time.Since(st.At) > time.Minute {
 		t.Errorf("without cgroups: %+v", st)
 	}

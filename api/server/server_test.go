@@ -26,6 +26,7 @@ import (
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/supervisor"
 	"github.com/flyd-dev/flyd/supervisor/supervisortest"
+	"github.com/flyd-dev/flyd/usage"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -55,7 +56,7 @@ func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = server.New(daemon.NewBackend(sup, docs), allow, zap.NewNop()).Serve(ctx, l)
+		_ = server.New(daemon.NewBackend(sup, docs, daemon.Parts{Events: parts.Events, Runtimes: driver.NewRuntimes([]driver.Driver{native.Driver{}}), Plane: parts.Net, Usage: usage.NewSampler(nil, nil)}), allow, zap.NewNop()).Serve(ctx, l)
 	}()
 	c := api.NewClient(sock)
 	t.Cleanup(func() {

@@ -1,12 +1,13 @@
-package supervisor
+package backoff
 
 import (
 	"testing"
 	"time"
 )
 
-func TestBackoffDoublesCapsAndJitters(t *testing.T) {
+func TestDelayDoublesCapsAndJitters(t *testing.T) {
 	const ms = time.Millisecond
+	p := Policy{Initial: 250 * ms, Max: 30 * time.Second}
 	tests := []struct {
 		n    int
 		u    float64
@@ -21,29 +22,34 @@ func TestBackoffDoublesCapsAndJitters(t *testing.T) {
 		{1, 0.999999, 300 * ms},     // +20%
 	}
 	for _, tt := range tests {
-		got := backoff(250*ms, 30*time.Second, tt.n, tt.u)
+		got := p.jittered(tt.n, tt.u)
 		if d := got - tt.want; d > ms || d < -ms {
-			t.Errorf("backoff(n=%d, u=%v) = %v, want %v", tt.n, tt.u, got, tt.want)
+			t.Errorf("jittered(n=%d, u=%v) = %v, want %v", tt.n, tt.u, got, tt.want)
+		}
+	}
+	for n := 1; n < 10; n++ {
+		if d := p.Delay(n); d < p.jittered(n, 0) || d > p.jittered(n, 1) {
+			t.Errorf("Delay(%d) = %v, outside its jitter", n, d)
 		}
 	}
 }
 
-func TestFailureWindowForgetsOldFailures(t *testing.T) {
-	var f failureWindow
+func TestWindowForgetsOldFailures(t *testing.T) {
+	var f Window
 	t0 := time.Unix(1000, 0)
-	if n := f.add(t0, time.Minute); n != 1 {
+	if n := f.Add(t0, time.Minute); n != 1 {
 		t.Fatalf("first failure counted %d", n)
 	}
-	if n := f.add(t0.Add(10*time.Second), time.Minute); n != 2 {
+	if n := f.Add(t0.Add(10*time.Second), time.Minute); n != 2 {
 		t.Fatalf("second failure counted %d", n)
 	}
 	// A run that stayed up longer than the window: every earlier failure
 	// has fallen out.
-	if n := f.add(t0.Add(2*time.Minute), time.Minute); n != 1 {
+	if n := f.Add(t0.Add(2*time.Minute), time.Minute); n != 1 {
 		t.Fatalf("after a stable run the count is %d, want 1", n)
 	}
-	f.reset()
-	if n := f.add(t0.Add(3*time.Minute), time.Minute); n != 1 {
+	f.Reset()
+	if n := f.Add(t0.Add(3*time.Minute), time.Minute); n != 1 {
 		t.Fatalf("after reset the count is %d, want 1", n)
 	}
 }
