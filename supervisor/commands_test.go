@@ -59,6 +59,18 @@ func TestLanes(t *testing.T) {
 	}
 }
 
+// TestPortsHeld: a published endpoint holds two ports, its own and the
+// host's, as a spec asking for it is counted.
+func TestPortsHeld(t *testing.T) {
+	ports := []status.PortMapping{{Endpoint: "a", Port: 18080}, {Endpoint: "b", Port: 18081, Published: 28081}, {Endpoint: "c", Port: 18082}}
+	if got := portsHeld(ports); got != 4 {
+		t.Errorf("portsHeld = %d, want 4", got)
+	}
+	if got := portsHeld(nil); got != 0 {
+		t.Errorf("portsHeld(nil) = %d", got)
+	}
+}
+
 // TestInstances: the registry is given nothing of a workload that does
 // not run, and an instance an endpoint of one that does, healthy without
 // a check.

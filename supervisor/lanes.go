@@ -7,6 +7,7 @@ import (
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // A caller other than root that --peer-users holds to its own lane
@@ -39,7 +40,7 @@ func (s *Supervisor) laneOf(sp *spec.Workload, by uint32) error {
 		}
 		v := w.snapshot(true) // the spec is shared, never copied
 		if v.AppliedBy == by {
-			held += len(v.Ports)
+			held += portsHeld(v.Ports)
 		}
 		if doc == nil && sp.Network != spec.NetworkHost && v.Spec != nil && v.Spec.Network == sp.Network && v.AppliedBy != by {
 			return fmt.Errorf("%w: network %s holds workload %s of uid %d: a caller other than root uses a network of its own, or one root opened to peers (peers: true)", errdefs.ErrForbidden, sp.Network, w.name, v.AppliedBy)
@@ -55,6 +56,20 @@ func (s *Supervisor) laneOf(sp *spec.Workload, by uint32) error {
 		return fmt.Errorf("%w: uid %d's workloads hold %d ports, and %s asks %d more: a caller other than root holds at most %d", errdefs.ErrForbidden, by, held, sp.Name, need, maxPeerPorts)
 	}
 	return nil
+}
+
+// portsHeld counts the ports a workload's mappings hold as laneOf counts
+// what a spec asks: one an endpoint, and one more for an endpoint that is
+// published on the host.
+func portsHeld(ports []status.PortMapping) int {
+	n := 0
+	for _, m := range ports {
+		n++
+		if m.Published != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // mayAct refuses the caller of ctx a command to w, from its view: for
