@@ -161,3 +161,45 @@ func TestBurstIsKeptInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryFailureIsReportedOnce: a history that stops taking events
+// (its older file cannot be replaced: a directory stands there) is said
+// by a Publish after the failed write, once for the spell, and the events
+// still reach the readers of now.
+func TestHistoryFailureIsReportedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.log")
+	b, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := os.MkdirAll(filepath.Join(path+".1", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	live := b.Subscribe(ctx, 0)
+	big := strings.Repeat("x", 64<<10)
+	reports, got := 0, 0
+	for i := range 2 * maxFile / len(big) {
+		if err := b.Publish(status.Event{Type: status.EventState, Message: fmt.Sprint(i) + big}); err != nil {
+			reports++
+		}
+		// Each write is waited for, so that the next Publish sees how it
+		// went.
+		b.mu.Lock()
+		b.waitWritten()
+		b.mu.Unlock()
+		select {
+		case <-live:
+			got++
+		default:
+		}
+	}
+	if reports != 1 {
+		t.Errorf("the failing history was reported %d times; want once", reports)
+	}
+	if got != 2*maxFile/len(big) {
+		t.Errorf("readers had %d events of %d", got, 2*maxFile/len(big))
+	}
+}
