@@ -36,15 +36,6 @@ func (p *Plane) Attach(ctx context.Context, w *spec.Workload, by uint32) ([]stat
 	return ports, nil
 }
 
-// Reserve is Attach without the projection of the rules the workload's
-// declaration changes: owed says one is due, and then Project must have
-// returned before any run of the workload starts. A batch reserves all of
-// a level's workloads and projects once for them, where an Attach each
-// would project once per group of applies that happened to wait together.
-func (p *Plane) Reserve(ctx context.Context, w *spec.Workload, by uint32) (ports []status.PortMapping, owed bool, err error) {
-	return p.reserve(ctx, w, by)
-}
-
 // Projections is how many times the rules were projected since the plane
 // opened: what an apply's batching saves shows in it.
 func (p *Plane) Projections() uint64 { return p.guards.count() }
@@ -57,10 +48,15 @@ func (p *Plane) Project() error {
 	return p.writeGuards()
 }
 
-func (p *Plane) reserve(ctx context.Context, w *spec.Workload, by uint32) (_ []status.PortMapping, reproject bool, err error) {
+// Reserve is Attach without the projection of the rules the workload's
+// declaration changes: owed says one is due, and then Project must have
+// returned before any run of the workload starts. A batch reserves all of
+// a level's workloads and projects once for them, where an Attach each
+// would project once per group of applies that happened to wait together.
+func (p *Plane) Reserve(ctx context.Context, w *spec.Workload, by uint32) (_ []status.PortMapping, owed bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	reproject = p.declare(w, by)
+	owed = p.declare(w, by)
 	if w.Network != spec.NetworkHost && !p.join(w.Name, w.Network) {
 		defer func() {
 			if err != nil {
@@ -103,10 +99,10 @@ func (p *Plane) reserve(ctx context.Context, w *spec.Workload, by uint32) (_ []s
 	p.unquarantine(w.Name)
 	// The same declaration with other ports (or a projection that failed
 	// last time) is projected again too.
-	if !reproject && declaredOf(w).ShapesGuards() {
-		reproject = p.guards.failed() || !slices.Equal(prior, p.ports.Held(w.Network, w.Name))
+	if !owed && declaredOf(w).ShapesGuards() {
+		owed = p.guards.failed() || !slices.Equal(prior, p.ports.Held(w.Network, w.Name))
 	}
-	return p.mappings(w, res, pub), reproject, nil
+	return p.mappings(w, res, pub), owed, nil
 }
 
 // namespace is nw as netalloc wants it: a nil interface for the host.
