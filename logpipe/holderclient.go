@@ -11,7 +11,121 @@ import (
 )
 
 // The daemon's side of the holder: one connection, one exchange at a
-// time (hmu), its end seen by the pipes' epoll instance.
+// time (hmu), its end seen by the pipes' epoll instance. Changes to what
+// the holder keeps are queued (tell) and sent by whoever holds the
+// exchange next, all that queued meanwhile in as few messages as they fit:
+// a burst of starts or of ends is a few exchanges, not one each.
+
+// change is one change to what the holder keeps: a read end to hold
+// (opPut, with fd) or a key to close (opDrop).
+type change struct {
+	op  byte
+	key string
+	fd  int
+}
+
+// round is the changes queued while no exchange took them, sent together.
+type round struct {
+	changes []change
+	done    chan struct{}
+	err     error
+}
+
+// tell queues changes, all in one round, for the next exchange.
+func (p *Pipes) tell(cs ...change) *round {
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	if p.queued == nil {
+		p.queued = &round{done: make(chan struct{})}
+	}
+	p.queued.changes = append(p.queued.changes, cs...)
+	return p.queued
+}
+
+// exchange queues changes and returns once the holder answered them:
+// sent by this caller, or by one that held the exchange before it.
+func (p *Pipes) exchange(cs ...change) error {
+	r := p.tell(cs...)
+	p.hmu.Lock()
+	p.sendQueued()
+	p.hmu.Unlock()
+	<-r.done // sent by now: a round is taken and answered under hmu
+	return r.err
+}
+
+// dropLater has the holder close key's read end without waiting for it:
+// the reading loop is not held up by the holder.
+func (p *Pipes) dropLater(key string) {
+	p.tell(change{op: opDrop, key: key, fd: -1})
+	if p.flushing.CompareAndSwap(false, true) {
+		go func() {
+			p.hmu.Lock()
+			defer p.hmu.Unlock()
+			p.flushing.Store(false)
+			p.sendQueued()
+		}()
+	}
+}
+
+// sendQueued sends the queued round, in order. A round the holder did
+// not answer (it was killed) is a new holder's, with every pipe being
+// read and the round's own read ends; its drops are moot there. The caller
+// holds hmu.
+func (p *Pipes) sendQueued() {
+	p.qmu.Lock()
+	r := p.queued
+	p.queued = nil
+	p.qmu.Unlock()
+	if r == nil {
+		return
+	}
+	defer close(r.done)
+	if r.err = p.send(r.changes); r.err == nil {
+		return
+	}
+	p.mu.Lock()
+	closing := p.closing
+	p.mu.Unlock()
+	if closing {
+		return
+	}
+	var keys []string
+	var fds []int
+	for _, c := range r.changes {
+		if c.op == opPut {
+			keys, fds = append(keys, c.key), append(fds, c.fd)
+		}
+	}
+	p.closeHolder()
+	if r.err = p.connect(); r.err == nil {
+		r.err = p.reput(keys, fds)
+	}
+}
+
+// send sends changes in order, a message for each run of one operation,
+// within a message's bounds. The caller holds hmu.
+func (p *Pipes) send(cs []change) error {
+	for len(cs) > 0 {
+		n, size := 0, 1
+		for n < len(cs) && n < maxFds && cs[n].op == cs[0].op && size+len(cs[n].key)+1 <= maxMsg {
+			size += len(cs[n].key) + 1
+			n++
+		}
+		keys := make([]string, n)
+		var fds []int
+		for i, c := range cs[:n] {
+			keys[i] = c.key
+			if c.op == opPut {
+				fds = append(fds, c.fd)
+			}
+		}
+		if err := p.ask(cs[0].op, keys, fds); err != nil {
+			return err
+		}
+		cs = cs[n:]
+	}
+	return nil
+}
 
 // connect reaches the holder, starting one if none answers. The caller
 // holds hmu, or is Open.
@@ -81,6 +195,7 @@ func (p *Pipes) ask(op byte, keys []string, fds []int) error {
 	if p.holder == nil {
 		return errors.New("no log holder")
 	}
+	p.asked.Add(1)
 	if err := send(p.holder, op, keys, fds); err != nil {
 		return err
 	}
@@ -97,7 +212,7 @@ func (p *Pipes) ask(op byte, keys []string, fds []int) error {
 	return nil
 }
 
-// put hands read ends to the holder, in batches.
+// put hands read ends to the holder, in batches. The caller holds hmu.
 func (p *Pipes) put(keys []string, fds []int) error {
 	for len(keys) > 0 {
 		n := min(len(keys), maxFds)

@@ -64,6 +64,11 @@ type Pipes struct {
 	holder *net.UnixConn
 	hangup int // a copy of holder's descriptor, in epfd: its end is seen there
 
+	qmu      sync.Mutex
+	queued   *round      // changes for the holder's next exchange (tell)
+	flushing atomic.Bool // an exchange of dropLater's is on its way
+	asked    atomic.Uint64 // messages the holder was asked to answer
+
 	mu      sync.Mutex
 	next    uint64
 	pipes   map[uint64]*pipe
@@ -167,9 +172,11 @@ func (p *Pipes) Adopt(sinkOf func(key string) Sink) {
 		}
 	}
 	if len(drop) > 0 {
-		p.hmu.Lock()
-		_ = p.ask(opDrop, drop, nil)
-		p.hmu.Unlock()
+		cs := make([]change, len(drop))
+		for i, k := range drop {
+			cs[i] = change{op: opDrop, key: k, fd: -1}
+		}
+		_ = p.exchange(cs...)
 	}
 }
 
@@ -188,25 +195,13 @@ func (p *Pipes) New(key string, sink Sink) (*os.File, error) {
 		unix.Close(w)
 		return nil, err
 	}
-	p.hmu.Lock()
-	err := p.put([]string{key}, []int{r})
-	if err != nil {
-		// The holder may be gone: a new one, and once more.
-		p.closeHolder()
-		if err = p.connect(); err == nil {
-			err = p.reput([]string{key}, []int{r})
-		}
-	}
-	p.hmu.Unlock()
-	if err != nil {
+	if err := p.exchange(change{op: opPut, key: key, fd: r}); err != nil {
 		unix.Close(r)
 		unix.Close(w)
 		return nil, fmt.Errorf("log pipe: %w", err)
 	}
 	if err := p.add(key, r, sink); err != nil {
-		p.hmu.Lock()
-		_ = p.ask(opDrop, []string{key}, nil)
-		p.hmu.Unlock()
+		_ = p.exchange(change{op: opDrop, key: key, fd: -1})
 		unix.Close(r)
 		unix.Close(w)
 		return nil, err
@@ -331,9 +326,7 @@ func (p *Pipes) end(id uint64, pp *pipe) {
 	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, pp.fd, nil)
 	unix.Close(pp.fd)
 	close(pp.ended)
-	p.hmu.Lock()
-	_ = p.ask(opDrop, []string{pp.key}, nil)
-	p.hmu.Unlock()
+	p.dropLater(pp.key)
 }
 
 // group is a key's group: what comes before its last '.' (a workload's
@@ -444,6 +437,7 @@ func (p *Pipes) Close() {
 	}
 	p.mu.Unlock()
 	p.hmu.Lock()
+	p.sendQueued() // the drops of pipes that ended: the holder need not keep them
 	p.closeHolder()
 	p.hmu.Unlock()
 	p.closeFds()

@@ -268,3 +268,58 @@ func TestDrainWaitsForItsGroup(t *testing.T) {
 		t.Error("b's pipe, its writer open, was said to have ended")
 	}
 }
+
+// TestBurstIsOneExchange: pipes asked for while the holder is busy are
+// handed to it together, in one message, and it holds every one of them.
+func TestBurstIsOneExchange(t *testing.T) {
+	const n = 100
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	cfg := Config{Socket: sock, StartHolder: h.start(sock)}
+	log := logfile.NewLog(filepath.Join(dir, "w.log"), 1<<20, 3)
+	defer log.Close()
+	p, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := p.asked.Load()
+	p.hmu.Lock() // the holder busy with an exchange
+	ws := make([]*os.File, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var err error
+			ws[i], err = p.New(fmt.Sprintf("w%d.1", i), log)
+			errs <- err
+		}()
+	}
+	waitFor(t, "every pipe queued", func() bool {
+		p.qmu.Lock()
+		defer p.qmu.Unlock()
+		return p.queued != nil && len(p.queued.changes) == n
+	})
+	p.hmu.Unlock()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.asked.Load() - before; got != 1 {
+		t.Errorf("%d pipes took %d exchanges with the holder, want 1", n, got)
+	}
+	for _, w := range ws {
+		defer w.Close()
+	}
+	p.Close()
+	p, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	held := 0
+	p.Adopt(func(string) Sink { held++; return nil })
+	if held != n {
+		t.Fatalf("the holder keeps %d of the %d pipes", held, n)
+	}
+}
