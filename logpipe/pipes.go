@@ -65,8 +65,8 @@ type Pipes struct {
 	hangup int // a copy of holder's descriptor, in epfd: its end is seen there
 
 	qmu      sync.Mutex
-	queued   *round      // changes for the holder's next exchange (tell)
-	flushing atomic.Bool // an exchange of dropLater's is on its way
+	queued   *round        // changes for the holder's next exchange (tell)
+	flushing atomic.Bool   // an exchange of dropLater's is on its way
 	asked    atomic.Uint64 // messages the holder was asked to answer
 
 	mu      sync.Mutex
