@@ -7,6 +7,7 @@
 package records
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -79,6 +81,18 @@ type Store struct {
 	unimported map[string]Bad
 	runDir     string
 	owners     *Owners
+
+	// encoded is each workload's spec as last saved, encoded: a record
+	// that changes a state alone (a start, a stop) does not encode its
+	// spec again. A spec is a value: the supervisor replaces it, never
+	// changes one it saved, so its pointer says whether it is the same.
+	emu     sync.Mutex
+	encoded map[string]encodedSpec
+}
+
+type encodedSpec struct {
+	spec *spec.Workload
+	json []byte
 }
 
 // Bad is a stored record that does not load, with what can still be
@@ -110,7 +124,7 @@ func newBad(b []byte, err error) Bad {
 // Open opens the records under stateDir and runDir; log hears of what
 // the journal's callers do not: a compaction that failed.
 func Open(stateDir, runDir string, log *zap.Logger) (*Store, error) {
-	s := &Store{runDir: filepath.Join(runDir, "workloads"), unimported: map[string]Bad{}}
+	s := &Store{runDir: filepath.Join(runDir, "workloads"), unimported: map[string]Bad{}, encoded: map[string]encodedSpec{}}
 	if err := os.MkdirAll(s.runDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -173,11 +187,44 @@ func (s *Store) PutDoc(kind, name string, record []byte) error {
 
 // SaveWorkload records a workload's desired state, durably.
 func (s *Store) SaveWorkload(r Workload) error {
-	b, err := json.Marshal(r)
+	name := r.Spec.Name
+	sp, err := s.encodeSpec(r.Spec)
 	if err != nil {
 		return err
 	}
-	return s.specs.Put(r.Spec.Name, b)
+	// The record is json.Marshal's, with the spec already encoded put in
+	// place of the null its first field then is.
+	r.Spec = nil
+	rest, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	const open, null = `{"spec":`, `null`
+	if !bytes.HasPrefix(rest, []byte(open+null)) {
+		return fmt.Errorf("record of %s: spec is not its first field", name)
+	}
+	b := make([]byte, 0, len(rest)-len(null)+len(sp))
+	b = append(append(append(b, open...), sp...), rest[len(open)+len(null):]...)
+	return s.specs.Put(name, b)
+}
+
+// encodeSpec is sp encoded, from the last save of its workload when sp is
+// the spec that save had.
+func (s *Store) encodeSpec(sp *spec.Workload) ([]byte, error) {
+	s.emu.Lock()
+	e, ok := s.encoded[sp.Name]
+	s.emu.Unlock()
+	if ok && e.spec == sp {
+		return e.json, nil
+	}
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return nil, err
+	}
+	s.emu.Lock()
+	s.encoded[sp.Name] = encodedSpec{sp, b}
+	s.emu.Unlock()
+	return b, nil
 }
 
 // SaveRun records workload name's live run, replacing the one before.
@@ -191,6 +238,9 @@ func (s *Store) SaveRun(name string, r Run) error {
 
 // RemoveWorkload forgets a workload's desired state, durably.
 func (s *Store) RemoveWorkload(name string) error {
+	s.emu.Lock()
+	delete(s.encoded, name)
+	s.emu.Unlock()
 	return s.specs.Delete(name)
 }
 

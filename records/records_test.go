@@ -1,7 +1,9 @@
 package records
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/events"
+	"github.com/flyd-dev/flyd/journal"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -172,4 +176,66 @@ func TestRecoverRuns(t *testing.T) {
 	if b := got[2]; b == nil || b.Run.Restarts != 1 || !errors.Is(b.Err, errDown) {
 		t.Errorf("b: %+v", b)
 	}
+}
+
+// TestSavedRecordIsItsEncoding: a record saved again with its spec
+// unchanged (a change of state alone, which reuses the spec's encoding)
+// or with a new spec is stored as json.Marshal encodes it, and loads as
+// the last one saved.
+func TestSavedRecordIsItsEncoding(t *testing.T) {
+	stateDir, runDir := t.TempDir(), t.TempDir()
+	st, err := Open(stateDir, runDir, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := &spec.Workload{Name: "web", Command: []string{"/bin/sleep", "1"}, Env: map[string]string{"A": "x"}}
+	web.SetDefaults()
+	changed := web.Clone()
+	changed.Command = []string{"/bin/sleep", "2"}
+	exit := &events.ExitRecord{Code: 143, Signal: "SIGTERM", Description: "killed by SIGTERM"}
+	saves := []Workload{
+		{Spec: web, Running: true, Owner: "web.yaml", By: 1000},
+		{Spec: web, Rest: status.Stopped, Reason: "stopped by request", LastExit: exit, Restarts: 2},
+		{Spec: changed, Running: true},
+		{Spec: changed, Rest: status.Failed, LastError: "boom"},
+	}
+	for _, r := range saves {
+		if err := st.SaveWorkload(r); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(r)
+		if got := journalCopy(t, filepath.Join(stateDir, "workloads.journal"))["web"]; !bytes.Equal(got, want) {
+			t.Fatalf("stored\n%s\nwant\n%s", got, want)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = Open(stateDir, runDir, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, bad := st.Workloads()
+	if len(bad) != 0 || len(recs) != 1 {
+		t.Fatalf("loaded %d records, bad %v", len(recs), bad)
+	}
+	if got := recs[0]; !slices.Equal(got.Spec.Command, changed.Command) || got.Rest != status.Failed || got.LastError != "boom" {
+		t.Fatalf("loaded %+v", got)
+	}
+}
+
+// journalCopy is what a copy of the journal in dir holds.
+func journalCopy(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	cp := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	j, recs, err := journal.Open(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	return recs
 }
