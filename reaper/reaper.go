@@ -86,11 +86,18 @@ func Become(ctx context.Context) error {
 }
 
 // reapOrphans reaps the exited children that nobody started on purpose,
-// one by one by pid, so the others' status stays for their own Wait.
+// one by one by pid, so the others' status stays for their own Wait. It
+// holds Spawn up while it looks: one file, however many threads fork.
 func reapOrphans() {
 	starting.Lock()
 	defer starting.Unlock()
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	// An orphan goes to the first live thread of its new parent: the
+	// thread group's leader, which the Go runtime never lets exit. Only
+	// if the leader's list cannot be read is every thread's read.
+	tasks := []string{"/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"}
+	if _, err := os.Stat(tasks[0]); err != nil {
+		tasks, _ = filepath.Glob("/proc/self/task/*/children")
+	}
 	for _, t := range tasks {
 		b, err := os.ReadFile(t)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -27,12 +28,20 @@ func TestOrphansReapedSpawnedChildrenKept(t *testing.T) {
 	// The orphan's parent exits at once; the orphan lives 0.2 s more, then
 	// must not stay a zombie of ours.
 	cmd := exec.Command("sh", "-c", "setsid sh -c 'echo $$ > "+pidfile+"; sleep 0.2' & sleep 0.1; exit 3")
-	if err := Spawn(func() (int, error) {
-		if err := cmd.Start(); err != nil {
-			return 0, err
-		}
-		return cmd.Process.Pid, nil
-	}); err != nil {
+	// Started from a thread that then exits, as a locked thread that
+	// moved into a cgroup and could not go back does: its child and the
+	// child's orphan are the thread group's all the same.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		started <- Spawn(func() (int, error) {
+			if err := cmd.Start(); err != nil {
+				return 0, err
+			}
+			return cmd.Process.Pid, nil
+		})
+	}()
+	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
