@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // decodeWorkload fills a Workload from a node, refusing unknown keys,
@@ -177,9 +178,21 @@ func typeError(n *node, t reflect.Type, path string) error {
 	return atLine(n.line, fieldErrorf(path, "expected %s, got %s", want, n.kind))
 }
 
+// structFields holds jsonFields' maps, one per struct type, made once.
+var structFields sync.Map // reflect.Type → map[string]int
+
 // jsonFields maps each json tag name of a struct to its field index, so that
-// YAML uses the same keys as JSON and nothing else.
+// YAML uses the same keys as JSON and nothing else. The map is shared: read
+// it only.
 func jsonFields(t reflect.Type) map[string]int {
+	if m, ok := structFields.Load(t); ok {
+		return m.(map[string]int)
+	}
+	m, _ := structFields.LoadOrStore(t, structFieldsOf(t))
+	return m.(map[string]int)
+}
+
+func structFieldsOf(t reflect.Type) map[string]int {
 	fields := make(map[string]int, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
