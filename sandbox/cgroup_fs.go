@@ -150,7 +150,7 @@ func readCgroupMounts(file string) ([]cgroupMount, error) {
 // procCgroups reads a /proc/.../cgroup file into the path of each
 // hierarchy in l, in l's order; "" where the file names none.
 func procCgroups(file string, l layout) ([]string, error) {
-	data, err := os.ReadFile(file)
+	data, err := readFile(file)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func writeCgroupFile(file, value string) error {
 
 // readInts reads a file of one integer a line, as cgroup.procs is.
 func readInts(file string) ([]int, error) {
-	data, err := os.ReadFile(file)
+	data, err := readFile(file)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func readInts(file string) ([]int, error) {
 
 // readWords reads a file of space-separated words, as cgroup.controllers is.
 func readWords(file string) ([]string, error) {
-	data, err := os.ReadFile(file)
+	data, err := readFile(file)
 	return strings.Fields(string(data)), err
 }
 
@@ -219,7 +219,7 @@ func readWords(file string) ([]string, error) {
 // lines, as memory.events, memory.oom_control and cgroup.events are), and
 // whether the key is there.
 func readKeyed(file, key string) (int64, bool, error) {
-	data, err := os.ReadFile(file)
+	data, err := readFile(file)
 	if err != nil {
 		return 0, false, err
 	}
@@ -263,4 +263,32 @@ func mountinfoPath(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// readFile reads a small file of the kernel's (cgroupfs, procfs) with an
+// open, reads and a close: os.ReadFile's stat and its file's bookkeeping
+// cost as much again, and a start or stop reads several such files.
+func readFile(file string) ([]byte, error) {
+	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: file, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: file, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, len(buf))
+		}
+	}
 }

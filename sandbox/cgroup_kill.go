@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -167,7 +166,7 @@ func (g *Cgroup) setFrozen(ctx context.Context, freeze bool) (bool, error) {
 	}
 	deadline := time.Now().Add(freezeWait)
 	for wait := 100 * time.Microsecond; time.Now().Before(deadline) && ctx.Err() == nil; wait = min(2*wait, 10*time.Millisecond) {
-		b, err := os.ReadFile(doneFile)
+		b, err := readFile(doneFile)
 		if err != nil || done(b) {
 			break
 		}

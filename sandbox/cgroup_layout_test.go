@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -162,5 +164,31 @@ func TestCleanParent(t *testing.T) {
 		if err != nil && !errors.Is(err, errdefs.ErrInvalid) {
 			t.Errorf("cleanParent(%q): %v does not wrap ErrInvalid", tt.in, err)
 		}
+	}
+}
+
+// TestReadFile: the kernel's files are read whole, past the first
+// buffer, and a missing one is fs.ErrNotExist, naming its path.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	big := strings.Repeat("0123456789\n", 1000)
+	for _, want := range []string{"", "42\n", big} {
+		p := filepath.Join(dir, "f")
+		if err := os.WriteFile(p, []byte(want), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readFile(p)
+		if err != nil || string(got) != want {
+			t.Fatalf("read %d bytes (%v), want %d", len(got), err, len(want))
+		}
+	}
+	// procfs reports no size: its files are read until their end.
+	want, _ := os.ReadFile("/proc/self/mountinfo")
+	if got, err := readFile("/proc/self/mountinfo"); err != nil || len(got) == 0 || !bytes.Equal(got, want) {
+		t.Fatalf("mountinfo: %d bytes, %v", len(got), err)
+	}
+	_, err := readFile(filepath.Join(dir, "missing"))
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("missing file: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -61,7 +60,7 @@ func (g *Cgroup) StartIn(attr *syscall.SysProcAttr, start func() error) error {
 		return err
 	}
 	if d := g.dirFor("freezer"); d != "" {
-		state, err := os.ReadFile(filepath.Join(d, "freezer.state"))
+		state, err := readFile(filepath.Join(d, "freezer.state"))
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("cgroup %q does not exist: %w", g.Name, errdefs.ErrNotFound)
 		}
