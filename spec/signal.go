@@ -25,8 +25,19 @@ var signals = map[string]syscall.Signal{
 // maxSignal is the highest signal number Linux accepts (SIGRTMAX).
 const maxSignal = 64
 
+// signalNames are signals' names by number: each has one.
+var signalNames = func() (names [maxSignal + 1]string) {
+	for name, sig := range signals {
+		names[sig] = name
+	}
+	return names
+}()
+
 // ParseSignal accepts "SIGTERM", "TERM", "sigterm" or "15".
 func ParseSignal(name string) (syscall.Signal, error) {
+	if sig, ok := signals[name]; ok { // spelt as SetDefaults spells it
+		return sig, nil
+	}
 	if n, err := strconv.Atoi(name); err == nil {
 		if n < 1 || n > maxSignal {
 			return 0, fmt.Errorf("signal number %d out of range 1..%d", n, maxSignal)
@@ -46,10 +57,8 @@ func ParseSignal(name string) (syscall.Signal, error) {
 // signalName is the canonical spelling, so that "term" and "SIGTERM" compare
 // equal after SetDefaults; numbers without a name stay numbers.
 func signalName(sig syscall.Signal) string {
-	for name, s := range signals {
-		if s == sig {
-			return name
-		}
+	if sig > 0 && sig <= maxSignal && signalNames[sig] != "" {
+		return signalNames[sig]
 	}
 	return strconv.Itoa(int(sig))
 }
