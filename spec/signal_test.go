@@ -51,3 +51,16 @@ func TestEnvName(t *testing.T) {
 		}
 	}
 }
+
+// TestStopSignalIsSpeltOneWay: however a stop signal is written, the
+// spec holds its one name after SetDefaults, or its number when it has
+// none (a real-time signal).
+func TestStopSignalIsSpeltOneWay(t *testing.T) {
+	for in, want := range map[string]string{"term": "SIGTERM", "TERM": "SIGTERM", "SIGTERM": "SIGTERM", "9": "SIGKILL", "sigusr1": "SIGUSR1", "34": "34"} {
+		s := Stop{Signal: in}
+		s.setDefaults()
+		if s.Signal != want {
+			t.Errorf("%q is spelt %q, want %q", in, s.Signal, want)
+		}
+	}
+}
