@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/flyd-dev/flyd/internal/par"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -68,24 +69,42 @@ func (c Client) ReadPath(path string) (*spec.Documents, error) {
 		}
 		return ReadEnvFile(entry)
 	}}
-	out := &spec.Documents{}
-	for _, f := range files {
+	// The files are read and parsed on every core, a directory of a
+	// thousand specs at once; what they give, warnings and errors too,
+	// comes in the files' order.
+	type parsed struct {
+		docs  *spec.Documents
+		warns []string
+		err   error
+	}
+	got := make([]parsed, len(files))
+	par.Each(len(files), 0, func(i int) {
+		f, p := files[i], &got[i]
+		fo := o
+		if o.Warn != nil {
+			fo.Warn = func(msg string) { p.warns = append(p.warns, msg) }
+		}
 		var data []byte
 		name := f
 		if f == "-" {
 			name = "stdin"
-			data, err = io.ReadAll(c.Stdin)
+			data, p.err = io.ReadAll(c.Stdin)
 		} else {
-			data, err = os.ReadFile(f)
+			data, p.err = os.ReadFile(f)
 		}
-		if err != nil {
-			return nil, err
+		if p.err == nil {
+			p.docs, p.err = Parse(name, data, fo)
 		}
-		d, err := Parse(name, data, o)
-		if err != nil {
-			return nil, err
+	})
+	out := &spec.Documents{}
+	for _, p := range got {
+		for _, w := range p.warns {
+			o.Warn(w)
 		}
-		out.Add(d)
+		if p.err != nil {
+			return nil, p.err
+		}
+		out.Add(p.docs)
 	}
 	if err := resolveWatch(out, dir); err != nil {
 		return nil, err
