@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/flyd-dev/flyd/internal/par"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -91,37 +92,42 @@ func (c *Client) ApplyBatch(ctx context.Context, specs []*spec.Workload, o Apply
 	if err != nil {
 		return nil, err
 	}
+	var ordered []*spec.Workload
+	for _, level := range levels {
+		ordered = append(ordered, level...)
+	}
+	// Encoded on every core; sent in order.
+	encoded := make([][]byte, len(ordered))
+	errs := make([]error, len(ordered))
+	par.Each(len(ordered), 0, func(i int) { encoded[i], errs[i] = json.Marshal(ordered[i]) })
 	q := applyQuery(o)
 	var out []Result
-	var chunk []json.RawMessage
-	size := 0
+	body := []byte(`{"workloads":[`)
 	flush := func() error {
-		if len(chunk) == 0 {
+		if body[len(body)-1] == '[' {
 			return nil
 		}
 		var rs Results
-		err := c.do(ctx, "POST", "/v1/batch/apply", q, struct {
-			Workloads []json.RawMessage `json:"workloads"`
-		}{chunk}, &rs)
+		err := c.do(ctx, "POST", "/v1/batch/apply", q, encodedBody(append(body, "]}"...)), &rs)
 		out = append(out, rs.Results...)
-		chunk, size = nil, 0
+		body = body[:len(`{"workloads":[`)]
 		return err
 	}
-	for _, level := range levels {
-		for _, w := range level {
-			b, err := json.Marshal(w)
-			if err != nil {
+	for i, b := range encoded {
+		if errs[i] != nil {
+			return out, errs[i]
+		}
+		// Room for the envelope; a spec alone over the limit goes on
+		// its own, for the daemon to refuse with too_large.
+		if len(body)+len(b)+64 > MaxBodyBytes {
+			if err := flush(); err != nil {
 				return out, err
 			}
-			// Room for the envelope; a spec alone over the limit goes on
-			// its own, for the daemon to refuse with too_large.
-			if size+len(b)+64 > MaxBodyBytes {
-				if err := flush(); err != nil {
-					return out, err
-				}
-			}
-			chunk, size = append(chunk, b), size+len(b)+1
 		}
+		if body[len(body)-1] != '[' {
+			body = append(body, ',')
+		}
+		body = append(body, b...)
 	}
 	return out, flush()
 }

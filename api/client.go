@@ -94,10 +94,17 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	return err
 }
 
+// encodedBody is a request's body already encoded as JSON.
+type encodedBody []byte
+
 // send performs a request and turns an error answer into an *Error.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, body any) (*response, error) {
 	var b []byte
-	if body != nil {
+	switch body := body.(type) {
+	case nil:
+	case encodedBody:
+		b = body
+	default:
 		var err error
 		if b, err = json.Marshal(body); err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/internal/par"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -24,17 +25,20 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// Decoded on every core; the first spec refused, in the body's
+	// order, refuses the batch.
 	specs := make([]*spec.Workload, len(body.Workloads))
-	for i, raw := range body.Workloads {
-		ws, err := spec.DecodeJSON(bytes.NewReader(raw))
-		if err == nil {
-			err = s.checkSpec(r, ws)
+	errs := make([]error, len(body.Workloads))
+	par.Each(len(specs), 0, func(i int) {
+		if specs[i], errs[i] = spec.DecodeJSON(bytes.NewReader(body.Workloads[i])); errs[i] == nil {
+			errs[i] = s.checkSpec(r, specs[i])
 		}
+	})
+	for i, err := range errs {
 		if err != nil {
 			writeError(w, inBatch(i, err))
 			return
 		}
-		specs[i] = ws
 	}
 	q := r.URL.Query()
 	rs, err := s.backend.ApplyBatch(r.Context(), specs, api.ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
