@@ -323,3 +323,65 @@ func TestBurstIsOneExchange(t *testing.T) {
 		t.Fatalf("the holder keeps %d of the %d pipes", held, n)
 	}
 }
+
+// TestBurstOutlivesItsHolder: a round of pipes sent to a holder that was
+// killed goes to a new one, with the pipes being read: every New of the
+// round succeeds and the new holder keeps them all.
+func TestBurstOutlivesItsHolder(t *testing.T) {
+	const n = 20
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	cfg := Config{Socket: sock, StartHolder: h.start(sock)}
+	log := logfile.NewLog(filepath.Join(dir, "w.log"), 1<<20, 3)
+	defer log.Close()
+	p, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := p.New("first.1", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	p.hmu.Lock() // the round queues while the holder dies
+	_ = h.started()[0].Process.Kill()
+	_ = h.started()[0].Wait()
+	ws := make([]*os.File, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var err error
+			ws[i], err = p.New(fmt.Sprintf("w%d.1", i), log)
+			errs <- err
+		}()
+	}
+	waitFor(t, "every pipe queued", func() bool {
+		p.qmu.Lock()
+		defer p.qmu.Unlock()
+		return p.queued != nil && len(p.queued.changes) == n
+	})
+	p.hmu.Unlock()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range ws {
+		defer w.Close()
+	}
+	if len(h.started()) < 2 {
+		t.Fatal("no new holder was started")
+	}
+	p.Close()
+	p, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	held := map[string]bool{}
+	p.Adopt(func(k string) Sink { held[k] = true; return nil })
+	if len(held) != n+1 || !held["first.1"] {
+		t.Fatalf("the new holder keeps %d pipes, want the %d of the round and first.1", len(held), n)
+	}
+}
