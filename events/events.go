@@ -185,11 +185,11 @@ func (b *Bus) keep(ev status.Event) error {
 	if b.path == "" || b.closed {
 		return nil
 	}
-	line, err := json.Marshal(recordOf(ev))
+	line, err := appendRecord(b.pending, recordOf(ev))
 	if err != nil {
 		return err
 	}
-	b.pending = append(append(b.pending, line...), '\n')
+	b.pending = append(line, '\n')
 	if !b.writing {
 		b.writing = true
 		go b.writeOut()
