@@ -269,22 +269,14 @@ func TestDrainWaitsForItsGroup(t *testing.T) {
 	}
 }
 
-// TestBurstIsOneExchange: pipes asked for while the holder is busy are
-// handed to it together, in one message, and it holds every one of them.
-func TestBurstIsOneExchange(t *testing.T) {
-	const n = 100
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "logs.sock")
-	h := &holders{t: t}
-	cfg := Config{Socket: sock, StartHolder: h.start(sock)}
-	log := logfile.NewLog(filepath.Join(dir, "w.log"), 1<<20, 3)
-	defer log.Close()
-	p, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := p.asked.Load()
-	p.hmu.Lock() // the holder busy with an exchange
+// newRound asks for n pipes while the exchange with the holder is held,
+// with meanwhile run in that time, and returns them once every New has
+// returned; the test fails on the first error. They are closed at the
+// test's end.
+func newRound(t *testing.T, p *Pipes, log Sink, n int, meanwhile func()) []*os.File {
+	t.Helper()
+	p.hmu.Lock()
+	meanwhile()
 	ws := make([]*os.File, n)
 	errs := make(chan error, n)
 	for i := range n {
@@ -305,22 +297,50 @@ func TestBurstIsOneExchange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := p.asked.Load() - before; got != 1 {
-		t.Errorf("%d pipes took %d exchanges with the holder, want 1", n, got)
-	}
-	for _, w := range ws {
-		defer w.Close()
-	}
+	t.Cleanup(func() {
+		for _, w := range ws {
+			w.Close()
+		}
+	})
+	return ws
+}
+
+// heldKeys closes p and says which pipes the holder keeps, as the next
+// daemon finds them (and closes them).
+func heldKeys(t *testing.T, p *Pipes, cfg Config) map[string]bool {
+	t.Helper()
 	p.Close()
-	p, err = Open(cfg)
+	p, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	held := 0
-	p.Adopt(func(string) Sink { held++; return nil })
-	if held != n {
-		t.Fatalf("the holder keeps %d of the %d pipes", held, n)
+	held := map[string]bool{}
+	p.Adopt(func(k string) Sink { held[k] = true; return nil })
+	return held
+}
+
+// TestBurstIsOneExchange: pipes asked for while the holder is busy are
+// handed to it together, in one message, and it holds every one of them.
+func TestBurstIsOneExchange(t *testing.T) {
+	const n = 100
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	cfg := Config{Socket: sock, StartHolder: h.start(sock)}
+	log := logfile.NewLog(filepath.Join(dir, "w.log"), 1<<20, 3)
+	defer log.Close()
+	p, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := p.asked.Load()
+	newRound(t, p, log, n, func() {}) // the holder busy with an exchange
+	if got := p.asked.Load() - before; got != 1 {
+		t.Errorf("%d pipes took %d exchanges with the holder, want 1", n, got)
+	}
+	if held := heldKeys(t, p, cfg); len(held) != n {
+		t.Fatalf("the holder keeps %d of the %d pipes", len(held), n)
 	}
 }
 
@@ -344,44 +364,14 @@ func TestBurstOutlivesItsHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	p.hmu.Lock() // the round queues while the holder dies
-	_ = h.started()[0].Process.Kill()
-	_ = h.started()[0].Wait()
-	ws := make([]*os.File, n)
-	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			var err error
-			ws[i], err = p.New(fmt.Sprintf("w%d.1", i), log)
-			errs <- err
-		}()
-	}
-	waitFor(t, "every pipe queued", func() bool {
-		p.qmu.Lock()
-		defer p.qmu.Unlock()
-		return p.queued != nil && len(p.queued.changes) == n
+	newRound(t, p, log, n, func() { // the round queues while the holder dies
+		_ = h.started()[0].Process.Kill()
+		_ = h.started()[0].Wait()
 	})
-	p.hmu.Unlock()
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, w := range ws {
-		defer w.Close()
-	}
 	if len(h.started()) < 2 {
 		t.Fatal("no new holder was started")
 	}
-	p.Close()
-	p, err = Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	held := map[string]bool{}
-	p.Adopt(func(k string) Sink { held[k] = true; return nil })
-	if len(held) != n+1 || !held["first.1"] {
+	if held := heldKeys(t, p, cfg); len(held) != n+1 || !held["first.1"] {
 		t.Fatalf("the new holder keeps %d pipes, want the %d of the round and first.1", len(held), n)
 	}
 }
