@@ -130,10 +130,7 @@ func (s *jsonScanner) literalError(lit string) error {
 }
 
 func (s *jsonScanner) object(n *node, depth int) error {
-	s.pos++ // '{'
-	s.space()
-	if s.pos < len(s.data) && s.data[s.pos] == '}' {
-		s.pos++
+	if s.open('}') {
 		return nil
 	}
 	for {
@@ -156,28 +153,14 @@ func (s *jsonScanner) object(n *node, depth int) error {
 			return err
 		}
 		n.keys, n.vals = append(n.keys, key), append(n.vals, val)
-		s.space()
-		if s.pos >= len(s.data) {
-			return errEnd
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-			s.space()
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return s.unexpected("after object key:value pair")
+		if more, err := s.next('}', "after object key:value pair"); !more || err != nil {
+			return err
 		}
 	}
 }
 
 func (s *jsonScanner) array(n *node, depth int) error {
-	s.pos++ // '['
-	s.space()
-	if s.pos < len(s.data) && s.data[s.pos] == ']' {
-		s.pos++
+	if s.open(']') {
 		return nil
 	}
 	for {
@@ -186,21 +169,41 @@ func (s *jsonScanner) array(n *node, depth int) error {
 			return err
 		}
 		n.items = append(n.items, item)
-		s.space()
-		if s.pos >= len(s.data) {
-			return errEnd
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-			s.space()
-		case ']':
-			s.pos++
-			return nil
-		default:
-			return s.unexpected("after array element")
+		if more, err := s.next(']', "after array element"); !more || err != nil {
+			return err
 		}
 	}
+}
+
+// open steps past a container's opening delimiter, and past its closing
+// one when nothing is inside: it says whether the container is empty.
+func (s *jsonScanner) open(closing byte) bool {
+	s.pos++
+	s.space()
+	if s.pos < len(s.data) && s.data[s.pos] == closing {
+		s.pos++
+		return true
+	}
+	return false
+}
+
+// next steps past what ends a member: a comma, and then more follows, or
+// the container's closing delimiter.
+func (s *jsonScanner) next(closing byte, after string) (more bool, err error) {
+	s.space()
+	if s.pos >= len(s.data) {
+		return false, errEnd
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		s.space()
+		return true, nil
+	case closing:
+		s.pos++
+		return false, nil
+	}
+	return false, s.unexpected(after)
 }
 
 // number reads a number's literal: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
