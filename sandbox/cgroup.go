@@ -266,8 +266,57 @@ func (c *Cgroups) Claim() (release func(), err error) {
 
 // RemoveParent removes the parent in every hierarchy, for an uninstall or
 // a test's cleanup; it fails, wrapping errdefs.ErrConflict, while any
-// cgroup remains under it. A missing parent is not an error.
+// cgroup remains under it. A missing parent is not an error. On cgroup
+// v1, once the parent is gone from flyd's own hierarchies, it is removed
+// from every other mounted hierarchy too, with the empty cgroups under it:
+// a container runtime makes a container's cgroup in all of them (blkio,
+// devices, name=systemd…), and leaves its parent there.
 func (c *Cgroups) RemoveParent() error {
+	if err := c.removeOwnParent(); err != nil {
+		return err
+	}
+	if c.l.version != 1 {
+		return nil
+	}
+	mounts, err := readCgroupMounts("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		if err := removeEmptyTree(filepath.Join(m.point, c.parent)); err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup parent %q from %s: %w", c.parent, m.point, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeEmptyTree removes a cgroup directory and the cgroups under it,
+// deepest first; one that holds a process stays, and so do those above
+// it (EBUSY, an error). A missing directory is not an error.
+func removeEmptyTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := removeEmptyTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return nil
+}
+
+// removeOwnParent removes the parent from the hierarchies flyd uses.
+func (c *Cgroups) removeOwnParent() error {
 	var errs []error
 	hier := c.l.hier
 	if c.l.version == 1 && c.l.sock != nil {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -130,4 +131,46 @@ func mustOpen(tb testing.TB, c *Cgroups, name string) *Cgroup {
 		tb.Fatal(err)
 	}
 	return g
+}
+
+// TestRemoveParentEveryHierarchy: on cgroup v1, a container runtime makes
+// a container's cgroup under the parent in every hierarchy, those flyd does
+// not use too (blkio, devices, name=systemd); RemoveParent leaves the
+// parent in none of them.
+func TestRemoveParentEveryHierarchy(t *testing.T) {
+	requireCgroupRoot(t)
+	l, err := discoverLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.version != 1 {
+		t.Skip("cgroup v2: one hierarchy, which RemoveParent's own test covers")
+	}
+	c := newTestCgroups(t, l)
+	mounts, err := readCgroupMounts("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	for _, m := range mounts {
+		if slices.ContainsFunc(l.hier, func(h hierarchy) bool { return h.mount == m.point }) || m.v2 {
+			continue
+		}
+		d := filepath.Join(m.point, c.parent, "container-1")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, filepath.Join(m.point, c.parent))
+	}
+	if len(made) == 0 {
+		t.Skip("every mounted v1 hierarchy is one flyd uses")
+	}
+	if err := c.RemoveParent(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range made {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is left (%v)", d, err)
+		}
+	}
 }

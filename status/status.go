@@ -299,7 +299,9 @@ type Registry struct {
 const Settle = time.Second
 
 // Readiness judges whether the workload is up at now: running and past its
-// health check (without one, running for Settle), or exited 0. When it is
+// health check (with one, up only once it has passed: a check that has not
+// reported yet is not a pass; without one, running for Settle), or exited
+// 0. When it is
 // not up and will not be without a change (failed, stopped, exited with an
 // error), never says why.
 func (w Workload) Readiness(now time.Time) (up bool, never string) {
@@ -319,6 +321,8 @@ func (w Workload) Readiness(now time.Time) (up bool, never string) {
 		return false, ""
 	case w.Healthy != nil:
 		return *w.Healthy, ""
+	case w.Spec != nil && w.Spec.Health != nil:
+		return false, ""
 	}
 	return w.StartedAt != nil && now.Sub(*w.StartedAt) >= Settle, ""
 }

@@ -1,6 +1,11 @@
 package status
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/flyd-dev/flyd/spec"
+)
 
 // TestSamePorts: an allocation is the same when each endpoint keeps its
 // port and its published port, whatever else its mapping says.
@@ -21,3 +26,28 @@ func TestSamePorts(t *testing.T) {
 		}
 	}
 }
+
+// TestReadiness: a workload with a health check is up once the check has
+// passed, never because it ran for Settle while the check had not spoken.
+func TestReadiness(t *testing.T) {
+	long := time.Now().Add(-time.Hour)
+	yes, no := true, false
+	checked := &spec.Workload{Health: &spec.Health{TCP: "db"}}
+	for _, c := range []struct {
+		name string
+		w    Workload
+		up   bool
+	}{
+		{"no check, running for an hour", Workload{State: Running, StartedAt: &long, Spec: &spec.Workload{}}, true},
+		{"no check, just started", Workload{State: Running, StartedAt: ptr(time.Now()), Spec: &spec.Workload{}}, false},
+		{"a check that has not reported", Workload{State: Running, StartedAt: &long, Spec: checked}, false},
+		{"a check that passed", Workload{State: Running, StartedAt: &long, Spec: checked, Healthy: &yes}, true},
+		{"a check that failed", Workload{State: Running, StartedAt: &long, Spec: checked, Healthy: &no}, false},
+	} {
+		if up, _ := c.w.Readiness(time.Now()); up != c.up {
+			t.Errorf("%s: up %v, want %v", c.name, up, c.up)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
