@@ -1,15 +1,20 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/url"
 	"slices"
+	"sync"
+	"time"
 
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 )
 
@@ -258,4 +263,126 @@ func (c *Client) Down(ctx context.Context, project string, o RemoveOptions) (*Pr
 		return nil, err
 	}
 	return &out, nil
+}
+
+// leaseQuery is o on the wire.
+func leaseQuery(o LeaseOptions) url.Values {
+	q := url.Values{}
+	if o.Grace > 0 {
+		q.Set("grace", o.Grace.String())
+	}
+	if o.TTL > 0 {
+		q.Set("ttl", o.TTL.String())
+	}
+	if o.Volumes {
+		q.Set("volumes", "true")
+	}
+	return q
+}
+
+// ParseLeaseOptions reads LeaseOptions from a request's query.
+func ParseLeaseOptions(q url.Values) (LeaseOptions, error) {
+	var o LeaseOptions
+	for _, f := range []struct {
+		key string
+		d   *time.Duration
+	}{{"grace", &o.Grace}, {"ttl", &o.TTL}} {
+		if v := q.Get(f.key); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return o, fmt.Errorf("%w: %s: not a duration: %q", errdefs.ErrInvalid, f.key, v)
+			}
+			*f.d = d
+		}
+	}
+	o.Volumes = q.Get("volumes") == "true"
+	return o, nil
+}
+
+// Hold binds project to this client until release: if the client goes
+// (its process killed, its connection closed) and is not back within the
+// grace, the daemon takes the project down. Hold returns once the daemon
+// has recorded the binding; the hold then follows the daemon across its
+// restarts, connecting again until release. The project need not exist
+// yet: hold it before the up, and an up cut short leaves nothing.
+func (c *Client) Hold(ctx context.Context, project string, o LeaseOptions) (release func(), err error) {
+	path := "/v1/projects/" + url.PathEscape(project) + "/hold"
+	q := leaseQuery(o)
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	open := func(ctx context.Context) (io.Closer, *bufio.Reader, error) {
+		resp, err := c.send(ctx, "POST", path, q, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		br := bufio.NewReader(resp.body)
+		if _, err := br.ReadBytes('\n'); err != nil {
+			resp.body.Close()
+			return nil, nil, fmt.Errorf("holding project %s: %w", project, err)
+		}
+		return resp.body, br, nil
+	}
+	// The first connection is given up with ctx; once held, the hold is
+	// release's to end.
+	octx, ocancel := context.WithCancel(hctx)
+	stop := context.AfterFunc(ctx, ocancel)
+	body, br, err := open(octx)
+	stop()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			// Nothing more comes until the daemon goes away.
+			_, _ = io.Copy(io.Discard, br)
+			body.Close()
+			for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+				select {
+				case <-hctx.Done():
+					return
+				case <-time.After(wait):
+				}
+				body, br, err = open(hctx)
+				var answered *Error
+				switch {
+				case err == nil:
+				case errors.As(err, &answered):
+					return // refused: the project is going, or bound to another
+				default:
+					continue // no daemon yet
+				}
+				break
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}, nil
+}
+
+// Lease binds project to this client's user until o.TTL from now (the
+// project goes then unless the lease is renewed), or with no TTL ends the
+// binding and leaves the project up.
+func (c *Client) Lease(ctx context.Context, project string, o LeaseOptions) error {
+	return c.do(ctx, "PUT", "/v1/projects/"+url.PathEscape(project)+"/lease", leaseQuery(o), nil, nil)
+}
+
+// Leases lists the projects bound to clients.
+func (c *Client) Leases(ctx context.Context) ([]Lease, error) {
+	var out []Lease
+	return out, c.do(ctx, "GET", "/v1/leases", nil, nil, &out)
+}
+
+// DownStale takes down every project whose client is gone (its lease held
+// by no one and not running to a time to come), now rather than at the
+// end of its grace, and answers each one's change by project.
+func (c *Client) DownStale(ctx context.Context) (map[string]*ProjectChange, error) {
+	out := map[string]*ProjectChange{}
+	return out, c.do(ctx, "DELETE", "/v1/projects", url.Values{"stale": {"true"}}, nil, &out)
 }

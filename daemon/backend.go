@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"syscall"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/api/server"
@@ -12,6 +15,7 @@ import (
 	"github.com/flyd-dev/flyd/declarative"
 	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/driver"
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/netplane"
@@ -30,10 +34,11 @@ import (
 // the API server's (api/caller.go) and authz's, what happens the
 // supervisor's and the documents'.
 type Backend struct {
-	s     *supervisor.Supervisor
-	docs  *documents.Documents
-	p     *project.Projects
-	parts Parts
+	s      *supervisor.Supervisor
+	docs   *documents.Documents
+	p      *project.Projects
+	leases *project.Leases
+	parts  Parts
 }
 
 // Parts are what a Backend serves beside the supervisor and the
@@ -59,11 +64,31 @@ type Parts struct {
 	// of RegistryKeyFile; nil when the registry is off.
 	Registrar                    *registrar.Registrar
 	RegistryURL, RegistryKeyFile string
+	// Leases keeps the projects bound to their clients (the records);
+	// nil: no project is bound, and a hold is refused.
+	Leases project.LeaseStore
+	// Publish tells the events of the parts beside the supervisor.
+	Publish func(status.Event)
+	Log     *zap.Logger
 }
 
 // NewBackend serves s and docs, and their projects, over parts.
+// Made once the supervisor has adopted the runs of an earlier daemon: the
+// leases it arms take down only projects whose workloads are known.
 func NewBackend(s *supervisor.Supervisor, docs *documents.Documents, parts Parts) *Backend {
-	return &Backend{s: s, docs: docs, p: project.New(s, docs, parts.Runtimes), parts: parts}
+	b := &Backend{s: s, docs: docs, p: project.New(s, docs, parts.Runtimes), parts: parts}
+	if parts.Leases != nil {
+		b.leases = b.p.OpenLeases(parts.Leases, parts.Publish, parts.Log.Named("leases"))
+	}
+	return b
+}
+
+// Close disarms the leases: the daemon is stopping, and a client's hold
+// cut by it is no client gone.
+func (b *Backend) Close() {
+	if b.leases != nil {
+		b.leases.Close()
+	}
 }
 
 var _ server.Backend = (*Backend)(nil)
@@ -114,6 +139,49 @@ func (b *Backend) Up(ctx context.Context, name string, docs api.Documents, o api
 func (b *Backend) Down(ctx context.Context, name string, o api.RemoveOptions) (*api.ProjectChange, error) {
 	c := authz.CallerOf(ctx)
 	return change(b.p.Down(ctx, name, supervisor.RemoveOptions{Force: o.Force, By: c.UID, Confined: c.Confined, Volumes: o.Volumes}))
+}
+
+func (b *Backend) Hold(ctx context.Context, name string, o api.LeaseOptions) (func(), error) {
+	if b.leases == nil {
+		return nil, errNoLeases
+	}
+	return b.leases.Hold(ctx, name, leaseOptions(o))
+}
+
+func (b *Backend) Lease(ctx context.Context, name string, o api.LeaseOptions) error {
+	if b.leases == nil {
+		return errNoLeases
+	}
+	return b.leases.Renew(ctx, name, leaseOptions(o))
+}
+
+func (b *Backend) Leases(ctx context.Context) ([]api.Lease, error) {
+	out := []api.Lease{}
+	if b.leases == nil {
+		return out, nil
+	}
+	for _, l := range b.leases.List(ctx) {
+		out = append(out, api.Lease{Project: l.Project, UID: l.UID, Held: l.Held, Holders: l.Holders, Due: l.Due, Timed: l.Timed, Error: l.Error})
+	}
+	return out, nil
+}
+
+func (b *Backend) DownStale(ctx context.Context) (map[string]*api.ProjectChange, error) {
+	out := map[string]*api.ProjectChange{}
+	if b.leases == nil {
+		return out, nil
+	}
+	chs, err := b.leases.Stale(ctx)
+	for name, c := range chs {
+		out[name], _ = change(c, nil)
+	}
+	return out, err
+}
+
+var errNoLeases = fmt.Errorf("%w: this daemon binds no project to its client", errdefs.ErrUnavailable)
+
+func leaseOptions(o api.LeaseOptions) project.LeaseOptions {
+	return project.LeaseOptions{Grace: o.Grace, TTL: o.TTL, Volumes: o.Volumes}
 }
 
 // change is a project's change as the wire carries it.

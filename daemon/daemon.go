@@ -242,6 +242,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Version: cfg.Version, Started: started, Events: bus, Runtimes: driver.NewRuntimes(drivers), Plane: plane, Files: wd,
 		Usage:     usage.NewSampler(cgroups, func() []status.Workload { return sup.List(context.Background()) }),
 		Registrar: reg.registrar, RegistryURL: reg.url, RegistryKeyFile: reg.keyFile,
+		Leases: st, Publish: publish, Log: log,
 	})
 	m := metrics.New(backend)
 	opts := []server.Option{server.WithRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
@@ -281,6 +282,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		log.Error("API server failed", zap.Error(serveErr))
 	}
 	notify("STOPPING=1")
+	// Before the API stops: the holds it cuts are no clients gone.
+	backend.Close()
 	stopServing()
 	if serveErr == nil {
 		<-served

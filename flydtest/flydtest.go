@@ -36,20 +36,25 @@ import (
 )
 
 // Source is what a project is made of: Dir or Docs.
-type Source func() (*spec.Documents, error)
+type Source func(reading) (*spec.Documents, error)
+
+// reading is how Start has a Source read: the options that concern files.
+type reading struct{ envFiles []string }
 
 // Dir reads every spec file of a directory, as `flyd up -f DIR` does: its
-// .env, env_file entries and ${VAR}s from the test's environment.
+// .env (or the EnvFile options' files), env_file entries and ${VAR}s from
+// the test's environment. Which profiles' workloads come up is Start's
+// Profiles option.
 func Dir(dir string) Source {
-	return func() (*spec.Documents, error) {
-		return specload.Client{Environ: os.Environ(), Warn: func(string) {}}.ReadPath(dir)
+	return func(r reading) (*spec.Documents, error) {
+		return specload.Client{Environ: os.Environ(), EnvFiles: r.envFiles, Warn: func(string) {}}.ReadPath(dir)
 	}
 }
 
 // Docs takes documents built in Go: workloads, and documents of any kind
 // (networks, policies, workspaces).
 func Docs(docs ...any) Source {
-	return func() (*spec.Documents, error) {
+	return func(reading) (*spec.Documents, error) {
 		d := &spec.Documents{}
 		for _, doc := range docs {
 			switch v := doc.(type) {
@@ -69,10 +74,32 @@ func Docs(docs ...any) Source {
 type Option func(*options)
 
 type options struct {
-	socket  string
-	timeout time.Duration
-	keep    bool
+	socket   string
+	timeout  time.Duration
+	keep     bool
+	profiles []string
+	envFiles []string
+	grace    time.Duration
 }
+
+// Profiles brings up the workloads of these profiles too, as `flyd up
+// --profile` does ("*" for all of them); without it, those of
+// FLYD_PROFILES. A workload with profiles none of which is asked for is
+// left out.
+func Profiles(names ...string) Option {
+	return func(o *options) { o.profiles = append(o.profiles, names...) }
+}
+
+// EnvFile reads a Dir's ${VAR}s from these files in place of the .env
+// beside the specs, as `flyd up --env-file` does.
+func EnvFile(paths ...string) Option {
+	return func(o *options) { o.envFiles = append(o.envFiles, paths...) }
+}
+
+// Grace is how long the project outlives the test's process when that is
+// killed (a CI timeout's SIGKILL, which runs no cleanup): the daemon takes
+// it down once the process has been gone that long (10 s by default).
+func Grace(d time.Duration) Option { return func(o *options) { o.grace = d } }
 
 // Socket is the daemon's socket; by default FLYD_SOCKET's, or that of
 // FLYD_HOME, or the system daemon's.
@@ -108,20 +135,40 @@ func Start(t testing.TB, src Source, opts ...Option) *Project {
 		o.socket = cli.Home().Socket
 	}
 	p := &Project{Name: ProjectName(t.Name()), t: t, c: api.NewClient(o.socket)}
-	docs, err := src()
+	docs, err := src(reading{envFiles: o.envFiles})
 	if err != nil {
 		t.Fatalf("flydtest: %v", err)
 	}
+	profiles, err := specload.Profiles(o.profiles, os.Getenv("FLYD_PROFILES"))
+	if err != nil {
+		t.Fatalf("flydtest: %v", err)
+	}
+	sel, err := specload.Select(docs, profiles)
+	if err != nil {
+		t.Fatalf("flydtest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	// Bound to this process before it is made: a test binary killed
+	// without its cleanups (a CI timeout) leaves nothing for long.
+	release, err := p.c.Hold(ctx, p.Name, api.LeaseOptions{Grace: o.grace, Volumes: true})
+	if err != nil {
+		t.Fatalf("flydtest: project %s: %v", p.Name, err)
+	}
 	t.Cleanup(func() {
 		if o.keep && t.Failed() {
-			t.Logf("flydtest: project %s is left up (flyd down -p %s)", p.Name, p.Name)
+			p.keep(release)
 			return
 		}
 		p.down()
+		release()
+		p.c.Close()
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-	defer cancel()
-	ch, err := p.c.Up(ctx, p.Name, api.Documents{Workloads: docs.Workloads, Docs: docs.Docs}, api.ApplyOptions{Start: true})
+	var keep []string
+	for _, l := range sel.LeftOut {
+		keep = append(keep, l.Name)
+	}
+	ch, err := p.c.Up(ctx, p.Name, api.Documents{Workloads: docs.Workloads, Docs: docs.Docs, Keep: keep}, api.ApplyOptions{Start: true})
 	if err == nil {
 		err = changeErr(ch)
 	}
@@ -220,6 +267,18 @@ func (p *Project) down() {
 	}
 	if err != nil {
 		p.t.Errorf("flydtest: taking project %s down: %v", p.Name, err)
+	}
+}
+
+// keep leaves a failed test's project up, bound to no one.
+func (p *Project) keep(release func()) {
+	release()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.c.Lease(ctx, p.Name, api.LeaseOptions{}); err != nil {
+		p.t.Logf("flydtest: project %s stays bound to this test and goes with it: %v", p.Name, err)
+	} else {
+		p.t.Logf("flydtest: project %s is left up (flyd down -p %s)", p.Name, p.Name)
 	}
 	p.c.Close()
 }

@@ -58,6 +58,9 @@ type Projects struct {
 	mu sync.Mutex
 	// locks serialize each project's ups and downs (lock).
 	locks map[string]chan struct{}
+	// leases bind projects to their clients (OpenLeases); nil until the
+	// daemon opens them.
+	leases *Leases
 }
 
 // New has the projects of s and docs upped and downed through it, their
@@ -85,7 +88,20 @@ func (p *Projects) Up(ctx context.Context, project string, docs Documents, o sup
 		return nil, err
 	}
 	defer unlock()
+	if err := p.check(ctx, project, docs.Workloads); err != nil {
+		return nil, err
+	}
+	before := p.contents(ctx, project)
+	out, err := p.up(ctx, project, docs, o)
+	if err != nil {
+		return p.undo(ctx, project, before, out, err)
+	}
+	return out, nil
+}
 
+// up applies docs in project and prunes what they no longer hold.
+func (p *Projects) up(ctx context.Context, project string, docs Documents, o supervisor.ApplyOptions) (*Change, error) {
+	var err error
 	out := &Change{}
 	keep := map[string]bool{}
 	for _, n := range docs.Keep {
@@ -112,7 +128,117 @@ func (p *Projects) Up(ctx context.Context, project string, docs Documents, o sup
 	if out.Applied, err = p.s.ApplyAll(ctx, changes); err != nil {
 		return out, err
 	}
+	var refused []error
+	for _, a := range out.Applied {
+		if a.Err != nil {
+			refused = append(refused, fmt.Errorf("workload %s: %w", a.Name, a.Err))
+		}
+	}
+	if len(refused) > 0 {
+		return out, errors.Join(refused...)
+	}
 	return out, p.prune(ctx, project, keep, o.Force, out)
+}
+
+// check refuses an up before anything of it is made: a name twice, a
+// cycle in `after`, an `after` or `uses` that names no workload of the
+// project (in the files, or applied and kept by them).
+func (p *Projects) check(ctx context.Context, project string, ws []*spec.Workload) error {
+	specs := make([]*spec.Workload, len(ws))
+	have := map[string]bool{}
+	for i, w := range ws {
+		specs[i] = w.Clone()
+		specs[i].Qualify()
+		have[specs[i].Name] = true
+	}
+	if _, err := spec.OrderBatch(specs); err != nil {
+		return err
+	}
+	for _, w := range p.s.List(ctx) {
+		if spec.ProjectOf(w.Name) == project {
+			have[w.Name] = true
+			if w.Group != "" {
+				have[w.Group] = true
+			}
+		}
+	}
+	var errs []error
+	for _, w := range specs {
+		for i, dep := range spec.AfterNames(w.After) {
+			if !have[dep] {
+				errs = append(errs, &spec.FieldError{Field: fmt.Sprintf("workload %s: after[%d]", spec.BareName(w.Name), i),
+					Msg: fmt.Sprintf("%q names no workload of project %s", spec.BareName(dep), project)})
+			}
+		}
+		for i, u := range w.Uses {
+			if dep, _ := spec.ParseUse(u); !have[dep] {
+				errs = append(errs, &spec.FieldError{Field: fmt.Sprintf("workload %s: uses[%d]", spec.BareName(w.Name), i),
+					Msg: fmt.Sprintf("%q names no workload of project %s", spec.BareName(dep), project)})
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w; nothing was made", errdefs.ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}
+
+// contents are the keys of what project holds: workloads by full name,
+// other documents by docKey.
+func (p *Projects) contents(ctx context.Context, project string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range p.s.List(ctx) {
+		if spec.ProjectOf(w.Name) == project {
+			out[w.Name] = true
+		}
+	}
+	for _, k := range spec.DocKinds() {
+		names, _, _ := p.docs.Names(ctx, k.Name)
+		for _, n := range names {
+			if spec.ProjectOf(n) == project {
+				out[documents.Key(k.Name, n)] = true
+			}
+		}
+	}
+	return out
+}
+
+// undo removes what a failed up made that the project did not hold
+// before it (before: contents'), so that a failed up leaves nothing new:
+// its error says what failed, and what was taken away again. What it
+// replaced stays as the up left it.
+func (p *Projects) undo(ctx context.Context, project string, before map[string]bool, out *Change, failed error) (*Change, error) {
+	// On a context of its own: a client that went away leaves nothing
+	// either.
+	ctx = context.WithoutCancel(ctx)
+	keep := p.contents(ctx, project)
+	made := 0
+	for k := range keep {
+		if !before[k] {
+			delete(keep, k)
+			made++
+		}
+	}
+	if made == 0 {
+		return out, fmt.Errorf("%w; nothing was made", failed)
+	}
+	var undone Change
+	err := p.prune(ctx, project, keep, true, &undone)
+	if out == nil {
+		out = &Change{}
+	}
+	// What was applied and then removed again is reported removed.
+	out.Removed = append(out.Removed, undone.Removed...)
+	for k, names := range undone.Docs {
+		if out.Docs == nil {
+			out.Docs = map[string][]string{}
+		}
+		out.Docs[k] = append(out.Docs[k], names...)
+	}
+	if err != nil {
+		return out, fmt.Errorf("%w; removing what this up made failed too: %w", failed, err)
+	}
+	return out, fmt.Errorf("%w; what this up made was removed again", failed)
 }
 
 // docKey names a document of project in a keep set: KIND/FULLNAME.
@@ -147,7 +273,17 @@ func (p *Projects) Down(ctx context.Context, project string, o supervisor.Remove
 	if !has && len(out.Volumes) == 0 && err == nil {
 		return nil, fmt.Errorf("%w: no project named %q", errdefs.ErrNotFound, project)
 	}
+	// A project gone whole is bound to no client any more.
+	if l := p.leasesOf(); l != nil && !p.has(ctx, project) {
+		err = errors.Join(err, l.forget(project))
+	}
 	return out, err
+}
+
+func (p *Projects) leasesOf() *Leases {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leases
 }
 
 // removeVolumes removes project's named volumes, once its workloads are

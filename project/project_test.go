@@ -221,3 +221,67 @@ func TestDownVolumes(t *testing.T) {
 		t.Errorf("down of p1 with nothing left: %v, want not found", err)
 	}
 }
+
+// TestUpAllOrNothing: an up refused before anything is made makes
+// nothing, not even a network; one that fails while it is made removes
+// again what it made, and keeps what the project held before.
+func TestUpAllOrNothing(t *testing.T) {
+	s, p := open(t)
+	ctx := context.Background()
+	net := &spec.Network{Kind: spec.KindNetwork, Name: "net"}
+	onNet := func(w *spec.Workload) *spec.Workload { w.Network = "net"; return w }
+	nothing := func(project string) {
+		t.Helper()
+		if p.has(ctx, project) {
+			t.Errorf("project %s holds something after a failed up: %v", project, p.contents(ctx, project))
+		}
+	}
+
+	app := onNet(sleeper("app"))
+	app.Uses = []string{"pg"}
+	_, err := p.Up(ctx, "p1", Documents{Workloads: []*spec.Workload{onNet(sleeper("db")), app}, Docs: []spec.Document{net}}, supervisor.ApplyOptions{Start: true})
+	if !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), `uses[0]: "pg" names no workload of project p1`) {
+		t.Errorf("up with a uses of nothing: %v", err)
+	}
+	nothing("p1")
+
+	a, b := onNet(sleeper("a")), onNet(sleeper("b"))
+	a.After, b.After = []string{"b"}, []string{"a"}
+	if _, err := p.Up(ctx, "p1", Documents{Workloads: []*spec.Workload{a, b}, Docs: []spec.Document{net}}, supervisor.ApplyOptions{Start: true}); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Errorf("up with a cycle: %v", err)
+	}
+	nothing("p1")
+
+	// The second level is refused once the first runs: a fixed port that
+	// the first level's workload holds.
+	first := sleeper("first")
+	first.Endpoints = []spec.Endpoint{{Name: "tcp", Port: spec.FixedPort(18431)}}
+	second := sleeper("second")
+	second.After = []string{"first"}
+	second.Endpoints = []spec.Endpoint{{Name: "tcp", Port: spec.FixedPort(18431)}}
+	for _, w := range []*spec.Workload{first, second} {
+		w.SetDefaults()
+	}
+	ch, err := p.Up(ctx, "p2", Documents{Workloads: []*spec.Workload{first, second}}, supervisor.ApplyOptions{Start: true})
+	if err == nil || !strings.Contains(err.Error(), "removed again") {
+		t.Fatalf("up whose second level is refused: %+v, %v", ch, err)
+	}
+	nothing("p2")
+	if ch == nil || len(ch.Removed) != 1 || ch.Removed[0].Name != "p2.first" {
+		t.Errorf("the change does not say p2.first was removed again: %+v", ch)
+	}
+
+	// What the project held before stays.
+	upOne(t, p, "p3")
+	bad := sleeper("bad")
+	bad.Uses = []string{"nope"}
+	if _, err := p.Up(ctx, "p3", Documents{Workloads: []*spec.Workload{bad}}, supervisor.ApplyOptions{Start: true}); err == nil {
+		t.Fatal("an up of p3 with a uses of nothing was not refused")
+	}
+	if _, err := s.Get(ctx, "p3.db"); err != nil {
+		t.Errorf("p3.db went with a refused up: %v", err)
+	}
+	if _, err := p.Down(ctx, "p3", supervisor.RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

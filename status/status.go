@@ -249,6 +249,9 @@ const (
 	// its changes under its kind's name (a workspace's are "workspace").
 	EventNetwork = "network"
 	EventPolicy  = "policy"
+	// EventProject reports a project taken down by the daemon: its lease
+	// lapsed, its client gone.
+	EventProject = "project"
 )
 
 // Usage is what a workload's processes use, read from its cgroup.

@@ -25,6 +25,14 @@ type Backend interface {
 	// Down removes all of it. Both say what they did, and what failed.
 	Up(ctx context.Context, project string, docs api.Documents, o api.ApplyOptions) (*api.ProjectChange, error)
 	Down(ctx context.Context, project string, o api.RemoveOptions) (*api.ProjectChange, error)
+	// Hold binds a project to the caller until release, and the lease's
+	// grace after: then the daemon takes the project down. Lease binds it
+	// until a time (o.TTL), or without one unbinds it. Leases lists the
+	// bindings; DownStale takes down now the projects whose client is gone.
+	Hold(ctx context.Context, project string, o api.LeaseOptions) (release func(), err error)
+	Lease(ctx context.Context, project string, o api.LeaseOptions) error
+	Leases(ctx context.Context) ([]api.Lease, error)
+	DownStale(ctx context.Context) (map[string]*api.ProjectChange, error)
 	// Batch runs one action on many workloads in parallel, one Result each.
 	Batch(ctx context.Context, action api.Action, bt api.Batch) ([]api.Result, error)
 	Start(ctx context.Context, name string) (*api.Workload, error)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/authz"
+	"github.com/flyd-dev/flyd/errdefs"
 )
 
 // up serves PUT /v1/projects/{name}: the project becomes what the body's
@@ -57,4 +58,65 @@ func respondChange(w http.ResponseWriter, c *api.ProjectChange, err error) {
 	}
 	c.Applied, c.Removed = emptyIfNil(c.Applied), emptyIfNil(c.Removed)
 	respond(w, c, nil)
+}
+
+// hold serves POST /v1/projects/{name}/hold: the project is bound to the
+// caller while the request lasts, and its grace after. A first line says
+// the binding is recorded; nothing more is written. It is a stream, and
+// counts as one in a peer's share.
+func (s *Server) hold(w http.ResponseWriter, r *http.Request) {
+	o, err := api.ParseLeaseOptions(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !s.openStream(w, r) {
+		return
+	}
+	defer s.closeStream(r)
+	release, err := s.backend.Hold(r.Context(), r.PathValue("name"), o)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	fw := flushWriter{w: w, rc: http.NewResponseController(w)}
+	if _, err := fmt.Fprintf(fw, "{\"project\":%q,\"held\":true}\n", r.PathValue("name")); err != nil {
+		return
+	}
+	<-r.Context().Done() // the client went away, or the daemon is stopping
+}
+
+// lease serves PUT /v1/projects/{name}/lease?ttl=D: the project bound to
+// the caller until D from now; without ttl, unbound.
+func (s *Server) lease(w http.ResponseWriter, r *http.Request) {
+	o, err := api.ParseLeaseOptions(r.URL.Query())
+	if err == nil {
+		err = s.backend.Lease(r.Context(), r.PathValue("name"), o)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// downStale serves DELETE /v1/projects?stale=true: every project whose
+// client is gone is taken down now.
+func (s *Server) downStale(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("stale") != "true" {
+		writeError(w, fmt.Errorf("%w: DELETE /v1/projects takes down the stale projects alone: ?stale=true", errdefs.ErrInvalid))
+		return
+	}
+	out, err := s.backend.DownStale(r.Context())
+	if out == nil {
+		writeError(w, err)
+		return
+	}
+	for _, c := range out {
+		c.Applied, c.Removed = emptyIfNil(c.Applied), emptyIfNil(c.Removed)
+	}
+	respond(w, out, err)
 }

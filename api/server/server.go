@@ -135,6 +135,13 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/batch/apply", s.applyBatch)
 	m.HandleFunc("PUT /v1/projects/{name}", s.up)
 	m.HandleFunc("DELETE /v1/projects/{name}", s.down)
+	m.HandleFunc("POST /v1/projects/{name}/hold", s.hold)
+	m.HandleFunc("PUT /v1/projects/{name}/lease", s.lease)
+	m.HandleFunc("GET /v1/leases", func(w http.ResponseWriter, r *http.Request) {
+		ls, err := s.backend.Leases(r.Context())
+		respond(w, ls, err)
+	})
+	m.HandleFunc("DELETE /v1/projects", s.downStale)
 	m.HandleFunc("POST /v1/batch/{action}", s.runBatch)
 	m.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.backend.Stats(r.Context())

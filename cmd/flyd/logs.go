@@ -32,6 +32,8 @@ func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A project named without workloads is all of it, as compose's logs.
+	*all = *all || len(pos) == 0 && c.Project != ""
 	q := api.LogQuery{Tail: *tail, Follow: *follow}
 	if *since != "" {
 		if q.Since, err = parseSince(*since, time.Now()); err != nil {
@@ -59,7 +61,7 @@ func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {
 	}
 	switch {
 	case len(names) == 0 && !*all:
-		return cli.Usagef("a workload name, or --all, is needed")
+		return cli.Usagef("a workload name, --all or -p PROJECT is needed")
 	case len(names) == 0:
 		return nil
 	}

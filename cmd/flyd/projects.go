@@ -5,23 +5,28 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/spec"
 )
 
 func init() {
 	cli.Register("up", "make a project what its files say: apply them, remove what they no longer hold",
-		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--wait [--timeout 1m]] [--watch] [--start=false]", cmdUp)
-	cli.Register("down", "remove everything of a project: workloads, networks, policies (and named volumes with --volumes)", "[-p PROJECT | -f DIR] [--volumes]", cmdDown)
+		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--wait [--timeout 1m]] [--watch] [--lease D] [--start=false]", cmdUp)
+	cli.Register("down", "remove everything of a project: workloads, networks, policies (and named volumes with --volumes)", "[-p PROJECT | -f DIR] [--volumes] | --stale", cmdDown)
 	cli.Register("run", "bring a project up, run a command in it, and take it down",
-		"[-p PROJECT] -f FILE|DIR [-f ...] [--keep] [--volumes] [--network NET] [--timeout 1m] [--] CMD [ARGS...]", cmdRun)
+		"[-p PROJECT] -f FILE|DIR [-f ...] [--keep] [--volumes] [--network NET] [--timeout 1m] [--exit-on-failure=false] [--grace 10s] [--] CMD [ARGS...]", cmdRun)
 }
 
 // projectFlags are the flags up and run share: the files, as apply reads
@@ -152,6 +157,7 @@ func cmdUp(ctx context.Context, c *cli.Env, args []string) error {
 	pf := addProjectFlags(fs)
 	wait := fs.Bool("wait", false, "return once every workload is up (running and healthy, or completed), or has failed")
 	fs.BoolVar(&pf.watch, "watch", false, "turn on the workloads' watch entries: the daemon restarts, rebuilds or syncs them as their files change, until an up without --watch or a down")
+	lease := fs.Duration("lease", 0, "bind the project to a lease: the daemon takes it down this long from now unless an up --lease renews it (0: no lease; an up without it leaves a lease as it is)")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -166,6 +172,11 @@ func cmdUp(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *lease > 0 {
+		if err := c.Client.Lease(ctx, project, api.LeaseOptions{TTL: *lease}); err != nil {
+			return err
+		}
+	}
 	_, err = up(ctx, c, project, pf, *wait)
 	return err
 }
@@ -176,12 +187,19 @@ func cmdDown(ctx context.Context, c *cli.Env, args []string) error {
 	fs.Var(&files, "f", "a file or directory of the project, whose directory names it without -p")
 	force := fs.Bool("force", false, "remove workloads that belong to a file of the workloads directory")
 	volumes := fs.Bool("volumes", false, "remove the project's named volumes too (kept otherwise)")
+	stale := fs.Bool("stale", false, "take down now every project whose client is gone (flyd run, a test's, an up --lease run out)")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return cli.Usagef("unexpected argument %q", pos[0])
+	}
+	if *stale {
+		if len(files) > 0 || c.Project != "" {
+			return cli.Usagef("--stale takes down every stale project: no -p, no -f")
+		}
+		return downStale(ctx, c)
 	}
 	project, err := projectName(c, files)
 	if err != nil {
@@ -194,17 +212,47 @@ func cmdDown(ctx context.Context, c *cli.Env, args []string) error {
 	return reportChange(c, ch)
 }
 
+// downStale takes down the projects whose client is gone, and says
+// which.
+func downStale(ctx context.Context, c *cli.Env) error {
+	chs, err := c.Client.DownStale(ctx)
+	if c.JSON {
+		if err := printJSON(c.Stdout, chs); err != nil {
+			return err
+		}
+		return err
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(chs)) {
+		fmt.Fprintf(c.Stdout, "project %s: its client is gone\n", name)
+		if ch := chs[name]; ch != nil {
+			if err := reportChange(c, ch); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(chs) == 0 && err == nil {
+		fmt.Fprintln(c.Stdout, "no stale project")
+	}
+	return errors.Join(append(errs, err)...)
+}
+
 // cmdRun is the CI verb: the project up and ready, CMD run once in it as
 // a consumer of every workload's endpoints (the environment `uses` gives),
-// its output streamed; then the project down, unless --keep. The exit
-// status is CMD's, or 1 naming what did not come up. An interrupt tears
-// down too.
+// its output streamed; then the project down, unless --keep. The project
+// is bound to this process from before its up (a hold): killed, its
+// project goes after the grace. The exit status is CMD's, 1 naming what
+// did not come up or what of the project failed while CMD ran, or 128+N
+// for a signal that ended the run. All run says of its own goes to
+// stderr: stdout is CMD's.
 func cmdRun(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	pf := addProjectFlags(fs)
 	keep := fs.Bool("keep", false, "leave the project up afterwards")
 	volumes := fs.Bool("volumes", false, "remove the project's named volumes too when taking it down")
 	network := fs.String("network", "", "the project's network to run CMD in (default: its only isolated network, else the host's)")
+	exitOnFailure := fs.Bool("exit-on-failure", true, "stop CMD and the run when a workload of the project fails while CMD runs")
+	grace := fs.Duration("grace", 0, "how long the project outlives this process if it is killed (default 10s)")
 	cmdArgs, err := c.ParseCommand(fs, args)
 	if err != nil {
 		return err
@@ -219,34 +267,127 @@ func cmdRun(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !*keep {
+	// The signal that ends the run, for its exit status.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	var got atomic.Value
+	go func() {
+		select {
+		case s := <-sigs:
+			got.Store(s)
+			interrupt()
+		case <-ctx.Done():
+			return
+		}
+		// A second signal does not wait for the teardown: the daemon
+		// takes the project down once this process is gone.
+		s := (<-sigs).(syscall.Signal)
+		fmt.Fprintf(c.Stderr, "flyd run: %s again: exiting now; the daemon takes project %s down once its grace is over\n", s, project)
+		os.Exit(128 + int(s))
+	}()
+	exit := func(err error) error {
+		if s, ok := got.Load().(syscall.Signal); ok {
+			what := "taken down"
+			if *keep {
+				what = "kept"
+			}
+			fmt.Fprintf(c.Stderr, "flyd run: %s: project %s is %s\n", s, project, what)
+			return cli.ExitError{Code: 128 + int(s)}
+		}
+		return err
+	}
+	release, err := c.Client.Hold(ctx, project, api.LeaseOptions{Grace: *grace, Volumes: *volumes})
+	if err != nil {
+		return exit(err)
+	}
+	if *keep {
+		// Kept: bound to no one once the run ends.
 		defer func() {
-			// Torn down even when interrupted: on a context of its own.
+			release()
+			lease, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := c.Client.Lease(lease, project, api.LeaseOptions{}); err != nil {
+				fmt.Fprintf(c.Stderr, "flyd run: project %s is kept, but still bound to this run: %v\n", project, err)
+			}
+		}()
+	} else {
+		defer func() {
+			// Torn down even when interrupted: on a context of its own;
+			// the hold ends once the project is gone.
+			defer release()
 			down, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 			defer cancel()
-			if _, err := c.Client.Down(down, project, api.RemoveOptions{Volumes: *volumes}); err != nil {
+			if _, err := c.Client.Down(down, project, api.RemoveOptions{Volumes: *volumes}); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				fmt.Fprintf(c.Stderr, "flyd run: taking project %s down: %v\n", project, err)
 			}
 		}()
 	}
-	names, err := up(ctx, c, project, pf, true)
+	// What up and its wait say goes to stderr, with the rest of run's own.
+	quiet := *c
+	quiet.Stdout = c.Stderr
+	names, err := up(ctx, &quiet, project, pf, true)
 	if err != nil {
-		return fmt.Errorf("project %s did not come up: %w", project, err)
+		return exit(fmt.Errorf("project %s did not come up: %w", project, err))
 	}
 	dir, _ := os.Getwd()
 	w, err := c.Client.Consumer(ctx, project, *network, dir, cmdArgs)
 	if err != nil {
-		return err
+		return exit(err)
 	}
-	code, err := c.Client.RunOnce(ctx, w, c.Stdout)
+	cmdCtx, cancelCmd := context.WithCancelCause(ctx)
+	defer cancelCmd(nil)
+	if *exitOnFailure {
+		watchFailures(cmdCtx, c, project, spec.FullName(project, w.Name), cancelCmd)
+	}
+	code, err := c.Client.RunOnce(cmdCtx, w, c.Stdout)
+	var failed *projectFailure
+	if errors.As(context.Cause(cmdCtx), &failed) {
+		showLogs(c, context.WithoutCancel(ctx), []string{failed.name}, map[string]api.Workload{failed.name: {}})
+		return exit(fmt.Errorf("%s (the command was stopped; --exit-on-failure=false lets it run on)", failed))
+	}
 	if err != nil {
-		return err
+		return exit(err)
 	}
 	if code != 0 {
 		notUp(ctx, c, names)
-		return cli.ExitError{Code: code}
+		return exit(cli.ExitError{Code: code})
 	}
-	return nil
+	return exit(nil)
+}
+
+// projectFailure is a workload of the project that failed while run's
+// command ran.
+type projectFailure struct{ name, what string }
+
+func (f *projectFailure) Error() string { return f.name + " " + f.what + " while the command ran" }
+
+// watchFailures calls stop with the first workload of project, other than
+// the command's (self), that fails while ctx lasts: one that ends failed,
+// or whose run ends with an error (an exit status, a signal).
+func watchFailures(ctx context.Context, c *cli.Env, project, self string, stop context.CancelCauseFunc) {
+	evs, err := c.Client.ProjectEvents(ctx, 0, project)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "flyd run: the project's failures are not watched: %v\n", err)
+		return
+	}
+	go func() {
+		for ev := range evs {
+			if ev.Workload == "" || ev.Workload == self {
+				continue
+			}
+			switch {
+			case ev.Type == api.EventState && ev.State == api.StateFailed:
+				stop(&projectFailure{ev.Workload, "failed: " + ev.Message})
+				return
+			case ev.Type == api.EventExit && ev.Exit != nil && !ev.Exit.Unknown && (ev.Exit.Code != 0 || ev.Exit.Signal != ""):
+				stop(&projectFailure{ev.Workload, "ended: " + ev.Exit.Description})
+				return
+			}
+		}
+	}()
 }
 
 // notUp shows the end of the log of each workload of names that is not up

@@ -90,12 +90,19 @@ func printJSON(w io.Writer, v any) error {
 }
 
 func cmdPs(ctx context.Context, c *cli.Env, args []string) error {
-	pos, err := c.Parse(c.Flags(), args)
+	fs := c.Flags()
+	// ps lists every project's without -p; --all-projects says so, as
+	// the other commands take it.
+	allProjects := fs.Bool("all-projects", false, "every project's workloads (the default without -p)")
+	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return cli.Usagef("unexpected argument %q", pos[0])
+	}
+	if *allProjects && c.Project != "" {
+		return cli.Usagef("-p or --all-projects, not both")
 	}
 	ws, err := c.Client.List(ctx)
 	if err != nil {
