@@ -166,14 +166,12 @@ func (p *Projects) check(ctx context.Context, project string, ws []*spec.Workloa
 	for _, w := range specs {
 		for i, dep := range spec.AfterNames(w.After) {
 			if !have[dep] {
-				errs = append(errs, &spec.FieldError{Field: fmt.Sprintf("workload %s: after[%d]", spec.BareName(w.Name), i),
-					Msg: fmt.Sprintf("%q names no workload of project %s", spec.BareName(dep), project)})
+				errs = append(errs, fmt.Errorf("workload %s: after[%d]: %q names no workload of project %s", spec.BareName(w.Name), i, spec.BareName(dep), project))
 			}
 		}
 		for i, u := range w.Uses {
 			if dep, _ := spec.ParseUse(u); !have[dep] {
-				errs = append(errs, &spec.FieldError{Field: fmt.Sprintf("workload %s: uses[%d]", spec.BareName(w.Name), i),
-					Msg: fmt.Sprintf("%q names no workload of project %s", spec.BareName(dep), project)})
+				errs = append(errs, fmt.Errorf("workload %s: uses[%d]: %q names no workload of project %s", spec.BareName(w.Name), i, spec.BareName(dep), project))
 			}
 		}
 	}

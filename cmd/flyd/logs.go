@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	cli.Register("logs", "print workloads' logs", "[-f] [--tail N] [--since D] [-t] NAME... | --all", cmdLogs)
+	cli.Register("logs", "print workloads' logs", "[-f] [--tail N] [--since D] [-t] NAME... | --all | -p PROJECT", cmdLogs)
 	cli.Register("events", "stream the daemon's events, across daemon restarts", "[--reconnect D]", cmdEvents)
 	cli.RegisterQuery("version", "print the version", "", cmdVersion)
 }

@@ -20,7 +20,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{nil, 2, "usage"},
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
-		{[]string{"logs", "--socket", sock}, 2, "a workload name, or --all"},
+		{[]string{"logs", "--socket", sock}, 2, "a workload name, --all or -p PROJECT"},
 		{[]string{"stop", "--socket", sock}, 2, "--all"},
 		{[]string{"apply", "--socket", sock}, 2, "-f is required"},
 		{[]string{"ps", "--nope"}, 2, "flag provided but not defined"},
@@ -28,7 +28,7 @@ func TestExitCodes(t *testing.T) {
 		// The shared flags stand before the command too.
 		{[]string{"--socket", sock, "ps"}, 1, "no flyd daemon answers on " + sock},
 		{[]string{"--socket=" + sock, "--json", "ps"}, 1, "no flyd daemon answers on " + sock},
-		{[]string{"-json", "--socket", sock, "logs"}, 2, "a workload name, or --all"},
+		{[]string{"-json", "--socket", sock, "logs"}, 2, "a workload name, --all or -p PROJECT"},
 		{[]string{"--socket"}, 2, "--socket needs a path"},
 		{[]string{"--all", "ps"}, 2, "--all is not a flag of every command"},
 		{[]string{"version"}, 0, ""},
