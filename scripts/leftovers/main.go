@@ -4,26 +4,47 @@
 // anywhere (flyd binds its own in run dirs). scripts/test runs it before
 // and after the suite and fails on any line that was not there before:
 // tests leave nothing on the host.
+//
+// With -suite DIR it lists only what the suite's own daemons may have
+// made, so that the check passes beside other daemons (another flyd's, a
+// container engine's) and still fails on a leak of the suite's own: the
+// suite's daemons keep every path under DIR (its TMPDIR), so a namespace
+// bound, or a link whose alias (its namespace's path) lies, outside DIR
+// is another's; a table or cgroup named after a cgroup parent that a live
+// daemon holds (its flock, read from /proc/locks, never taken) is that
+// daemon's, and at the suite's end none of its own is alive.
 package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 )
 
 func main() {
+	suite := flag.String("suite", "", "list only what daemons whose paths are under this directory may have made")
+	flag.Parse()
+	mine := func(path string) bool {
+		return *suite == "" || path == *suite || strings.HasPrefix(path, strings.TrimSuffix(*suite, "/")+"/")
+	}
+	held := func(string) bool { return false }
+	if *suite != "" {
+		held = heldParents()
+	}
 	var out []string
 	if c, err := nftables.New(); err == nil {
 		if tables, err := c.ListTables(); err == nil {
 			for _, t := range tables {
-				if strings.HasPrefix(t.Name, "flyd") {
+				if strings.HasPrefix(t.Name, "flyd") && !held(t.Name) {
 					fam := map[nftables.TableFamily]string{nftables.TableFamilyIPv4: "ip", nftables.TableFamilyIPv6: "ip6", nftables.TableFamilyINet: "inet"}[t.Family]
 					out = append(out, fmt.Sprintf("nftables table %s %s", fam, t.Name))
 				}
@@ -33,17 +54,14 @@ func main() {
 	}
 	if links, err := netlink.LinkList(); err == nil {
 		for _, l := range links {
-			if strings.HasPrefix(l.Attrs().Name, "fly-") {
+			if strings.HasPrefix(l.Attrs().Name, "fly-") && mine(l.Attrs().Alias) {
 				out = append(out, fmt.Sprintf("link %s (%s)", l.Attrs().Name, l.Attrs().Alias))
 			}
 		}
 	}
-	for _, pattern := range []string{"/sys/fs/cgroup/flyd*", "/sys/fs/cgroup/*/flyd*"} {
-		m, _ := filepath.Glob(pattern)
-		for _, p := range m {
-			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-				out = append(out, "cgroup "+p)
-			}
+	for _, p := range cgroupParents() {
+		if !held(filepath.Base(p)) {
+			out = append(out, "cgroup "+p)
 		}
 	}
 	if f, err := os.Open("/proc/self/mountinfo"); err == nil {
@@ -51,7 +69,7 @@ func main() {
 		for s.Scan() {
 			fields := strings.Fields(s.Text())
 			for i, fld := range fields {
-				if fld == "-" && i+1 < len(fields) && fields[i+1] == "nsfs" {
+				if fld == "-" && i+1 < len(fields) && fields[i+1] == "nsfs" && mine(fields[4]) {
 					out = append(out, "network namespace bound at "+fields[4])
 				}
 			}
@@ -62,4 +80,48 @@ func main() {
 	for _, l := range out {
 		fmt.Println(l)
 	}
+}
+
+// cgroupParents are the directories named flyd* at the root of each
+// cgroup hierarchy.
+func cgroupParents() []string {
+	var out []string
+	for _, pattern := range []string{"/sys/fs/cgroup/flyd*", "/sys/fs/cgroup/*/flyd*"} {
+		m, _ := filepath.Glob(pattern)
+		for _, p := range m {
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// heldParents says whether a live daemon holds the cgroup parent of a
+// name: a flock on its directory in some hierarchy, as /proc/locks lists
+// it (by device and inode).
+func heldParents() func(name string) bool {
+	locked := map[string]bool{}
+	if b, err := os.ReadFile("/proc/locks"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			// 1: FLOCK  ADVISORY  WRITE 1234 00:1f:5678 0 EOF
+			f := strings.Fields(line)
+			if len(f) >= 6 && f[1] == "FLOCK" {
+				locked[f[5]] = true
+			}
+		}
+	}
+	heldName := map[string]bool{}
+	for _, p := range cgroupParents() {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) != nil {
+			continue
+		}
+		maj, min := (st.Dev>>8)&0xfff|(st.Dev>>32)&^0xfff, st.Dev&0xff|(st.Dev>>12)&^0xff
+		key := fmt.Sprintf("%02x:%02x:%s", maj, min, strconv.FormatUint(st.Ino, 10))
+		if locked[key] {
+			heldName[filepath.Base(p)] = true
+		}
+	}
+	return func(name string) bool { return heldName[name] }
 }
