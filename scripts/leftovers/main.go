@@ -5,14 +5,16 @@
 // and after the suite and fails on any line that was not there before:
 // tests leave nothing on the host.
 //
-// With -suite DIR it lists only what the suite's own daemons may have
-// made, so that the check passes beside other daemons (another flyd's, a
-// container engine's) and still fails on a leak of the suite's own: the
-// suite's daemons keep every path under DIR (its TMPDIR), so a namespace
-// bound, or a link whose alias (its namespace's path) lies, outside DIR
-// is another's; a table or cgroup named after a cgroup parent that a live
-// daemon holds (its flock, read from /proc/locks, never taken) is that
-// daemon's, and at the suite's end none of its own is alive.
+// With -suite DIR and -skip-held it lists only what the suite's own
+// daemons may have made, so that the check passes beside other daemons
+// (another flyd's, a container engine's) and still fails on a leak of the
+// suite's own: the suite's daemons keep every path under DIR (its TMPDIR),
+// so a namespace bound, or a link whose alias (its namespace's path) lies,
+// outside DIR is another's (-suite); a table or cgroup named after a
+// cgroup parent that a live daemon holds (its flock, read from /proc/locks,
+// never taken) is that daemon's, and at the suite's end none of its own is
+// alive (-skip-held, for the list after the suite: the one before lists
+// them all, so that one of a daemon that stopped meanwhile is no news).
 package main
 
 import (
@@ -31,13 +33,14 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "", "list only what daemons whose paths are under this directory may have made")
+	suite := flag.String("suite", "", "list namespaces and links only under this directory")
+	skipHeld := flag.Bool("skip-held", false, "leave out the tables and cgroups of the cgroup parents live daemons hold")
 	flag.Parse()
 	mine := func(path string) bool {
 		return *suite == "" || path == *suite || strings.HasPrefix(path, strings.TrimSuffix(*suite, "/")+"/")
 	}
 	held := func(string) bool { return false }
-	if *suite != "" {
+	if *skipHeld {
 		held = heldParents()
 	}
 	var out []string
