@@ -1,0 +1,119 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/flyd-dev/flyd/api"
+)
+
+// peerUser is a user of this host that a test makes a peer of the
+// daemon: the CLI runs with its uid and gid, and the socket's group.
+type peerUser struct {
+	name     string
+	uid, gid uint32
+}
+
+// peerUsers are the users the trust tests run the CLI as: two peers
+// (Debian's www-data and games) and nobody, which root's workloads run
+// as. The test skips where the host has none of them.
+func peerUsers(t *testing.T) (p1, p2, nobody peerUser) {
+	t.Helper()
+	get := func(name string) peerUser {
+		u, err := user.Lookup(name)
+		if err != nil {
+			t.Skipf("no user %s on this host to run the CLI as: %v", name, err)
+		}
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+		return peerUser{name: name, uid: uint32(uid), gid: uint32(gid)}
+	}
+	return get("www-data"), get("games"), get("nobody")
+}
+
+// as runs the CLI as u, a member of the socket's group gid.
+func (d *daemon) as(t *testing.T, u peerUser, gid int, args ...string) (string, string, int) {
+	t.Helper()
+	return runAs(t, d.socket, u.uid, u.gid, []uint32{uint32(gid)}, args...)
+}
+
+// procUID is the real uid of a running workload's process.
+func procUID(t *testing.T, pid int) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+			n, _ := strconv.ParseUint(f[1], 10, 32)
+			return uint32(n)
+		}
+	}
+	t.Fatalf("no Uid line in /proc/%d/status", pid)
+	return 0
+}
+
+// TestTrustPeerRunsAsItself (issue 49, High 1): a peer that applies a
+// workload as another peer's user, or as nobody that root's workloads run
+// as, is refused; its workloads run as its own uid, with `user:` absent
+// or naming itself. A member of the socket group that --peer-users does
+// not name runs nothing. Root still runs as anyone.
+func TestTrustPeerRunsAsItself(t *testing.T) {
+	t.Parallel()
+	gid := usersGroup(t)
+	p1, p2, nobody := peerUsers(t)
+	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", p1.name+","+p2.name))
+
+	// Root's workload as nobody, with a secret in its environment.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "rnob2.yaml", "name: rnob2\ncommand: [\"@PROG@\", signals]\nuser: nobody\nsecret_env: {TOKEN: hunter2}\n"))
+	if w := d.waitState(t, "rnob2", api.StateRunning); procUID(t, w.PID) != nobody.uid {
+		t.Fatalf("root's rnob2 runs as uid %d; want nobody", procUID(t, w.PID))
+	}
+	// The second peer's own workload, with no user: it runs as itself.
+	if _, errOut, code := d.as(t, p2, gid, "apply", "-f", d.writeSpec(t, "p2w.yaml", "name: p2w\ncommand: [\"@PROG@\", signals]\nsecret_env: {TOKEN: p2-secret}\n")); code != 0 {
+		t.Fatalf("%s's apply: exit %d, %s", p2.name, code, errOut)
+	}
+	if w := d.waitState(t, "p2w", api.StateRunning); procUID(t, w.PID) != p2.uid || w.Spec.User != p2.name {
+		t.Errorf("%s's p2w runs as uid %d, user %q; want %d, %s", p2.name, procUID(t, w.PID), w.Spec.User, p2.uid, p2.name)
+	}
+
+	// The attack: the first peer runs as the second peer, as nobody, as
+	// root. Each is refused, naming the field, and nothing runs.
+	for _, as := range []string{p2.name, strconv.Itoa(int(p2.uid)), "nobody", "root", "0"} {
+		_, errOut, code := d.as(t, p1, gid, "apply", "-f", d.writeSpec(t, "steal.yaml", fmt.Sprintf("name: steal\ncommand: [\"@PROG@\", signals]\nuser: %q\n", as)))
+		if code != 1 || !strings.Contains(errOut, "(forbidden)") || !strings.Contains(errOut, "user: \""+as+"\": a caller other than root runs its workloads as itself, "+p1.name) {
+			t.Errorf("%s applying a workload as %s: exit %d, %s; want forbidden, field user", p1.name, as, code, errOut)
+		}
+	}
+	if _, err := d.client.Get(t.Context(), "steal"); err == nil {
+		t.Errorf("a refused apply left workload steal")
+	}
+	// As itself, by name, by uid, or with no user.
+	for i, as := range []string{"", "user: " + p1.name + "\n", fmt.Sprintf("user: \"%d\"\n", p1.uid)} {
+		name := fmt.Sprintf("own%d", i)
+		if _, errOut, code := d.as(t, p1, gid, "apply", "-f", d.writeSpec(t, name+".yaml", "name: "+name+"\ncommand: [\"@PROG@\", signals]\n"+as)); code != 0 {
+			t.Fatalf("%s's apply of %q: exit %d, %s", p1.name, as, code, errOut)
+		}
+		if w := d.waitState(t, name, api.StateRunning); procUID(t, w.PID) != p1.uid {
+			t.Errorf("%s's %s (%q) runs as uid %d; want %d", p1.name, name, as, procUID(t, w.PID), p1.uid)
+		}
+	}
+	// A member that is no peer user runs nothing, not even as itself.
+	_, errOut, code := d.as(t, nobody, gid, "apply", "-f", d.writeSpec(t, "nob.yaml", "name: nob\ncommand: [\"@PROG@\", signals]\nuser: nobody\n"))
+	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("user: uid %d is not a peer user here (%s)", nobody.uid, strings.Join([]string{p2.name, p1.name}, ", "))) {
+		t.Errorf("nobody, a member that is no peer user: exit %d, %s; want forbidden", code, errOut)
+	}
+	// Root runs anything as anyone, a peer's user too.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "ras.yaml", "name: ras\ncommand: [\"@PROG@\", signals]\nuser: "+p1.name+"\n"))
+	if w := d.waitState(t, "ras", api.StateRunning); procUID(t, w.PID) != p1.uid {
+		t.Errorf("root's ras as %s runs as uid %d", p1.name, procUID(t, w.PID))
+	}
+	if w := d.get(t, "rnob2"); w.Restarts != 0 || w.State != api.StateRunning {
+		t.Errorf("root's rnob2 after the attack: %s, %d restarts", w.State, w.Restarts)
+	}
+}
