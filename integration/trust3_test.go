@@ -117,3 +117,49 @@ func TestTrustPeerRunsAsItself(t *testing.T) {
 		t.Errorf("root's rnob2 after the attack: %s, %d restarts", w.State, w.Restarts)
 	}
 }
+
+// TestTrustPeerUsesRootSecrets (issue 49, High 2): a peer's workload that
+// uses root's rsvc is given its address and its public configuration, but
+// not its secret_configuration, until root opens rsvc to peers by a
+// policy (the rule that opens its endpoints to a peer's uses). Root's own
+// consumer is given everything.
+func TestTrustPeerUsesRootSecrets(t *testing.T) {
+	t.Parallel()
+	gid := usersGroup(t)
+	p1, _, _ := peerUsers(t)
+	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", p1.name))
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "rsvc.yaml", `name: rsvc
+command: ["@PROG@", signals]
+identity: {module: store, service: rsvc}
+endpoints: [{name: tcp, api: tcp, port: ephemeral}]
+configuration: {conn: {url: "pg://rsvc"}}
+secret_configuration: {conn: {password: "s3cr3t-of-root"}}
+`))
+	d.waitState(t, "rsvc", api.StateRunning)
+	const (
+		pass = "CODEFLY__SERVICE_SECRET_CONFIGURATION__STORE__RSVC__CONN__PASSWORD"
+		url  = "CODEFLY__SERVICE_CONFIGURATION__STORE__RSVC__CONN__URL=pg://rsvc"
+	)
+	consumer := "command: [\"@PROG@\", env]\nuses: [rsvc]\n"
+	// The attack: the peer's consumer prints its environment.
+	if _, errOut, code := d.as(t, p1, gid, "apply", "-f", d.writeSpec(t, "pcons.yaml", "name: pcons\n"+consumer)); code != 0 {
+		t.Fatalf("the peer's apply: exit %d, %s", code, errOut)
+	}
+	text := d.waitLog(t, "pcons", url)
+	if strings.Contains(text, pass) || strings.Contains(text, "s3cr3t-of-root") {
+		t.Errorf("a peer's consumer of root's rsvc was given its secret configuration:\n%s", text)
+	}
+	if !strings.Contains(text, "CODEFLY__ENDPOINT__STORE__RSVC__TCP__TCP=") {
+		t.Errorf("a peer's consumer of root's rsvc was not given its endpoint:\n%s", text)
+	}
+	// Root's own consumer is given the secret.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "rcons.yaml", "name: rcons\n"+consumer))
+	d.waitLog(t, "rcons", pass+"=s3cr3t-of-root")
+
+	// Root opens rsvc to peers: the peer's next run is given it.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "open.yaml", "kind: policy\nname: rsvc-peers\nselect: {workloads: [rsvc]}\ningress: [{from: {users: true, peers: true}}]\n"))
+	if _, errOut, code := d.as(t, p1, gid, "restart", "pcons"); code != 0 {
+		t.Fatalf("the peer's restart: exit %d, %s", code, errOut)
+	}
+	d.waitLog(t, "pcons", pass+"=s3cr3t-of-root")
+}

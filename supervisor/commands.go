@@ -182,7 +182,7 @@ func (s *Supervisor) prepare(ctx context.Context, sp *spec.Workload, o ApplyOpti
 	}
 	// Checked before any port is taken: a spec the kernel would refuse
 	// must not hold a port. Port placeholders are as long as real ports.
-	resolved, used, err := s.wire(sp, true)
+	resolved, used, err := s.wire(sp, o.By, true)
 	if err != nil {
 		return nil, err
 	}
