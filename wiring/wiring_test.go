@@ -118,8 +118,12 @@ func TestUsesOwners(t *testing.T) {
 		"p1svc": secret(producer("p1svc", "store", spec.Endpoint{Name: "tcp", API: "tcp"}), 1001),
 		"p2svc": secret(producer("p2svc", "store", spec.Endpoint{Name: "tcp", API: "tcp"}), 1002),
 	}
-	pass := func(svc string) string { return "CODEFLY__SERVICE_SECRET_CONFIGURATION__STORE__" + strings.ToUpper(svc) + "__CONN__PASSWORD" }
-	url := func(svc string) string { return "CODEFLY__SERVICE_CONFIGURATION__STORE__" + strings.ToUpper(svc) + "__CONN__URL" }
+	pass := func(svc string) string {
+		return "CODEFLY__SERVICE_SECRET_CONFIGURATION__STORE__" + strings.ToUpper(svc) + "__CONN__PASSWORD"
+	}
+	url := func(svc string) string {
+		return "CODEFLY__SERVICE_CONFIGURATION__STORE__" + strings.ToUpper(svc) + "__CONN__URL"
+	}
 	for _, tt := range []struct {
 		name   string
 		by     uint32
