@@ -218,6 +218,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Logger:           log,
 		StopOnClose:      cfg.StopOnExit,
 		AdvertiseAddress: cfg.AdvertiseAddress,
+		PeerLanes:        policy != nil,
 	})
 	if err != nil {
 		l.Close()

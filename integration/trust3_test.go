@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,4 +163,87 @@ secret_configuration: {conn: {password: "s3cr3t-of-root"}}
 		t.Fatalf("the peer's restart: exit %d, %s", code, errOut)
 	}
 	d.waitLog(t, "pcons", pass+"=s3cr3t-of-root")
+}
+
+// TestTrustPeerClaimsRootNames (issue 49, High 4): a peer that takes a
+// name first never becomes what root's name resolves to. Root's workload
+// is refused a network a peer made (ci-shared, where the peer listens on
+// 5432), and a project's network a peer made first (ci-8.net), naming
+// the owner, rather than joining it or failing port_in_use; the peer is
+// refused the replica names of root's group, and root's group the names a
+// peer took before it, naming the owner; a `uses` of root's never
+// resolves to the peer's workload that took a removed producer's name.
+func TestTrustPeerClaimsRootNames(t *testing.T) {
+	t.Parallel()
+	gid := usersGroup(t)
+	p1, _, _ := peerUsers(t)
+	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", p1.name))
+	peer := func(args ...string) (string, string, int) { return d.as(t, p1, gid, args...) }
+	mustPeer := func(args ...string) {
+		t.Helper()
+		if _, errOut, code := peer(args...); code != 0 {
+			t.Fatalf("the peer's %v: exit %d, %s", args, code, errOut)
+		}
+	}
+	refused := func(what, want string, args ...string) {
+		t.Helper()
+		out, errOut, code := runCLI(t, d.socket, args...)
+		if code == 0 || !strings.Contains(out+errOut, want) {
+			t.Errorf("%s: exit %d, %s %s; want refused: %s", what, code, out, errOut, want)
+		}
+	}
+	owner := fmt.Sprintf("of uid %d", p1.uid)
+
+	// A network: the peer's listener in ci-shared.
+	mustPeer("apply", "-f", d.writeSpec(t, "lurk.yaml", "name: lurk\ncommand: [\"@PROG@\", signals]\nnetwork: ci-shared\nendpoints: [{name: pg, port: 5432}]\n"))
+	refused("root's rapp in the peer's network", "network ci-shared holds workload lurk "+owner,
+		"apply", "-f", d.writeSpec(t, "rapp.yaml", "name: rapp\ncommand: [\"@PROG@\", signals]\nnetwork: ci-shared\nenv: {PGPASSWORD: root-pass}\n"))
+	// A project's network, taken before root's up.
+	mustPeer("apply", "-p", "ci-8", "-f", d.writeSpec(t, "squat.yaml", "name: squat\ncommand: [\"@PROG@\", signals]\nnetwork: net\nendpoints: [{name: pg, port: 5432}]\n"))
+	stack := filepath.Join(d.dir, "stack")
+	if err := os.MkdirAll(stack, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stack, "pg.yaml"), []byte("name: pg\ncommand: [\""+d.prog+"\", signals]\nnetwork: net\nendpoints: [{name: pg, port: 5432}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused("root's up -p ci-8", "network ci-8.net holds workload ci-8.squat "+owner, "up", "-p", "ci-8", "-f", stack)
+	if _, err := d.client.Get(t.Context(), "ci-8.pg"); err == nil {
+		t.Errorf("root's ci-8.pg was applied into the peer's network")
+	}
+	// Root opens a network to peers by its document: then it joins it.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "open.yaml", "kind: network\nname: ci-shared\npeers: true\n"))
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "rapp.yaml", "name: rapp\ncommand: [\"@PROG@\", signals]\nnetwork: ci-shared\n"))
+
+	// Replica names: root's group rg, and a name the peer takes first.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "rg.yaml", "name: rg\ncommand: [\"@PROG@\", signals]\nreplicas: 2\n"))
+	if _, errOut, code := peer("apply", "-f", d.writeSpec(t, "rg3.yaml", "name: rg-3\ncommand: [\"@PROG@\", signals]\n")); code != 1 || !strings.Contains(errOut, "rg-3 is a replica name of rg, a workload of uid 0") {
+		t.Errorf("the peer's rg-3: exit %d, %s; want forbidden", code, errOut)
+	}
+	d.mustCLI(t, "scale", "rg", "3")
+	if w := d.get(t, "rg-3"); w.AppliedBy != 0 {
+		t.Errorf("rg-3 after root's scale: applied by %d", w.AppliedBy)
+	}
+	mustPeer("apply", "-f", d.writeSpec(t, "qg2.yaml", "name: qg-2\ncommand: [\"@PROG@\", signals]\n"))
+	refused("root's group over the peer's qg-2", "replica qg-2 of qg: qg-2 is a workload of uid "+strconv.Itoa(int(p1.uid)),
+		"apply", "-f", d.writeSpec(t, "qg.yaml", "name: qg\ncommand: [\"@PROG@\", signals]\nreplicas: 2\n"))
+	if _, err := d.client.Get(t.Context(), "qg-1"); err == nil {
+		t.Errorf("a refused group left qg-1")
+	}
+
+	// A uses: root's app3 uses pg3; root removes pg3; the peer's pg3, of
+	// the same identity, is never what app3 gets.
+	pg3 := "name: pg3\ncommand: [\"@PROG@\", signals]\nidentity: {module: store, service: pg3}\nendpoints: [{name: tcp, api: tcp, port: ephemeral}]\n"
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "pg3.yaml", pg3))
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "app3.yaml", "name: app3\ncommand: [\"@PROG@\", env]\nuses: [pg3]\n"))
+	d.waitLog(t, "app3", "CODEFLY__ENDPOINT__STORE__PG3__TCP__TCP=")
+	d.mustCLI(t, "rm", "pg3")
+	mustPeer("apply", "-f", d.writeSpec(t, "ppg3.yaml", pg3))
+	want := fmt.Sprintf("uses[0]: pg3 is a workload of uid %d: root's documents name root's workloads alone", p1.uid)
+	refused("root's restart of app3", want, "restart", "app3")
+	if w := d.get(t, "app3"); w.State != api.StateFailed || !strings.Contains(w.LastError, want) {
+		t.Errorf("app3 after the peer took pg3: %s, %q; want failed, naming the owner", w.State, w.LastError)
+	}
+	refused("root's new consumer of the peer's pg3", want,
+		"apply", "-f", d.writeSpec(t, "app4.yaml", "name: app4\ncommand: [\"@PROG@\", env]\nuses: [pg3]\n"))
 }

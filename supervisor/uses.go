@@ -19,8 +19,7 @@ func (v wired) Lookup(name string) (wiring.Workload, bool) {
 	if len(ms) == 0 {
 		return wiring.Workload{}, false
 	}
-	view := ms[0].snapshot(false)
-	return wiring.Workload{Spec: ms[0].specNow(), Ports: view.Ports, AppliedBy: view.AppliedBy}, true
+	return wiring.Workload{Spec: ms[0].specNow(), Ports: ms[0].snapshot(false).Ports, AppliedBy: v.s.ownerOf(ms[0])}, true
 }
 
 // All is every workload, a group once (as Lookup gives it): its replicas
@@ -37,8 +36,7 @@ func (v wired) All() []wiring.Workload {
 			seen[w.group] = true
 			w = v.s.members(w.group)[0]
 		}
-		view := w.snapshot(false)
-		out = append(out, wiring.Workload{Spec: w.specNow(), Ports: view.Ports, AppliedBy: view.AppliedBy})
+		out = append(out, wiring.Workload{Spec: w.specNow(), Ports: w.snapshot(false).Ports, AppliedBy: v.s.ownerOf(w)})
 	}
 	return out
 }
@@ -57,6 +55,9 @@ func (v wired) OpenToPeers(name, network string) string { return v.s.net.OpenToP
 // name is the more specific). With placeholder, ports not assigned yet
 // stand in as long as real ones.
 func (s *Supervisor) wire(c *spec.Workload, by uint32, placeholder bool) (resolved *spec.Workload, used map[string]string, err error) {
+	if !s.cfg.PeerLanes {
+		by = 0 // every caller is root's equal
+	}
 	if used, err = wiring.Uses(c, by, wired{s}, placeholder); err != nil {
 		return nil, nil, err
 	}
