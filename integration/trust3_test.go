@@ -247,3 +247,37 @@ func TestTrustPeerClaimsRootNames(t *testing.T) {
 	refused("root's new consumer of the peer's pg3", want,
 		"apply", "-f", d.writeSpec(t, "app4.yaml", "name: app4\ncommand: [\"@PROG@\", env]\nuses: [pg3]\n"))
 }
+
+// TestTrustPathSearchedAsUser (issue 49, Low): a peer's workload whose PATH
+// leads into a directory of root's that it may not search is told its
+// program is not found, exactly as for a program that is nowhere: what
+// root's directories hold is not told by "permission denied".
+func TestTrustPathSearchedAsUser(t *testing.T) {
+	t.Parallel()
+	gid := usersGroup(t)
+	p1, _, _ := peerUsers(t)
+	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", p1.name))
+	hidden := filepath.Join(d.dir, "rootbin")
+	if err := os.Mkdir(hidden, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hidden, "secret-tool"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	errs := map[string]string{}
+	for _, prog := range []string{"secret-tool", "no-such-tool"} {
+		name := strings.TrimSuffix(prog, "-tool")
+		spec := fmt.Sprintf("name: %s\ncommand: [%s]\nenv: {PATH: %q}\nrestart: {policy: never}\n", name, prog, hidden)
+		_, _, _ = d.as(t, p1, gid, "apply", "-f", d.writeSpec(t, name+".yaml", spec))
+		w := d.waitState(t, name, api.StateFailed)
+		errs[prog] = strings.ReplaceAll(w.LastError, prog, "PROG")
+	}
+	if errs["secret-tool"] != errs["no-such-tool"] || !strings.Contains(errs["secret-tool"], "not found in the workload's PATH") {
+		t.Errorf("a program in root's closed directory: %q; a program nowhere: %q; want the same, not found", errs["secret-tool"], errs["no-such-tool"])
+	}
+	// Root's workload of the same spec finds it.
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "rsecret.yaml", fmt.Sprintf("name: rsecret\ncommand: [secret-tool]\nenv: {PATH: %q}\nrestart: {policy: never}\n", hidden)))
+	if w := d.waitState(t, "rsecret", api.StateExited); w.LastExit == nil || w.LastExit.Code != 0 {
+		t.Errorf("root's run of secret-tool: %+v", w.LastExit)
+	}
+}
