@@ -44,9 +44,9 @@ import (
 // parsed.
 type Config struct {
 	Socket, SocketGroup string
-	// PeerUsers are the users a caller other than root may run workloads
-	// as (comma-separated); empty, every member of the socket group is
-	// root's equal.
+	// PeerUsers are the users that may be peers (comma-separated): a
+	// caller other than root runs workloads only as itself, and only if
+	// named; empty, every member of the socket group is root's equal.
 	PeerUsers        string
 	StateDir, RunDir string
 	WorkloadsDir     string
@@ -218,6 +218,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Logger:           log,
 		StopOnClose:      cfg.StopOnExit,
 		AdvertiseAddress: cfg.AdvertiseAddress,
+		PeerLanes:        policy != nil,
 	})
 	if err != nil {
 		l.Close()

@@ -56,7 +56,7 @@ func (p execProbe) Check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("exec %s: %w", name, err)
 	}
-	path, err := execenv.LookPath(name, p.env)
+	path, err := execenv.LookPathAs(name, p.env, p.cred)
 	if err != nil {
 		return err
 	}

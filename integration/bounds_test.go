@@ -338,8 +338,8 @@ func TestWorkloadsDirNeverAdopted(t *testing.T) {
 	}
 }
 
-// TestPeerUsersPolicy: with --peer-users, a member of the socket group may
-// run native workloads as the users named, and nothing as root.
+// TestPeerUsersPolicy: with --peer-users, a member of the socket group
+// that it names may run native workloads as itself, and nothing as root.
 func TestPeerUsersPolicy(t *testing.T) {
 	t.Parallel()
 	gid := usersGroup(t)
@@ -350,11 +350,10 @@ func TestPeerUsersPolicy(t *testing.T) {
 	for _, tt := range []struct {
 		name, spec, want string
 	}{
-		{"no user", "name: a\ncommand: [\"@PROG@\", signals]\n", "user: is required of a caller other than root"},
-		{"root", "name: a\ncommand: [\"@PROG@\", signals]\nuser: root\n", `user: "root" is not a user`},
-		{"uid 0", "name: a\ncommand: [\"@PROG@\", signals]\nuser: \"0\"\n", `user: "0" is not a user`},
+		{"root", "name: a\ncommand: [\"@PROG@\", signals]\nuser: root\n", `user: "root": a caller other than root runs its workloads as itself`},
+		{"uid 0", "name: a\ncommand: [\"@PROG@\", signals]\nuser: \"0\"\n", `user: "0": a caller other than root runs its workloads as itself`},
 		{"nix", "name: a\nkind: nix\nnix: {flake: \"path:/x\"}\ncommand: [hello]\nuser: nobody\n", "kind: a caller other than root may run only native"},
-		{"in a batch", "name: b\ncommand: [\"@PROG@\", signals]\nuser: nobody\n---\nname: a\ncommand: [\"@PROG@\", signals]\n", "workload a: user: is required"},
+		{"in a batch", "name: b\ncommand: [\"@PROG@\", signals]\nuser: nobody\n---\nname: a\ncommand: [\"@PROG@\", signals]\nuser: root\n", `workload a: user: "root"`},
 		{"a policy", "kind: policy\nname: p\nselect: {networks: [ci-x]}\ningress: []\n", "policy p: policy documents are root's"},
 		{"a network document", "kind: network\nname: ci-x\negress: false\n", "network ci-x: network documents are root's"},
 		{"a workspace document", "kind: workspace\nname: w\nconfiguration: {app: {mode: x}}\n", "workspace w: workspace documents are root's"},

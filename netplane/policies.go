@@ -53,6 +53,18 @@ func (p *Plane) HasPolicy(name string) bool {
 	return ok
 }
 
+// OpenToPeers names a policy that admits the users of workload x (in
+// network) that callers other than root applied (an ingress rule's
+// `from: {users: true, peers: true}`), "" when none does.
+func (p *Plane) OpenToPeers(x, network string) string {
+	p.docMu.Lock()
+	defer p.docMu.Unlock()
+	if name := peersPolicy(x, network, p.policies); name != "-" {
+		return name
+	}
+	return ""
+}
+
 // Policies is every policy with what it guards now.
 func (p *Plane) Policies() []status.Policy {
 	p.docMu.Lock()

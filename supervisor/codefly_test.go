@@ -31,7 +31,7 @@ func TestUsesAsCodeflyGivesThem(t *testing.T) {
 	}
 	front := fakeSpec("front", "stubborn")
 	front.Uses = []string{"billing"}
-	_, vars, err := s.wire(front, false)
+	_, vars, err := s.wire(front, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestUsesAsCodeflyGivesThem(t *testing.T) {
 
 	ref := fakeSpec("ref", "stubborn")
 	ref.Env = map[string]string{"RPC": "${endpoint:billing/billing/grpc}"}
-	resolved, _, err := s.wire(ref, false)
+	resolved, _, err := s.wire(ref, 0, false)
 	if err != nil {
 		t.Fatalf("a reference by API with one reachable grpc endpoint: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestConfigurationsAsCodeflyGivesThem(t *testing.T) {
 	app := fakeSpec("app", "stubborn")
 	app.Uses = []string{"pg"}
 	app.Configuration = spec.Configurations{"feature": {"on": "yes"}}
-	_, used, err := s.wire(app, false)
+	_, used, err := s.wire(app, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func (s *Supervisor) normalize(ctx context.Context, sp *spec.Workload, o ApplyOp
 		return nil, fmt.Errorf("%w: %s is a replica of %s: apply or scale the group", errdefs.ErrConflict, sp.Name, w.group)
 	}
 	if sp.Replicated() {
-		return sp, nil
+		return sp, s.replicasOwned(sp, o.By)
 	}
 	if err := s.removeGroup(ctx, sp.Name, o.caller(), nil); err != nil {
 		return nil, fmt.Errorf("%s stops being a group of replicas: %w", sp.Name, err)
@@ -179,10 +179,15 @@ func (s *Supervisor) prepare(ctx context.Context, sp *spec.Workload, o ApplyOpti
 		if err := s.laneOf(sp, o.By); err != nil {
 			return nil, err
 		}
+		if err := s.replicaNameOf(sp.Name, o.By); err != nil {
+			return nil, err
+		}
+	} else if err := s.networkOwned(sp, o.By); err != nil {
+		return nil, err
 	}
 	// Checked before any port is taken: a spec the kernel would refuse
 	// must not hold a port. Port placeholders are as long as real ports.
-	resolved, used, err := s.wire(sp, true)
+	resolved, used, err := s.wire(sp, o.By, true)
 	if err != nil {
 		return nil, err
 	}

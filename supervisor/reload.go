@@ -18,7 +18,7 @@ import (
 // execIn is argv run for the workload as its exec check is: inside its
 // network and cgroup, as its user, with its environment.
 func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, error) {
-	resolved, used, err := w.s.wire(w.spec, false)
+	resolved, used, err := w.s.wire(w.spec, w.by, false)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func (w *workload) launch() (driver.Process, error) {
 		<-w.lastRun
 		w.lastRun = nil
 	}
-	resolved, used, err := w.s.wire(w.spec, false)
+	resolved, used, err := w.s.wire(w.spec, w.by, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
 	}

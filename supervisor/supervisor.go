@@ -72,6 +72,10 @@ type Config struct {
 	// by the daemon and kept by the documents: each workload gets its
 	// workspace's configurations from its next start.
 	Workspaces *workspace.Set
+	// PeerLanes says that --peer-users holds callers other than root to
+	// lanes of their own: then a name of root's resolves to root's
+	// workloads alone (owners.go). Without it every caller is root's equal.
+	PeerLanes bool
 }
 
 // Supervisor owns every workload of one daemon.

@@ -19,7 +19,7 @@ func (v wired) Lookup(name string) (wiring.Workload, bool) {
 	if len(ms) == 0 {
 		return wiring.Workload{}, false
 	}
-	return wiring.Workload{Spec: ms[0].specNow(), Ports: ms[0].snapshot(false).Ports}, true
+	return wiring.Workload{Spec: ms[0].specNow(), Ports: ms[0].snapshot(false).Ports, AppliedBy: v.s.ownerOf(ms[0])}, true
 }
 
 // All is every workload, a group once (as Lookup gives it): its replicas
@@ -36,7 +36,7 @@ func (v wired) All() []wiring.Workload {
 			seen[w.group] = true
 			w = v.s.members(w.group)[0]
 		}
-		out = append(out, wiring.Workload{Spec: w.specNow(), Ports: w.snapshot(false).Ports})
+		out = append(out, wiring.Workload{Spec: w.specNow(), Ports: w.snapshot(false).Ports, AppliedBy: v.s.ownerOf(w)})
 	}
 	return out
 }
@@ -45,14 +45,20 @@ func (v wired) Address(consumer, producer *spec.Workload, m status.PortMapping) 
 	return v.s.net.Address(consumer, producer, m)
 }
 
-// wire is what a workload is given of the others: its spec with its
-// `${endpoint:…}` references resolved (wiring.References), and the values
+func (v wired) OpenToPeers(name, network string) string { return v.s.net.OpenToPeers(name, network) }
+
+// wire is what a workload that the caller of uid by applied is given of
+// the others: its spec with its `${endpoint:…}` references resolved
+// (wiring.References), and the values
 // it is given, its workspace document's configurations, then what its
 // `uses` give (wiring.Uses: a producer's own configuration of the same
 // name is the more specific). With placeholder, ports not assigned yet
 // stand in as long as real ones.
-func (s *Supervisor) wire(c *spec.Workload, placeholder bool) (resolved *spec.Workload, used map[string]string, err error) {
-	if used, err = wiring.Uses(c, wired{s}, placeholder); err != nil {
+func (s *Supervisor) wire(c *spec.Workload, by uint32, placeholder bool) (resolved *spec.Workload, used map[string]string, err error) {
+	if !s.cfg.PeerLanes {
+		by = 0 // every caller is root's equal
+	}
+	if used, err = wiring.Uses(c, by, wired{s}, placeholder); err != nil {
 		return nil, nil, err
 	}
 	if vars := s.workspaces.Vars(c); vars != nil {

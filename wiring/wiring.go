@@ -14,10 +14,12 @@ import (
 )
 
 // Workload is what wiring reads of a workload: its spec, secrets
-// included, and its ports.
+// included, its ports, and who applied it.
 type Workload struct {
 	Spec  *spec.Workload
 	Ports []status.PortMapping
+	// AppliedBy is the uid of the caller that applied it; 0 for root.
+	AppliedBy uint32
 }
 
 // World is what wiring reads of the daemon.
@@ -29,4 +31,9 @@ type World interface {
 	// Address is what consumer is given of producer's endpoint m, from
 	// where it runs (netplane.Plane.Address).
 	Address(consumer, producer *spec.Workload, m status.PortMapping) (string, error)
+	// OpenToPeers names the policy by which root opened the workload of a
+	// full name, in network, to the consumers that callers other than
+	// root applied (an ingress rule's `from: {users: true, peers:
+	// true}`); "" when none does.
+	OpenToPeers(name, network string) string
 }

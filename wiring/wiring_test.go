@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -30,6 +31,15 @@ func (w world) Address(c, p *spec.Workload, m status.PortMapping) (string, error
 		return "http://" + m.Address("native"), nil
 	}
 	return m.Address("native"), nil
+}
+
+// OpenToPeers opens the workloads named "open…" to peers, as a policy
+// named after them would.
+func (w world) OpenToPeers(name, network string) string {
+	if strings.HasPrefix(name, "open") {
+		return "peers-" + name
+	}
+	return ""
 }
 
 func producer(name, module string, eps ...spec.Endpoint) Workload {
@@ -73,7 +83,7 @@ func TestUses(t *testing.T) {
 		{"out of reach", []string{"down"}, nil, "out of reach"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Uses(consumer(tt.uses...), w, false)
+			got, err := Uses(consumer(tt.uses...), 0, w, false)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Errorf("Uses = %v, %v; want an error with %q", got, err, tt.err)
@@ -87,6 +97,62 @@ func TestUses(t *testing.T) {
 				if got[k] != v {
 					t.Errorf("%s = %q, want %q", k, got[k], v)
 				}
+			}
+		})
+	}
+}
+
+// TestUsesOwners: a `uses` resolves to its owner's workloads or root's,
+// never to another caller's; and a producer's secret configuration reaches
+// a consumer that another caller applied only where a policy of root's
+// opens it to peers. Root's consumers are given everything of root's.
+func TestUsesOwners(t *testing.T) {
+	secret := func(p Workload, by uint32) Workload {
+		p.Spec.SecretConfiguration = spec.Configurations{"conn": {"password": "X"}}
+		p.AppliedBy = by
+		return p
+	}
+	w := world{
+		"rsvc":  secret(producer("rsvc", "store", spec.Endpoint{Name: "tcp", API: "tcp"}), 0),
+		"opens": secret(producer("opens", "store", spec.Endpoint{Name: "tcp", API: "tcp"}), 0),
+		"p1svc": secret(producer("p1svc", "store", spec.Endpoint{Name: "tcp", API: "tcp"}), 1001),
+		"p2svc": secret(producer("p2svc", "store", spec.Endpoint{Name: "tcp", API: "tcp"}), 1002),
+	}
+	pass := func(svc string) string {
+		return "CODEFLY__SERVICE_SECRET_CONFIGURATION__STORE__" + strings.ToUpper(svc) + "__CONN__PASSWORD"
+	}
+	url := func(svc string) string {
+		return "CODEFLY__SERVICE_CONFIGURATION__STORE__" + strings.ToUpper(svc) + "__CONN__URL"
+	}
+	for _, tt := range []struct {
+		name   string
+		by     uint32
+		use    string
+		secret bool
+		err    string
+	}{
+		{"root uses root's", 0, "rsvc", true, ""},
+		{"a peer uses root's: no secret", 1001, "rsvc", false, ""},
+		{"a peer uses root's opened to peers", 1001, "opens", true, ""},
+		{"a peer uses its own", 1001, "p1svc", true, ""},
+		{"a peer uses another peer's", 1002, "p1svc", false, "uses[0]: p1svc is a workload of uid 1001: a caller other than root names its own workloads and root's"},
+		{"root uses a peer's", 0, "p2svc", false, "uses[0]: p2svc is a workload of uid 1002: root's documents name root's workloads alone"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &spec.Workload{Name: "app", Uses: []string{tt.use}}
+			got, err := Uses(c, tt.by, w, false)
+			if tt.err != "" {
+				var r *authz.Refusal
+				if !errors.As(err, &r) || !strings.Contains(err.Error(), tt.err) || strings.Contains(err.Error(), "X") {
+					t.Errorf("Uses = %v, %v; want a refusal: %s", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := got[pass(tt.use)]; ok != tt.secret || got[url(tt.use)] != "pg://"+tt.use {
+				t.Errorf("Uses = %v; want the secret given %v, the public configuration given", got, tt.secret)
 			}
 		})
 	}

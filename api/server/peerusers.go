@@ -14,23 +14,27 @@ import (
 
 // PeerUsersPolicy is what --peer-users turns on. Without it the socket
 // group is root-equivalent, as the docker group is: a member applies any
-// spec, and flyd runs it as root. With it, a caller other than root may
-// apply only native workloads that run as one of users: never as root,
-// and never kind nix (whose builds run as root) or containerd (whose
-// image's root is the host's), nor mount a host path into a container
-// (flyd mounts it as root, and the path can change between apply and
-// mount), nor watch files (flyd would read the tree as root); no host port below the kernel's unprivileged start (which
-// root's servers take), at most
-// maxPeerEndpoints endpoints a workload, and an identity in a workspace of
-// its own, "uid-N" (the default for it), so that it never claims root's
-// modules (private visibility) or registry names. The API holds it to the
-// workloads it applied (caller.go), the supervisor to its networks and
-// its share of ports.
+// spec, and flyd runs it as root. With it, list names the users that may
+// be peers: a caller other than root may apply workloads only if it is
+// one of them, and only native workloads that run as itself (its own
+// uid, the boundary the kernel keeps between it and root and the other
+// peers; an absent `user:` means itself, and is filled in with its name):
+// never as root or another user, and never kind nix (whose builds run as
+// root) or containerd (whose image's root is the host's), nor mount a
+// host path into a container (flyd mounts it as root, and the path can
+// change between apply and mount), nor watch files (flyd would read the
+// tree as root); no host port below the kernel's unprivileged start
+// (which root's servers take), at most maxPeerEndpoints endpoints a
+// workload, and an identity in a workspace of its own, "uid-N" (the
+// default for it), so that it never claims root's modules (private
+// visibility) or registry names. The API holds it to the workloads it
+// applied (caller.go), the supervisor to its networks and its share of
+// ports.
 func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil
 	}
-	allowed := map[uint32]bool{}
+	allowed := map[uint32]string{} // uid: its name
 	var names []string
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
@@ -42,9 +46,9 @@ func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 			return nil, fmt.Errorf("--peer-users: %q: %w", name, err)
 		}
 		if a.UID == 0 {
-			return nil, fmt.Errorf("--peer-users: %q is root, which a caller other than root may never run as", name)
+			return nil, fmt.Errorf("--peer-users: %q is root, which is never a peer", name)
 		}
-		allowed[a.UID] = true
+		allowed[a.UID] = a.Name
 		names = append(names, a.Name)
 	}
 	slices.Sort(names)
@@ -68,12 +72,14 @@ func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 		if w.Kind != spec.KindNative {
 			return api.Forbidden("kind", "a caller other than root may run only native workloads here (%s ones run code as root)", w.Kind)
 		}
-		if w.User == "" {
-			return api.Forbidden("user", "is required of a caller other than root: one of %s", them)
+		self, ok := allowed[p.UID]
+		if !ok {
+			return api.Forbidden("user", "uid %d is not a peer user here (%s): a caller other than root runs workloads only as itself, and only when --peer-users names it", p.UID, them)
 		}
-		a, err := execenv.Lookup(w.User)
-		if err != nil || !allowed[a.UID] {
-			return api.Forbidden("user", "%q is not a user a caller other than root may run as here (one of %s)", w.User, them)
+		if w.User == "" {
+			w.User = self
+		} else if a, err := execenv.Lookup(w.User); err != nil || a.UID != p.UID {
+			return api.Forbidden("user", "%q: a caller other than root runs its workloads as itself, %s (uid %d), or with no user: set", w.User, self, p.UID)
 		}
 		if len(w.Endpoints) > maxPeerEndpoints {
 			return api.Forbidden("endpoints", "a caller other than root declares at most %d endpoints a workload", maxPeerEndpoints)

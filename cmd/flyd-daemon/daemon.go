@@ -52,7 +52,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.config, "config", home.Config, "config file; its keys are these flags' names (absent file = defaults)")
 	fs.StringVar(&cfg.socket, "socket", home.Socket, "API socket")
 	fs.StringVar(&cfg.socketGroup, "socket-group", "flyd", "group whose members may use the socket: root-equivalent unless --peer-users limits them")
-	fs.StringVar(&cfg.peerUsers, "peer-users", "", "users (names or uids, comma-separated) a caller other than root may run native workloads as; nothing else is allowed it")
+	fs.StringVar(&cfg.peerUsers, "peer-users", "", "the users (names or uids, comma-separated) that may be peers: a caller other than root runs only native workloads, as itself, and only if named here")
 	fs.StringVar(&cfg.stateDir, "state-dir", home.StateDir, "specs and logs")
 	fs.StringVar(&cfg.runDir, "run-dir", home.RunDir, "runtime state")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")

@@ -60,7 +60,7 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 			return nil, fmt.Errorf("log pipe: %w", err)
 		}
 	}
-	path, err := execenv.LookPath(t.Args[0], env)
+	path, err := execenv.LookPathAs(t.Args[0], env, attr.Credential)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", driver.ErrExec, err)
 	}
