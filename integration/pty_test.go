@@ -23,6 +23,7 @@ type ptyTerm struct {
 	master *os.File
 	cmd    *exec.Cmd
 	exited chan struct{}
+	read   chan struct{} // closed once the reader read all there is
 
 	mu      sync.Mutex
 	out     bytes.Buffer
@@ -67,15 +68,14 @@ func startPty(t *testing.T, cols, rows int, term string, cmd *exec.Cmd) *ptyTerm
 	cmd.Env = append(env, "TERM="+term)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	p := &ptyTerm{t: t, master: master, cmd: cmd, exited: make(chan struct{}), changed: make(chan struct{})}
+	p := &ptyTerm{t: t, master: master, cmd: cmd, exited: make(chan struct{}), read: make(chan struct{}), changed: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		master.Close()
 		t.Fatal(err)
 	}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
-	read := make(chan struct{})
 	go func() {
-		defer close(read)
+		defer close(p.read)
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := master.Read(buf)
@@ -97,7 +97,7 @@ func startPty(t *testing.T, cols, rows int, term string, cmd *exec.Cmd) *ptyTerm
 			<-p.exited
 		}
 		master.Close()
-		<-read
+		<-p.read
 	})
 	return p
 }
@@ -137,14 +137,18 @@ func (p *ptyTerm) send(s string) {
 	}
 }
 
-// wait waits for the program to exit and returns its exit code.
+// wait waits for the program to exit, and for what it wrote to be read
+// (the reader's EIO: no one holds the other side any more), and returns
+// its exit code.
 func (p *ptyTerm) wait() int {
 	p.t.Helper()
-	select {
-	case <-p.exited:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(waitFor):
-		p.t.Fatalf("%s did not exit within %s; it wrote %q", p.cmd.Path, waitFor, p.output())
-		return -1
+	timeout := time.After(waitFor)
+	for _, ch := range []chan struct{}{p.exited, p.read} {
+		select {
+		case <-ch:
+		case <-timeout:
+			p.t.Fatalf("%s did not exit within %s; it wrote %q", p.cmd.Path, waitFor, p.output())
+		}
 	}
+	return p.cmd.ProcessState.ExitCode()
 }
