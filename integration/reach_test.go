@@ -86,6 +86,10 @@ func reachChecks(t *testing.T, d *daemon, events *stream, port int) {
 	pg := d.get(t, "pg").PID
 	d.applyReach(t, "side", port, "uses: [pg]\n")
 	d.waitLog(t, "side", "dial ok")
+	// Its refusals were before: flyd reach no longer tells it to add pg.
+	if o := d.mustCLI(t, "reach", "pg"); !regexp.MustCompile(`refused side: \d+ times \(before it was admitted: uses: \[pg\]\)`).MatchString(o) {
+		t.Errorf("flyd reach pg, side admitted now:\n%s", o)
+	}
 	d.applyReach(t, "app", port, "")
 	eventually(t, "app refused once its uses is gone", func() error {
 		l := d.logs(t, "app")

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/testenv"
@@ -179,4 +180,32 @@ func TestTopHonoursNoColor(t *testing.T) {
 		}
 	}
 	d.mustCLI(t, "stop", "one", "two")
+}
+
+// firstFrameWithin bounds how long `flyd top` may take to draw its first
+// frame: a start and one draw, far below the 5 s a terminal query that
+// is never answered would wait.
+var firstFrameWithin = 500 * time.Millisecond * time.Duration(timeScale())
+
+// TestTopFirstFrameOnASilentTerminal: on a terminal that answers no query
+// (a plain pty, as many a CI's terminal is, with a TERM that is neither
+// screen's nor tmux's) `flyd top` draws its first frame at once: nothing
+// it might ask the terminal holds it up. It quits on q as anywhere.
+func TestTopFirstFrameOnASilentTerminal(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	cmd := exec.Command(flydBin, "top")
+	cmd.Env = append(cleanEnv(), "FLYD_SOCKET="+d.socket)
+	start := time.Now()
+	p := startPty(t, 100, 30, "xterm-256color", cmd)
+	p.waitOutput("the first frame", 2*firstFrameWithin+5*time.Second, func(out string) bool { return strings.Contains(out, "flyd top") })
+	took := time.Since(start)
+	t.Logf("the first frame in %s", took.Round(time.Millisecond))
+	if took > firstFrameWithin {
+		t.Errorf("the first frame took %s on a terminal that answers no query, want at most %s", took.Round(time.Millisecond), firstFrameWithin)
+	}
+	p.send("q")
+	if code := p.wait(); code != 0 {
+		t.Errorf("flyd top exited %d after q; it wrote %q", code, p.output())
+	}
 }

@@ -47,12 +47,14 @@ type Workload struct {
 	// (stopped, exited or failed), with the reason it got there.
 	Rest      status.State `json:"rest,omitempty"`
 	LastError string       `json:"last_error,omitempty"`
-	// Reason, LastExit and Restarts are the rest of what `inspect` shows
-	// of a workload at rest: a daemon restart keeps them, and a one-shot
-	// that completed is still complete for what waits on it.
-	Reason   string             `json:"reason,omitempty"`
-	LastExit *events.ExitRecord `json:"last_exit,omitempty"`
-	Restarts int                `json:"restarts,omitempty"`
+	// Reason, StartedAt (its last run's start), LastExit and Restarts
+	// are the rest of what `inspect` shows of a workload at rest: a
+	// daemon restart keeps them, and a one-shot that completed is still
+	// complete for what waits on it.
+	Reason    string             `json:"reason,omitempty"`
+	StartedAt *time.Time         `json:"started_at,omitempty"`
+	LastExit  *events.ExitRecord `json:"last_exit,omitempty"`
+	Restarts  int                `json:"restarts,omitempty"`
 	// ScheduledThrough, set while the workload's schedule is armed, is
 	// the instant up to which its times were handled.
 	ScheduledThrough *time.Time `json:"scheduled_through,omitempty"`

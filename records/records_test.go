@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -193,9 +194,10 @@ func TestSavedRecordIsItsEncoding(t *testing.T) {
 	changed := web.Clone()
 	changed.Command = []string{"/bin/sleep", "2"}
 	exit := &events.ExitRecord{Code: 143, Signal: "SIGTERM", Description: "killed by SIGTERM"}
+	started := time.Unix(1700000000, 5).UTC()
 	saves := []Workload{
 		{Spec: web, Running: true, Owner: "web.yaml", By: 1000},
-		{Spec: web, Rest: status.Stopped, Reason: "stopped by request", LastExit: exit, Restarts: 2},
+		{Spec: web, Rest: status.Stopped, Reason: "stopped by request", StartedAt: &started, LastExit: exit, Restarts: 2},
 		{Spec: changed, Running: true},
 		{Spec: changed, Rest: status.Failed, LastError: "boom"},
 	}

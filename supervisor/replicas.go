@@ -97,7 +97,7 @@ func (s *Supervisor) applyGroup(ctx context.Context, g *spec.Workload, o ApplyOp
 	for i := 1; i <= g.Replicas; i++ {
 		r := g.Replica(i)
 		if w, err := s.lookup(r.Name); err == nil && had[i] == nil {
-			return first, fmt.Errorf("%w: replica %s of %s: a workload of that name exists and is no replica of %s", errdefs.ErrConflict, r.Name, g.Name, w.groupName())
+			return first, fmt.Errorf("%w: replica %s of %s: %s", errdefs.ErrConflict, r.Name, g.Name, w.notAReplica())
 		}
 		st, err := s.applyOne(ctx, r, o)
 		if err != nil {
@@ -123,12 +123,13 @@ func (s *Supervisor) applyGroup(ctx context.Context, g *spec.Workload, o ApplyOp
 	return first, errors.Join(errs...)
 }
 
-// groupName is the group a workload is a replica of, or "none".
-func (w *workload) groupName() string {
+// notAReplica says what the workload is, of a name a group's replica
+// would take: a workload of its own, or another group's replica.
+func (w *workload) notAReplica() string {
 	if w.group == "" {
-		return "none"
+		return fmt.Sprintf("a workload named %s exists, of its own, not a replica (flyd rm %s frees the name)", w.name, w.name)
 	}
-	return w.group
+	return fmt.Sprintf("a workload named %s exists, a replica of %s", w.name, w.group)
 }
 
 // awaitReady waits until workload name runs and, with a health check,

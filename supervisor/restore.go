@@ -36,13 +36,24 @@ func (w *workload) detach(stop bool) {
 // that could not be told alive or gone is adopted later, by retries.
 func (w *workload) restore(rec records.Workload, run *records.Recovered) {
 	w.desired, w.owner, w.by = rec.Running, rec.Owner, rec.By
-	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = rec.Owner, rec.By })
+	// What the record keeps of the last run (only a workload at rest's
+	// record has it) is shown until a run replaces it, and kept by a
+	// record saved again below.
+	w.update(func(v *status.Workload) {
+		v.Owner, v.AppliedBy = rec.Owner, rec.By
+		v.LastError, v.StartedAt, v.LastExit, v.Restarts = rec.LastError, rec.StartedAt, rec.LastExit.Exit(), rec.Restarts
+	})
 	if w.s.drivers[rec.Spec.Kind] == nil {
 		w.rest(status.Failed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
 		return
 	}
 	if run != nil {
-		w.update(func(v *status.Workload) { v.Restarts = run.Run.Restarts })
+		w.update(func(v *status.Workload) {
+			v.Restarts = run.Run.Restarts
+			if t := run.Run.Process.StartedAt; !t.IsZero() {
+				v.StartedAt = &t // the run's, ended or not
+			}
+		})
 		// Taken again until it is known to be gone: it may be alive.
 		r := w.newRun()
 		r.Kept = run.Run.Kept
@@ -63,9 +74,6 @@ func (w *workload) restore(rec records.Workload, run *records.Recovered) {
 		if st == "" {
 			st = status.Stopped
 		}
-		w.update(func(v *status.Workload) {
-			v.LastError, v.LastExit, v.Restarts = rec.LastError, rec.LastExit.Exit(), rec.Restarts
-		})
 		w.setState(st, rec.Reason)
 	default:
 		w.start()

@@ -256,7 +256,7 @@ func (s *Supervisor) restore() {
 		initial := status.Workload{State: status.Pending}
 		if !r.Running {
 			initial = status.Workload{State: cmp.Or(r.Rest, status.Stopped), Reason: r.Reason,
-				LastError: r.LastError, LastExit: r.LastExit.Exit(), Restarts: r.Restarts}
+				LastError: r.LastError, StartedAt: r.StartedAt, LastExit: r.LastExit.Exit(), Restarts: r.Restarts}
 		}
 		s.register(r.Spec, s.net.Mappings(r.Spec), initial, func(w *workload) { w.restoreScheduled(r, run) })
 	}

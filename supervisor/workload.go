@@ -277,11 +277,10 @@ func (w *workload) completed() bool {
 // for the change, which must not be told it is done.
 func (w *workload) persist(rest status.State, reason string) error {
 	v := w.view.Load()
-	lastErr, lastExit, restarts := v.LastError, v.LastExit, v.Restarts
 	rec := records.Workload{Spec: w.spec, Running: w.desired, Owner: w.owner, By: w.by, ScheduledThrough: w.sched.Through()}
 	if !w.desired {
-		rec.Rest, rec.LastError, rec.Reason = rest, lastErr, reason
-		rec.LastExit, rec.Restarts = events.RecordExit(lastExit), restarts
+		rec.Rest, rec.LastError, rec.Reason = rest, v.LastError, reason
+		rec.StartedAt, rec.LastExit, rec.Restarts = v.StartedAt, events.RecordExit(v.LastExit), v.Restarts
 	}
 	if err := w.s.store.SaveWorkload(rec); err != nil {
 		w.log.Error("cannot persist desired state", zap.Error(err))

@@ -11,4 +11,23 @@ import (
 	"github.com/flyd-dev/flyd/internal/cli"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	restoreTerm()
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// restoreTerm puts back the TERM of the caller, which `flyd` hides from
+// this program's initialisation (see termHidden in cmd/flyd): TERM is the
+// terminal's again for flyd top, the daemon and what they start.
+func restoreTerm() {
+	term, ok := os.LookupEnv("FLYD_TERM")
+	if !ok {
+		return
+	}
+	os.Unsetenv("FLYD_TERM")
+	if term == "" {
+		os.Unsetenv("TERM")
+	} else {
+		os.Setenv("TERM", term)
+	}
+}

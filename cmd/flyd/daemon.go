@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/flyd-dev/flyd/internal/cli"
@@ -62,7 +63,32 @@ func execDaemon(name string, args ...string) error {
 		return err
 	}
 	argv := append([]string{os.Args[0], name}, args...)
-	return fmt.Errorf("exec %s: %w", path, syscall.Exec(path, argv, os.Environ()))
+	return fmt.Errorf("exec %s: %w", path, syscall.Exec(path, argv, termHidden(os.Environ())))
+}
+
+// callersTerm is where the daemon program finds the TERM of its caller,
+// which it puts back as TERM first thing (cmd/flyd-daemon's main).
+const callersTerm = "FLYD_TERM"
+
+// termHidden is env with TERM=dumb and the caller's TERM in callersTerm.
+// The terminal UI's library (bubbletea v1), when it is initialised and
+// so before the program's main, asks a terminal on stdout its background
+// colour, and waits 5 s for an answer that a plain pty, many a CI's
+// terminal and some tmux setups never give; it asks no terminal whose
+// TERM is dumb. flyd top draws no colour that depends on the background.
+func termHidden(env []string) []string {
+	out := make([]string, 0, len(env)+2)
+	term := ""
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "TERM="):
+			term = kv[len("TERM="):]
+		case strings.HasPrefix(kv, callersTerm+"="):
+		default:
+			out = append(out, kv)
+		}
+	}
+	return append(out, "TERM=dumb", callersTerm+"="+term)
 }
 
 func findDaemon() (string, error) {

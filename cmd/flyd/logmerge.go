@@ -139,11 +139,15 @@ func (m *merger) pick() int {
 // there are several (coloured on a terminal), and behind the time the
 // line was written with timestamps. Lines of different workloads never
 // mix mid-line: a line is held until it ends. One workload's log without
-// either goes out exactly as the log holds it.
+// either goes out exactly as the log holds it, unless escape is set: then
+// its control characters are escaped (escaper), as for a terminal.
 type logPrinter struct {
 	w      io.Writer
 	prefix []string // nil for none
 	stamps bool
+	escape bool
+	esc    []escaper   // a source's, when escape is set
+	buf    []byte      // what is written, escaped
 	parts  [][]byte    // a source's line begun but not printed
 	began  []time.Time // when that line was written
 	mid    []bool      // passing through: inside a line
@@ -196,7 +200,7 @@ func (p *logPrinter) record(i int, r api.LogRecord) error {
 			}
 		}
 		p.mid[i] = !bytes.HasSuffix(r.Data, []byte("\n"))
-		_, err := p.w.Write(r.Data)
+		_, err := p.w.Write(p.escaped(i, r.Data, false))
 		return err
 	}
 	if len(p.parts[i]) == 0 {
@@ -208,14 +212,30 @@ func (p *logPrinter) record(i int, r api.LogRecord) error {
 	}
 	line := p.parts[i]
 	p.parts[i] = line[:0]
-	_, err := io.WriteString(p.w, p.head(i, p.began[i])+string(line))
+	_, err := io.WriteString(p.w, p.head(i, p.began[i])+string(p.escaped(i, line, true)))
 	return err
+}
+
+// escaped is b as it is written of source i: escaped when the printer
+// escapes, with final as for escaper.escape. It is valid until the next.
+func (p *logPrinter) escaped(i int, b []byte, final bool) []byte {
+	if !p.escape {
+		return b
+	}
+	if p.esc == nil {
+		p.esc = make([]escaper, len(p.parts))
+	}
+	p.buf = p.esc[i].escape(p.buf[:0], b, final)
+	return p.buf
 }
 
 // end writes what is left of source i's last line, ended with a newline.
 func (p *logPrinter) end(i int) {
 	if rest := p.parts[i]; len(rest) > 0 {
-		_, _ = io.WriteString(p.w, p.head(i, p.began[i])+string(rest)+"\n")
+		_, _ = io.WriteString(p.w, p.head(i, p.began[i])+string(p.escaped(i, rest, true))+"\n")
 		p.parts[i] = nil
+	}
+	if p.esc != nil && len(p.esc[i].held) > 0 {
+		_, _ = p.w.Write(p.escaped(i, nil, true)) // one log's last, cut short
 	}
 }

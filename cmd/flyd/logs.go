@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
@@ -13,7 +14,7 @@ import (
 )
 
 func init() {
-	cli.Register("logs", "print workloads' logs", "[-f] [--tail N] [--since D] [-t] NAME... | --all | -p PROJECT", cmdLogs)
+	cli.Register("logs", "print workloads' logs", "[-f] [--tail N] [--since D] [-t] [--raw] NAME... | --all | -p PROJECT", cmdLogs)
 	cli.Register("events", "stream the daemon's events, across daemon restarts", "[--reconnect D]", cmdEvents)
 	cli.RegisterQuery("version", "print the version", "", cmdVersion)
 }
@@ -28,6 +29,7 @@ func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {
 	fs.BoolVar(stamps, "t", false, "same as --timestamps")
 	patience := fs.Duration("reconnect", 30*time.Second, "with -f, how long to wait for a daemon that went away (a restart); 0 gives up at once")
 	all := fs.Bool("all", false, "every workload of the project (-p; the default project without it)")
+	raw := fs.Bool("raw", false, "write the logs' bytes as they are on a terminal too, escape sequences and all (a terminal is otherwise shown them escaped, \\x1b)")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -66,6 +68,11 @@ func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {
 		return nil
 	}
 	p := newLogPrinter(c.Stdout, names, len(names) > 1 || *all, *stamps)
+	// What a workload wrote does not drive the reader's terminal: on one,
+	// control characters are shown escaped; elsewhere (a file, a pipe)
+	// the bytes are the log's.
+	f, ok := c.Stdout.(*os.File)
+	p.escape = ok && cli.IsTerminal(f) && !*raw
 	return mergeLogs(ctx, len(names), p, func(ctx context.Context, i int, out func(logItem) error) error {
 		return streamLog(c, ctx, names[i], q, *patience, func(kind itemKind, r api.LogRecord) error {
 			return out(logItem{src: i, kind: kind, rec: r})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/cli"
@@ -39,6 +40,19 @@ func cmdReach(ctx context.Context, c *cli.Env, args []string) error {
 	if c.JSON {
 		return printJSON(c.Stdout, eps)
 	}
+	// The refused workloads as the daemon has them, for what to advise.
+	got := map[string]*api.Workload{}
+	lookup := func(name string) *api.Workload {
+		if w, ok := got[name]; ok {
+			return w
+		}
+		w, err := c.Client.Get(ctx, name)
+		if err != nil {
+			w = nil
+		}
+		got[name] = w
+		return w
+	}
 	for i, e := range eps {
 		if i > 0 {
 			fmt.Fprintln(c.Stdout)
@@ -61,8 +75,50 @@ func cmdReach(ctx context.Context, c *cli.Env, args []string) error {
 		}
 		fmt.Fprintf(c.Stdout, "  admits %s\n", api.ReachFlyd)
 		for _, r := range e.Refused {
-			fmt.Fprintf(c.Stdout, "  refused %s: %d times (an undeclared dependency: add %s to its uses, or stop it calling)\n", r.Workload, r.Count, e.Workload)
+			fmt.Fprintf(c.Stdout, "  refused %s: %d times (%s)\n", r.Workload, r.Count, refusalAdvice(e, r.Workload, lookup))
 		}
 	}
 	return nil
+}
+
+// refusalAdvice says why consumer's connections to e were refused, and
+// what to do: add e's workload to its uses, unless it is admitted now
+// (the refusals counted were before) or its uses already names e's
+// workload, for another endpoint or as a peer's uses that does not
+// count. lookup gives a workload as the daemon has it, nil when it has
+// none (a refused cgroup whose workload is gone).
+func refusalAdvice(e api.ReachEndpoint, consumer string, lookup func(string) *api.Workload) string {
+	for _, a := range e.Admits {
+		if a.Workload == consumer {
+			return "before it was admitted: " + a.Why
+		}
+	}
+	undeclared := fmt.Sprintf("an undeclared dependency: add %s to its uses, or stop it calling", e.Workload)
+	w := lookup(consumer)
+	if w == nil || w.Spec == nil {
+		return undeclared
+	}
+	var others []string
+	for _, entry := range w.Spec.Uses {
+		name, ep, _ := strings.Cut(entry, "/")
+		switch {
+		case name != e.Workload:
+		case ep == "" || ep == e.Endpoint:
+			// Named, yet not admitted: a peer's uses (a caller other
+			// than root applied it, and not the producer).
+			by := "another user"
+			if p := lookup(e.Workload); p != nil {
+				by = fmt.Sprintf("uid %d, %s by uid %d", w.AppliedBy, e.Workload, p.AppliedBy)
+			}
+			return fmt.Sprintf("its uses names %s, but it was applied by %s: a peer's uses admits it only under a policy that selects %s with from: {users: true, peers: true}",
+				e.Workload, by, e.Workload)
+		default:
+			others = append(others, entry)
+		}
+	}
+	if len(others) > 0 {
+		return fmt.Sprintf("its uses names %s, not this endpoint: add %s/%s, or %s for all of them, to its uses",
+			strings.Join(others, ", "), e.Workload, e.Endpoint, e.Workload)
+	}
+	return undeclared
 }
