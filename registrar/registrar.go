@@ -36,6 +36,15 @@ type BatchRegisterer interface {
 	RegisterMany(ctx context.Context, ins []registryclient.Instance) []error
 }
 
+// Negotiator is a Registry that says which extensions of the contract
+// the registry announced (registryclient.Client does): the registrar then
+// batches only what the registry announced it takes, and speaks the
+// contract alone before it has heard. A BatchRegistry or BatchRegisterer
+// that is no Negotiator is taken at its word.
+type Negotiator interface {
+	Extensions() registryclient.Extensions
+}
+
 // Config configures a Registrar. Only Registry is required.
 type Config struct {
 	Registry Registry
@@ -66,6 +75,7 @@ type Registrar struct {
 	reg      Registry
 	batch    BatchRegistry   // reg, when it takes batch heartbeats; else nil
 	batchReg BatchRegisterer // reg, when it takes batch registers; else nil
+	nego     Negotiator      // reg, when it says what the registry announced; else nil
 	log      *zap.Logger
 	workers  int
 	timeout  time.Duration
@@ -110,6 +120,9 @@ func New(cfg Config) *Registrar {
 	}
 	if b, ok := cfg.Registry.(BatchRegisterer); ok {
 		r.batchReg = b
+	}
+	if n, ok := cfg.Registry.(Negotiator); ok {
+		r.nego = n
 	}
 	if r.log == nil {
 		r.log = zap.NewNop()
