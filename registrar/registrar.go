@@ -92,6 +92,10 @@ type Registrar struct {
 	entries map[string]*entry
 	owners  map[string]map[string]struct{} // owner → desired ids
 	queue   queue
+	// down holds the entries waiting out the backoff of an unreachable
+	// registry: the first answer the registry gives again retries them
+	// at once (see recovered).
+	down    map[*entry]struct{}
 	drained chan struct{} // closed when entries becomes empty; nil unless awaited
 
 	heartbeats uint64
@@ -114,6 +118,7 @@ func New(cfg Config) *Registrar {
 		engine:  make(chan struct{}, 1),
 		entries: map[string]*entry{},
 		owners:  map[string]map[string]struct{}{},
+		down:    map[*entry]struct{}{},
 	}
 	if b, ok := cfg.Registry.(BatchRegistry); ok {
 		r.batch = b
@@ -246,6 +251,7 @@ func (r *Registrar) soon(e *entry, now time.Time) {
 // drop forgets e. Called with r.mu held.
 func (r *Registrar) drop(e *entry) {
 	r.queue.remove(e)
+	delete(r.down, e)
 	delete(r.entries, e.id)
 	if len(r.entries) == 0 && r.drained != nil {
 		close(r.drained)

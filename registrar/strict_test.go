@@ -156,3 +156,40 @@ func TestHeartbeatsOnAnyRegistry(t *testing.T) {
 		t.Logf("%d registers, %d heartbeats in %d requests", c.count("register"), st.Heartbeats, c.count("heartbeat"))
 	})
 }
+
+// After an outage that lost every instance, the registry is caught up
+// within moments of the first request it answers: the instances waiting
+// out their backoff are retried then, not each at the end of its own.
+func TestRecoveryAfterOutage(t *testing.T) {
+	eachRegistry(t, func(t *testing.T, c *contractRegistry) {
+		r := New(Config{Registry: c.client})
+		var ins []registryclient.Instance
+		for i := range 60 {
+			ins = append(ins, registryclient.Instance{ID: fmt.Sprintf("i%d", i), Name: "s", Address: "127.0.0.1", Port: 1 + i, Healthy: true, TTL: int64(3 * time.Second)})
+		}
+		r.Set("w", ins)
+		runRegistrar(t, r)
+		eventually(t, 3*time.Second, "registered", func() bool { return r.Stats().Registered == len(ins) })
+		c.setDown(true)
+		eventually(t, 5*time.Second, "every instance failing", func() bool { return r.Stats().Failing == len(ins) })
+		time.Sleep(5 * time.Second)
+		if c.strict != nil {
+			c.strict.Wipe()
+		}
+		c.setDown(false)
+		back := time.Now()
+		var first, last time.Duration
+		eventually(t, 15*time.Second, "every instance registered again", func() bool {
+			st := r.Stats()
+			if first == 0 && st.Failing < len(ins) {
+				first = time.Since(back)
+			}
+			return st.Failing == 0 && st.Registered == len(ins)
+		})
+		last = time.Since(back)
+		t.Logf("the first instance back %v after the registry, the last %v", first.Round(time.Millisecond), last.Round(time.Millisecond))
+		if last-first > 500*time.Millisecond {
+			t.Fatalf("the last instance came back %v after the first", last-first)
+		}
+	})
+}
