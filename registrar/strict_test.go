@@ -193,3 +193,63 @@ func TestRecoveryAfterOutage(t *testing.T) {
 		}
 	})
 }
+
+// A daemon that starts deregisters what its earlier run left registered
+// for workloads it no longer has, and nothing else: not another daemon's
+// instances, not what it keeps, not what a Set wanted again before.
+func TestSweepAfterCrash(t *testing.T) {
+	eachRegistry(t, func(t *testing.T, c *contractRegistry) {
+		of := func(owner string, n int) []registryclient.Instance {
+			out := make([]registryclient.Instance, n)
+			for i := range out {
+				out[i] = registryclient.Instance{ID: fmt.Sprintf("flyd-h-%s-%d", owner, i), Name: owner, Address: "127.0.0.1", Port: 1 + i,
+					Healthy: true, TTL: int64(30 * time.Second), Metadata: map[string]string{"flyd.workload": owner}}
+			}
+			return out
+		}
+		holds := func() map[string]bool {
+			ins, err := c.client.Instances(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]bool{}
+			for _, in := range ins {
+				out[in.ID] = true
+			}
+			return out
+		}
+		// The earlier run, and another daemon on the same registry.
+		before, other := New(Config{Registry: c.client, Daemon: "d1"}), New(Config{Registry: c.client, Daemon: "d2"})
+		for _, owner := range []string{"kept", "removed", "back"} {
+			before.Set(owner, of(owner, 3))
+		}
+		other.Set("removed", of("elsewhere", 2))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{}, 2)
+		go func() { before.Run(ctx); done <- struct{}{} }()
+		go func() { other.Run(ctx); done <- struct{}{} }()
+		eventually(t, 3*time.Second, "registered", func() bool { return len(holds()) == 11 })
+		cancel() // the daemon dies: nothing is deregistered
+		<-done
+		<-done
+
+		after := New(Config{Registry: c.client, Daemon: "d1"})
+		runRegistrar(t, after)
+		after.Set("back", of("back", 3)) // wanted again before the sweep
+		n, err := after.Sweep(context.Background(), func(in registryclient.Instance) bool { return in.Metadata["flyd.workload"] == "kept" })
+		if err != nil || n != 3 {
+			t.Fatalf("swept %d (%v); want the 3 of removed", n, err)
+		}
+		eventually(t, 3*time.Second, "removed's deregistered", func() bool { return len(holds()) == 8 })
+		h := holds()
+		want := append(append(of("kept", 3), of("back", 3)...), of("elsewhere", 2)...)
+		for _, in := range want {
+			if !h[in.ID] {
+				t.Errorf("%s deregistered", in.ID)
+			}
+		}
+		if st := after.Stats(); st.Desired != 3 || st.Failing != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
