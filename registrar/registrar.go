@@ -66,7 +66,7 @@ type Config struct {
 	// the registry: every instance carries it as DaemonLabel. "" marks
 	// none, and Sweep does nothing.
 	Daemon string
-	Logger   *zap.Logger
+	Logger *zap.Logger
 	// Workers bounds the requests in flight (default 8).
 	Workers int
 	// RequestTimeout bounds each request (default 10 s); a request that
