@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -92,9 +94,9 @@ func startRegistry(ctx context.Context, cfg Config, log *zap.Logger, onError fun
 				return nil, fmt.Errorf("embedded registry: %w", err)
 			}
 		}
-		l, url, err := registry.Listen(cfg.RegistryListen, cfg.RegistryTLSCert, cfg.RegistryTLSKey)
+		l, url, err := listenEmbedded(cfg, log)
 		if err != nil {
-			return nil, fmt.Errorf("embedded registry: %w: another daemon's? give this one its own --registry-listen, or --registry off", err)
+			return nil, fmt.Errorf("embedded registry: %w", err)
 		}
 		if cfg.RegistryTLSCert != "" {
 			// The registrar below connects to it: it must trust it.
@@ -136,6 +138,31 @@ func startRegistry(ctx context.Context, cfg Config, log *zap.Logger, onError fun
 	// Stopped before the embedded server so no heartbeat meets a closed door.
 	d.stop = append([]func(){func() { cancel(); <-done; client.Close() }}, d.stop...)
 	return d, nil
+}
+
+// listenEmbedded listens for the embedded registry on --registry-listen,
+// or, when something else holds that port (another daemon, or any local
+// user who bound it first), on a port the kernel chooses on the same
+// address: the daemon starts whatever holds the port, and its registrar,
+// `flyd status` and `flyd registry ls` follow the registry where it is.
+// Another error (an address this host does not have, a bad certificate)
+// stops the daemon: it is the configuration's.
+func listenEmbedded(cfg Config, log *zap.Logger) (net.Listener, string, error) {
+	l, url, err := registry.Listen(cfg.RegistryListen, cfg.RegistryTLSCert, cfg.RegistryTLSKey)
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return l, url, err
+	}
+	host, _, serr := net.SplitHostPort(cfg.RegistryListen)
+	if serr != nil {
+		return nil, "", err
+	}
+	l, url, err2 := registry.Listen(net.JoinHostPort(host, "0"), cfg.RegistryTLSCert, cfg.RegistryTLSKey)
+	if err2 != nil {
+		return nil, "", fmt.Errorf("%w, and no other port either: %w", err, err2)
+	}
+	log.Warn("embedded registry: the port of --registry-listen is taken by another process; it listens on another, which flyd status shows (free the port and restart the daemon to have it back)",
+		zap.String("registry_listen", cfg.RegistryListen), zap.String("url", url))
+	return l, url, nil
 }
 
 // sweep deregisters, in the background, what an earlier run of this

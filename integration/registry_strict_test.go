@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -117,4 +118,51 @@ func TestRegistrySweepAfterCrash(t *testing.T) {
 			t.Errorf("the daemon's log does not say what it deregistered:\n%s", d2.log())
 		}
 	})
+}
+
+// TestRegistryPortTaken: a daemon whose embedded registry's port another
+// process holds (any local user may bind it before a restart) starts all
+// the same, its registry on another port of the address, which flyd
+// status, its log and `flyd registry ls` follow; a workload is registered
+// there.
+func TestRegistryPortTaken(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	squat, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer squat.Close()
+	taken := squat.Addr().String()
+	d := startDaemon(t, withArgs("--registry-listen", taken))
+	st, err := d.client.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Registry.URL == "" || st.Registry.URL == "http://"+taken || !strings.HasPrefix(st.Registry.URL, "http://127.0.0.1:") {
+		t.Fatalf("registry URL %q with %s taken: want another port of 127.0.0.1", st.Registry.URL, taken)
+	}
+	if !strings.Contains(d.log(), "the port of --registry-listen is taken by another process") || !strings.Contains(d.log(), st.Registry.URL) {
+		t.Errorf("the daemon's log does not say where its registry went:\n%s", d.log())
+	}
+	out := d.mustCLI(t, "status")
+	if !strings.Contains(out, st.Registry.URL) {
+		t.Errorf("flyd status does not show %s:\n%s", st.Registry.URL, out)
+	}
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "p.yaml", fmt.Sprintf("name: p\ncommand: [\"@PROG@\", signals]\nendpoints: [{name: tcp, port: %d}]\n", freePort(t))))
+	eventually(t, "the workload registered in the embedded registry", func() error {
+		ins, err := d.registered(t)
+		if err == nil && len(ins) != 1 {
+			err = fmt.Errorf("%d registered", len(ins))
+		}
+		return err
+	})
+	// What holds the port was never spoken to.
+	if tl, ok := squat.(*net.TCPListener); ok {
+		_ = tl.SetDeadline(time.Now().Add(10 * time.Millisecond))
+		if c, err := tl.Accept(); err == nil {
+			c.Close()
+			t.Errorf("the daemon connected to what holds %s", taken)
+		}
+	}
 }
