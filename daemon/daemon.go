@@ -224,6 +224,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		l.Close()
 		return err
 	}
+	reg.sweep(func() []status.Workload { return sup.List(context.Background()) }, log)
 	docs, err := documents.New(documents.Config{Owners: st.Owners(), Events: bus, Logger: log.Named("documents"), Keepers: Keepers(plane, workspaces)})
 	if err != nil {
 		sup.Close()

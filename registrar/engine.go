@@ -142,6 +142,7 @@ func (r *Registrar) schedule(ctx context.Context, untilEmpty bool) {
 // left. The lock is held, but sending cannot block (see schedule).
 func (r *Registrar) dispatch(ctx context.Context, jobs chan<- job, idle *int) (time.Duration, bool) {
 	now := time.Now()
+	beats, regs := r.batches()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for *idle > 0 && len(r.queue) > 0 && !r.queue[0].next.After(now.Add(r.queue[0].slack())) {
@@ -157,7 +158,7 @@ func (r *Registrar) dispatch(ctx context.Context, jobs chan<- job, idle *int) (t
 		if o == opRegister {
 			j.inst = e.want
 		}
-		if (o == opHeartbeat && r.batch != nil) || (o == opRegister && r.batchReg != nil) {
+		if (o == opHeartbeat && beats) || (o == opRegister && regs) {
 			j.more = r.batchWith(now, o, cancel)
 		}
 		jobs <- j
@@ -168,6 +169,18 @@ func (r *Registrar) dispatch(ctx context.Context, jobs chan<- job, idle *int) (t
 		wait = max(r.queue[0].next.Sub(now), 0)
 	}
 	return wait, len(r.entries) == 0
+}
+
+// batches says whether heartbeats and registers go in batches now: when
+// the registry takes them, which a Negotiator knows only once the
+// registry announced them.
+func (r *Registrar) batches() (beats, regs bool) {
+	beats, regs = r.batch != nil, r.batchReg != nil
+	if r.nego != nil {
+		e := r.nego.Extensions()
+		beats, regs = beats && e.BatchHeartbeat, regs && e.BatchRegister
+	}
+	return beats, regs
 }
 
 // batchWith takes the requests of op due soon into one batch, up to a

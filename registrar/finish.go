@@ -50,6 +50,14 @@ func (r *Registrar) finish(engine context.Context, j job, err error) {
 	default:
 		next = e.nextAfter(now)
 	}
+	if c == classDown {
+		r.down[e] = struct{}{}
+	} else {
+		delete(r.down, e)
+	}
+	if c == classOK || c == classGone {
+		r.recovered(now)
+	}
 	owner, failures := e.owner, e.failures
 	if !e.desired && !e.held {
 		r.drop(e)
@@ -64,6 +72,19 @@ func (r *Registrar) finish(engine context.Context, j job, err error) {
 		}
 		r.report(owner, j, err, failures, next.Sub(now))
 	}
+}
+
+// recovered retries at once every entry waiting out the backoff of an
+// unreachable registry, since the registry answered again: after an
+// outage the registry is caught up within a round of requests of its
+// return, not at the end of each instance's own backoff. An entry that
+// fails again goes back to its backoff, one step longer. Called with r.mu
+// held.
+func (r *Registrar) recovered(now time.Time) {
+	for e := range r.down {
+		r.queue.earlier(e, now)
+	}
+	clear(r.down)
 }
 
 // apply updates what the registrar believes the registry holds, and

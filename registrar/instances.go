@@ -77,16 +77,20 @@ func Instances(w *spec.Workload, ports []status.PortMapping, healthy bool, host 
 		md := map[string]string{
 			// The contract's topology labels (R5): the unit that runs it
 			// and the service it is.
-			"container":     w.Name,
-			"service":       w.Identified().Service,
+			"container": w.Name,
+			"service":   w.Identified().Service,
+		}
+		maps.Copy(md, meta)
+		// flyd's own labels are never the spec's to say: the next daemon
+		// judges by them what it left registered.
+		maps.Copy(md, map[string]string{
 			"flyd.workload": w.Name,
 			"flyd.endpoint": p.Endpoint,
 			"flyd.api":      p.API,
 			"flyd.host":     host.Name,
 			"flyd.kind":     string(w.Kind),
 			"flyd.network":  p.Network,
-		}
-		maps.Copy(md, meta)
+		})
 		it := append([]string{"api=" + p.API}, tags...)
 		sort.Strings(it[1:])
 		out = append(out, registryclient.Instance{

@@ -2,6 +2,8 @@ package registrar
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -36,10 +38,35 @@ type BatchRegisterer interface {
 	RegisterMany(ctx context.Context, ins []registryclient.Instance) []error
 }
 
+// Negotiator is a Registry that says which extensions of the contract
+// the registry announced (registryclient.Client does): the registrar then
+// batches only what the registry announced it takes, and speaks the
+// contract alone before it has heard. A BatchRegistry or BatchRegisterer
+// that is no Negotiator is taken at its word.
+type Negotiator interface {
+	Extensions() registryclient.Extensions
+}
+
+// Lister is a Registry that lists what the registry holds
+// (registryclient.Client does): what Sweep needs.
+type Lister interface {
+	Instances(ctx context.Context, healthyOnly bool) ([]registryclient.Instance, error)
+}
+
+// DaemonLabel is the metadata with which a registrar given a
+// Config.Daemon marks every instance it registers, so that the next
+// registrar of the same daemon knows its own (see Sweep).
+const DaemonLabel = "flyd.daemon"
+
 // Config configures a Registrar. Only Registry is required.
 type Config struct {
 	Registry Registry
-	Logger   *zap.Logger
+	// Daemon names the daemon the registrar registers for, the same
+	// across its restarts and different from any other's that shares
+	// the registry: every instance carries it as DaemonLabel. "" marks
+	// none, and Sweep does nothing.
+	Daemon string
+	Logger *zap.Logger
 	// Workers bounds the requests in flight (default 8).
 	Workers int
 	// RequestTimeout bounds each request (default 10 s); a request that
@@ -66,6 +93,8 @@ type Registrar struct {
 	reg      Registry
 	batch    BatchRegistry   // reg, when it takes batch heartbeats; else nil
 	batchReg BatchRegisterer // reg, when it takes batch registers; else nil
+	nego     Negotiator      // reg, when it says what the registry announced; else nil
+	daemon   string          // Config.Daemon
 	log      *zap.Logger
 	workers  int
 	timeout  time.Duration
@@ -82,6 +111,10 @@ type Registrar struct {
 	entries map[string]*entry
 	owners  map[string]map[string]struct{} // owner → desired ids
 	queue   queue
+	// down holds the entries waiting out the backoff of an unreachable
+	// registry: the first answer the registry gives again retries them
+	// at once (see recovered).
+	down    map[*entry]struct{}
 	drained chan struct{} // closed when entries becomes empty; nil unless awaited
 
 	heartbeats uint64
@@ -100,16 +133,21 @@ func New(cfg Config) *Registrar {
 		workers: cfg.Workers,
 		timeout: cfg.RequestTimeout,
 		onError: cfg.OnError,
+		daemon:  cfg.Daemon,
 		notify:  make(chan struct{}, 1),
 		engine:  make(chan struct{}, 1),
 		entries: map[string]*entry{},
 		owners:  map[string]map[string]struct{}{},
+		down:    map[*entry]struct{}{},
 	}
 	if b, ok := cfg.Registry.(BatchRegistry); ok {
 		r.batch = b
 	}
 	if b, ok := cfg.Registry.(BatchRegisterer); ok {
 		r.batchReg = b
+	}
+	if n, ok := cfg.Registry.(Negotiator); ok {
+		r.nego = n
 	}
 	if r.log == nil {
 		r.log = zap.NewNop()
@@ -145,7 +183,7 @@ func (r *Registrar) Set(owner string, instances []registryclient.Instance) {
 			continue
 		}
 		ids[in.ID] = struct{}{}
-		changed = r.want(owner, in, now) || changed
+		changed = r.want(owner, r.stamp(in), now) || changed
 	}
 	for id := range r.owners[owner] {
 		if _, ok := ids[id]; !ok {
@@ -162,6 +200,62 @@ func (r *Registrar) Set(owner string, instances []registryclient.Instance) {
 	if changed {
 		r.poke()
 	}
+}
+
+// stamp is in as the registry is given it: with the daemon's label.
+func (r *Registrar) stamp(in *registryclient.Instance) *registryclient.Instance {
+	if r.daemon == "" {
+		return in
+	}
+	c := *in
+	c.Metadata = make(map[string]string, len(in.Metadata)+1)
+	maps.Copy(c.Metadata, in.Metadata)
+	c.Metadata[DaemonLabel] = r.daemon
+	return &c
+}
+
+// Sweep deregisters what an earlier run of this daemon left registered
+// and nothing wants any more: the instances the registry holds with this
+// registrar's DaemonLabel that keep does not keep, and that no Set has
+// made the registrar's own meanwhile. It is for a daemon that starts
+// after one that died (kill -9, a crash during a down) with instances of
+// workloads since removed, which would otherwise stay served until their
+// leases lapse. The deregisters go as any other, with backoff on
+// failure, and a Set that wants an id again cancels its deregister. It
+// returns how many it took.
+func (r *Registrar) Sweep(ctx context.Context, keep func(registryclient.Instance) bool) (int, error) {
+	l, ok := r.reg.(Lister)
+	if r.daemon == "" || !ok {
+		return 0, nil
+	}
+	listed, err := l.Instances(ctx, false)
+	if err != nil {
+		return 0, fmt.Errorf("registrar: listing what the registry holds: %w", err)
+	}
+	var stale []registryclient.Instance
+	for _, in := range listed {
+		if in.Metadata[DaemonLabel] == r.daemon && !keep(in) {
+			stale = append(stale, in)
+		}
+	}
+	now := time.Now()
+	n := 0
+	r.mu.Lock()
+	for _, in := range stale {
+		if _, ok := r.entries[in.ID]; ok {
+			continue // in hand: wanted, or already on its way out
+		}
+		e := &entry{id: in.ID, owner: in.Metadata["flyd.workload"], held: true, want: in, index: -1}
+		r.entries[in.ID] = e
+		r.queue.at(e, now)
+		n++
+	}
+	r.mu.Unlock()
+	if n > 0 {
+		r.log.Info("registrar: deregistering what an earlier run left registered", zap.Int("instances", n))
+		r.poke()
+	}
+	return n, nil
 }
 
 // want makes in desired for owner; it reports whether anything changed.
@@ -233,6 +327,7 @@ func (r *Registrar) soon(e *entry, now time.Time) {
 // drop forgets e. Called with r.mu held.
 func (r *Registrar) drop(e *entry) {
 	r.queue.remove(e)
+	delete(r.down, e)
 	delete(r.entries, e.id)
 	if len(r.entries) == 0 && r.drained != nil {
 		close(r.drained)

@@ -45,13 +45,22 @@ func TestR7Auth(t *testing.T) {
 					if strings.Contains(w.Body.String(), testKey) {
 						t.Fatalf("the answer holds the key: %s", w.Body)
 					}
+					if v := w.Header().Get(ExtensionsHeader); v != "" {
+						t.Fatalf("a refused request is told the extensions: %s", v)
+					}
 				})
 			}
 			t.Run(r.method+" "+r.path+"/right key", func(t *testing.T) {
 				h := newHarnessOn(t, st)
 				h.register(`{"name":"s","address":"h","port":1}`)
-				if w := h.req(r.method, r.path, r.body); w.Code == http.StatusUnauthorized {
+				w := h.req(r.method, r.path, r.body)
+				if w.Code == http.StatusUnauthorized {
 					t.Fatalf("the right key refused: %s", w.Body)
+				}
+				// Every answer to the key announces the extensions, a
+				// contract answer first of all.
+				if v := w.Header().Get(ExtensionsHeader); v != "batch-heartbeat, batch-register, watch" {
+					t.Fatalf("%s: %q; want the three extensions", ExtensionsHeader, v)
 				}
 			})
 		}

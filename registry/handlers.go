@@ -29,6 +29,24 @@ const (
 	PathExport     = "/api/v1/services/export"
 )
 
+// ExtensionsHeader is the response header with which this registry
+// announces the extensions it takes beyond the contract, on every answer
+// to a request that carried the key: a comma-separated list of
+// ExtBatchHeartbeat, ExtBatchRegister and ExtWatch. A client uses an
+// extension only after a registry announced it; any other registry is
+// spoken to in the contract alone.
+const ExtensionsHeader = "Flyd-Registry-Extensions"
+
+// The extensions ExtensionsHeader names.
+const (
+	ExtBatchHeartbeat = "batch-heartbeat" // {"ids": [...]} on /heartbeat
+	ExtBatchRegister  = "batch-register"  // {"instances": [...]} on /register
+	ExtWatch          = "watch"           // ?watch=REV on /api/v1/services
+)
+
+// extensions is the value of ExtensionsHeader.
+const extensions = ExtBatchHeartbeat + ", " + ExtBatchRegister + ", " + ExtWatch
+
 // errorBody is the JSON form of every error answer.
 type errorBody struct {
 	Error string `json:"error"`
@@ -86,6 +104,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		w.Header().Set(ExtensionsHeader, extensions)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -40,9 +40,9 @@ func TestHeartbeatMany(t *testing.T) {
 	}
 }
 
-// A registry that does not know the batch form (400 on the unknown field,
-// as the contract's own does) gets one heartbeat per id, from then on.
-func TestHeartbeatManyFallsBack(t *testing.T) {
+// A registry that announces no extension is never sent a batch, whatever
+// it would answer to one: here, 400 on the unknown field.
+func TestHeartbeatManyWithoutAnnouncement(t *testing.T) {
 	var batches, singles atomic.Int32
 	c, _ := fake(t, func(w http.ResponseWriter, r *http.Request) {
 		var b map[string]any
@@ -69,8 +69,11 @@ func TestHeartbeatManyFallsBack(t *testing.T) {
 			t.Fatalf("errors %v", errs)
 		}
 	}
-	if batches.Load() != 1 || singles.Load() != 6 {
-		t.Fatalf("%d batch and %d single requests; want 1 and 6", batches.Load(), singles.Load())
+	if batches.Load() != 0 || singles.Load() != 6 {
+		t.Fatalf("%d batch and %d single requests; want 0 and 6", batches.Load(), singles.Load())
+	}
+	if e := c.Extensions(); !e.Known || e.BatchHeartbeat || e.BatchRegister {
+		t.Fatalf("extensions %+v; want known, none", e)
 	}
 }
 
@@ -108,8 +111,9 @@ func TestRegisterMany(t *testing.T) {
 	if err := errs[len(errs)-1]; !errors.Is(err, registryclient.ErrBadRequest) {
 		t.Fatalf("an instance without a port: %v; want ErrBadRequest", err)
 	}
-	if n := requests.Load(); n != 2 {
-		t.Fatalf("%d instances in %d requests; want 2", len(ins), n)
+	// The first alone, whose answer announces the batch, then batches.
+	if n := requests.Load(); n != 3 {
+		t.Fatalf("%d instances in %d requests; want 3", len(ins), n)
 	}
 	listed, err := c.Instances(ctx, false)
 	if err != nil || len(listed) != registryclient.MaxBatch+3 {
@@ -133,10 +137,9 @@ func TestRegisterMany(t *testing.T) {
 	}
 }
 
-// A registry that does not know the batch form (400 on the unknown field,
-// as the contract's own does) gets one register per instance, from then
-// on.
-func TestRegisterManyFallsBack(t *testing.T) {
+// A registry that announces no extension gets one register per instance,
+// whatever it would answer to a batch.
+func TestRegisterManyWithoutAnnouncement(t *testing.T) {
 	var batches, singles atomic.Int32
 	c, _ := fake(t, func(w http.ResponseWriter, r *http.Request) {
 		var b map[string]any
@@ -144,8 +147,7 @@ func TestRegisterManyFallsBack(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		if _, ok := b["instances"]; ok {
 			batches.Add(1)
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprint(w, `{"error":"malformed request body: json: unknown field \"instances\""}`)
+			fmt.Fprint(w, `{"id":"ignored","created":true}`)
 			return
 		}
 		singles.Add(1)
@@ -164,7 +166,7 @@ func TestRegisterManyFallsBack(t *testing.T) {
 			t.Fatalf("errors %v", errs)
 		}
 	}
-	if batches.Load() != 1 || singles.Load() != 6 {
-		t.Fatalf("%d batch and %d single requests; want 1 and 6", batches.Load(), singles.Load())
+	if batches.Load() != 0 || singles.Load() != 6 {
+		t.Fatalf("%d batch and %d single requests; want 0 and 6", batches.Load(), singles.Load())
 	}
 }

@@ -49,11 +49,9 @@ type Client struct {
 	key     string
 	timeout time.Duration
 	hc      *http.Client
-	// noBatch: the registry refused a batch heartbeat; send one per id.
-	noBatch atomic.Bool
-	// noBatchRegister: the registry refused a batch register; send one
-	// per instance.
-	noBatchRegister atomic.Bool
+	// ext is what the registry's last answer announced of the
+	// extensions (see Extensions), extKnown set once one answered.
+	ext atomic.Uint32
 }
 
 // Option configures New.
@@ -242,6 +240,9 @@ func (c *Client) try(ctx context.Context, base, op, method, path string, body []
 	}
 	if len(b) > MaxResponseBytes {
 		return fmt.Errorf("registry %s: answer larger than %d bytes refused", op, MaxResponseBytes), false
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		c.announced(resp.Header)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		switch resp.StatusCode {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/internal/execenv"
@@ -108,8 +109,8 @@ func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 			if r.Name != "" && !strings.HasPrefix(r.Name, ws+".") {
 				return api.Forbidden("registry.name", "%q: a caller other than root registers under its workspace, %s.NAME", r.Name, ws)
 			}
-			if _, ok := r.Metadata["jet.domain"]; ok || slices.ContainsFunc(r.Tags, func(t string) bool { return strings.HasPrefix(t, "jet.domain=") }) {
-				return api.Forbidden("registry", "jet.domain routes a public host to the instance: root's to say")
+			if field := edgeLabel(r); field != "" {
+				return api.Forbidden(field, "jet.domain routes a public host to the instance: root's to say")
 			}
 		}
 		if w.Registry == nil {
@@ -120,6 +121,37 @@ func PeerUsersPolicy(list string) (func(Peer, *spec.Workload) error, error) {
 		}
 		return nil
 	}, nil
+}
+
+// edgeLabel is the field of r that opts an instance into the edge's
+// routing, "" when none does: a metadata key or a tag's key that is
+// jet.domain once its case, its white space and its invisible characters
+// are set aside, as a consumer more lenient than the contract might read
+// it. A tag without "=" is a key too.
+func edgeLabel(r *spec.Registry) string {
+	for k := range r.Metadata {
+		if labelKey(k) == "jet.domain" {
+			return fmt.Sprintf("registry.metadata[%q]", k)
+		}
+	}
+	for i, t := range r.Tags {
+		k, _, _ := strings.Cut(t, "=")
+		if labelKey(k) == "jet.domain" {
+			return fmt.Sprintf("registry.tags[%d]", i)
+		}
+	}
+	return ""
+}
+
+// labelKey is a label's key as judged: lower case, without white space or
+// format characters (zero-width spaces and joiners) anywhere in it.
+func labelKey(k string) string {
+	return strings.ToLower(strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, k))
 }
 
 // maxPeerEndpoints bounds the endpoints of a workload of a caller other
