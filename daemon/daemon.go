@@ -201,6 +201,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	// After the supervisor's close: the links of deleted networks go.
 	defer plane.Wait()
 	workspaces := workspace.Open(st, log.Named("workspaces"))
+	// A project's host workloads share a /dev/shm of its own.
+	shms, err := sandbox.NewShms(filepath.Join(cfg.RunDir, "shm"))
+	if err != nil {
+		log.Warn("projects' workloads share the host's /dev/shm", zap.Error(err))
+		shms = nil
+	}
 	started := time.Now()
 	sup, err := supervisor.New(supervisor.Config{
 		Store:            st,
@@ -215,6 +221,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		RunDir:           cfg.RunDir,
 		Drivers:          drivers,
 		Cgroups:          cgroups,
+		Shms:             shms,
 		Logger:           log,
 		StopOnClose:      cfg.StopOnExit,
 		AdvertiseAddress: cfg.AdvertiseAddress,

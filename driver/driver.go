@@ -37,6 +37,10 @@ type Task struct {
 	// Cgroup is the workload's cgroup, limits applied, that the run is born
 	// in; nil where the host gives flyd no cgroups.
 	Cgroup *sandbox.Cgroup
+	// Shm is the directory a host runtime binds at the run's /dev/shm
+	// (sandbox.StartWithShm): its project's, which the project's runs share
+	// and no one else sees; "" leaves the host's.
+	Shm string
 	// Limits are the spec's resources, parsed once: what Cgroup holds, and
 	// what a runtime that makes its own cgroup must apply.
 	Limits sandbox.Limits

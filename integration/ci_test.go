@@ -313,3 +313,46 @@ uses: [pg]
 	}
 	assertNoProjects(t, d, "ci-8")
 }
+
+// TestProjectShm: a project's workloads share a /dev/shm of their own,
+// which neither the host nor another project sees, and which is gone with
+// the project's down; the default project keeps the host's.
+func TestProjectShm(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	mark := fmt.Sprintf("flyd-shm-test-%d", time.Now().UnixNano())
+	file := d.writeSpec(t, "shm.yaml", fmt.Sprintf(`kind: network
+name: net
+---
+name: writer
+network: net
+command: [sh, -c, "echo written > /dev/shm/%[1]s; echo wrote; exec sleep 600"]
+---
+name: reader
+user: nobody
+after: [writer]
+command: [sh, -c, "while ! test -f /dev/shm/%[1]s; do sleep 0.05; done; echo seen $(cat /dev/shm/%[1]s); exec sleep 600"]
+`, mark))
+	other := d.writeSpec(t, "other.yaml", fmt.Sprintf(`name: look
+command: [sh, -c, "sleep 0.5; if test -e /dev/shm/%[1]s; then echo sees it; else echo sees nothing; fi; exec sleep 600"]
+`, mark))
+	d.mustCLI(t, "up", "-p", "shm-a", "-f", file, "--wait")
+	d.waitLog(t, "shm-a.reader", "seen written")
+	d.mustCLI(t, "up", "-p", "shm-b", "-f", other, "--wait")
+	d.waitLog(t, "shm-b.look", "sees nothing")
+	d.mustCLI(t, "apply", "-f", other)
+	d.waitLog(t, "look", "sees nothing")
+	if _, err := os.Stat("/dev/shm/" + mark); err == nil {
+		t.Errorf("the host's /dev/shm holds the project's file")
+	}
+	dir := filepath.Join(d.runDir, "shm", "shm-a")
+	if _, err := os.Stat(filepath.Join(dir, mark)); err != nil {
+		t.Errorf("the project's /dev/shm is not at %s: %v", dir, err)
+	}
+	d.mustCLI(t, "down", "-p", "shm-a")
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("%s is left after the project's down", dir)
+	}
+	d.mustCLI(t, "down", "-p", "shm-b")
+	d.mustCLI(t, "rm", "look")
+}

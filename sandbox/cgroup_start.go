@@ -42,6 +42,12 @@ import (
 // starting thread exits, and on v1 that thread goes back to the runtime's
 // pool.
 func (g *Cgroup) StartIn(attr *syscall.SysProcAttr, start func() error) error {
+	return g.startIn(attr, false, start)
+}
+
+// startIn is StartIn; with here, on cgroup v1 the calling thread itself,
+// locked and thrown away once start returns, joins the cgroup for good.
+func (g *Cgroup) startIn(attr *syscall.SysProcAttr, here bool, start func() error) error {
 	if attr == nil {
 		return fmt.Errorf("start in cgroup %q: no SysProcAttr to start with: %w", g.Name, errdefs.ErrInvalid)
 	}
@@ -78,7 +84,32 @@ func (g *Cgroup) StartIn(attr *syscall.SysProcAttr, start func() error) error {
 		return err
 	}
 	defer cleanup()
+	if here {
+		if _, err := g.enter(strconv.Itoa(unix.Gettid())); err != nil {
+			return err
+		}
+		return start()
+	}
 	return onCgroupThread(g, start)
+}
+
+// enter moves the thread tid into g in each of its hierarchies, in order,
+// and says how many it went through (those g is not in counted too).
+func (g *Cgroup) enter(tid string) (moved int, err error) {
+	for i := range g.cg.l.hier {
+		if !g.in[i] {
+			moved++
+			continue
+		}
+		if err := writeCgroupFile(filepath.Join(g.dirs[i], "tasks"), tid); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				err = fmt.Errorf("%w: %w", err, errdefs.ErrNotFound)
+			}
+			return moved, fmt.Errorf("start in cgroup %q: %w", g.Name, err)
+		}
+		moved++
+	}
+	return moved, nil
 }
 
 // Attr sets CLONE_INTO_CGROUP in attr (UseCgroupFD, CgroupFD) for a v2
@@ -182,19 +213,9 @@ func runInCgroup(g *Cgroup, start func() error, out *outcome) {
 		}
 		runtime.UnlockOSThread()
 	}()
-	for i := range hier {
-		if !g.in[i] {
-			moved++
-			continue
-		}
-		if err := writeCgroupFile(filepath.Join(g.dirs[i], "tasks"), tid); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				err = fmt.Errorf("%w: %w", err, errdefs.ErrNotFound)
-			}
-			out.err, out.returned = fmt.Errorf("start in cgroup %q: %w", g.Name, err), true
-			return
-		}
-		moved++
+	if moved, err = g.enter(tid); err != nil {
+		out.err, out.returned = err, true
+		return
 	}
 	out.err = start()
 	out.returned = true

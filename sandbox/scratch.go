@@ -33,8 +33,19 @@ type outcome struct {
 // the runtime kills the thread, so no other goroutine ever runs in a
 // namespace it did not ask for. A panic in body is re-raised here.
 func onScratchThread(body func() error) error {
+	return onLockedThread(body, runAndReturn)
+}
+
+// onThrowawayThread runs body as onScratchThread does, on a thread that is
+// never given back: body may change what cannot be changed back (its
+// mount namespace), and the thread dies with its goroutine.
+func onThrowawayThread(body func() error) error {
+	return onLockedThread(body, runAndDiscard)
+}
+
+func onLockedThread(body func() error, run func(func() error, *outcome)) error {
 	done := make(chan outcome, 1)
-	go lockedRun(body, done)
+	go lockedRun(body, done, run)
 	out := <-done
 	switch {
 	case out.panicked:
@@ -56,11 +67,11 @@ func onScratchThread(body func() error) error {
 // cannot discard it, only park it forever. So on the main thread it holds
 // the thread, which keeps the runtime from handing it to the goroutine it
 // starts, and relays that goroutine's outcome.
-func lockedRun(body func() error, done chan<- outcome) {
+func lockedRun(body func() error, done chan<- outcome, run func(func() error, *outcome)) {
 	runtime.LockOSThread()
 	if unix.Gettid() == pid {
 		relay := make(chan outcome, 1)
-		go lockedRun(body, relay)
+		go lockedRun(body, relay, run)
 		out := <-relay
 		runtime.UnlockOSThread()
 		done <- out
@@ -69,7 +80,20 @@ func lockedRun(body func() error, done chan<- outcome) {
 	var out outcome
 	// Deferred, because runtime.Goexit in body unwinds through here too.
 	defer func() { done <- out }()
-	runAndReturn(body, &out)
+	run(body, &out)
+}
+
+// runAndDiscard runs body on the locked thread and leaves it locked, so
+// that it dies with the goroutine. It reports through out, as
+// runAndReturn does.
+func runAndDiscard(body func() error, out *outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			out.panicked, out.value, out.stack = true, v, debug.Stack()
+		}
+	}()
+	out.err = body()
+	out.returned = true
 }
 
 // runAndReturn runs body on the locked thread, then returns the thread to

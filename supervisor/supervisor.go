@@ -30,6 +30,7 @@ import (
 	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/runhook"
+	"github.com/flyd-dev/flyd/shm"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/schedule"
 	"github.com/flyd-dev/flyd/spec"
@@ -68,6 +69,9 @@ type Config struct {
 	// Cgroups gives each workload a cgroup with its limits; nil where the
 	// host has none for flyd, and then `resources` is refused.
 	Cgroups *sandbox.Cgroups
+	// Shms are the projects' own /dev/shm (package shm); nil: every run
+	// has the host's.
+	Shms *sandbox.Shms
 	// Workspaces are the workspace documents in force, opened over Store
 	// by the daemon and kept by the documents: each workload gets its
 	// workspace's configurations from its next start.
@@ -106,6 +110,7 @@ type Supervisor struct {
 	hooks      runhook.Chain
 	cgroupHook *usage.CgroupHook
 	logHook    *logpipe.Hook
+	shmHook    *shm.Hook
 
 	// limits watches the workloads whose spec sets a limit.
 	limits *usage.Limits
@@ -170,8 +175,10 @@ func New(cfg Config) (*Supervisor, error) {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.logHook = logpipe.NewHook(cfg.LogPipes, s.logs, s.rotator, s.log)
-	s.hooks = runhook.Chain{s.net.Hook(), s.cgroupHook, s.logHook}
+	s.shmHook = shm.NewHook(cfg.Shms, s.log)
+	s.hooks = runhook.Chain{s.net.Hook(), s.cgroupHook, s.logHook, s.shmHook}
 	s.restore()
+	s.shmHook.Sweep()
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
 	go func() { defer s.wg.Done(); s.rotator.Run(s.ctx) }()
