@@ -356,3 +356,45 @@ command: [sh, -c, "sleep 0.5; if test -e /dev/shm/%[1]s; then echo sees it; else
 	d.mustCLI(t, "down", "-p", "shm-b")
 	d.mustCLI(t, "rm", "look")
 }
+
+// TestLeaseAcrossDaemonRestart: a client's hold follows the daemon across
+// its restart (the project stays, however long past its grace); a client
+// gone while no daemon ran has its project taken down by the next daemon,
+// once that one is back and its grace is over.
+func TestLeaseAcrossDaemonRestart(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	file := sleeperStack(t, d)
+	holder := api.NewClient(d.socket)
+	defer holder.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	release, err := holder.Hold(ctx, "lr", api.LeaseOptions{Grace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	d.mustCLI(t, "up", "-p", "lr", "-f", file, "--wait")
+
+	d.terminate(t)
+	d = startDaemon(t, inDir(d.dir))
+	time.Sleep(4 * time.Second) // twice the grace
+	if ws, err := d.client.ListProject(ctx, "lr"); err != nil || len(ws) != 2 {
+		t.Fatalf("after a restart with its client alive, project lr has %d workloads (%v); want its 2", len(ws), err)
+	}
+	if ls, err := d.client.Leases(ctx); err != nil || len(ls) != 1 || !ls[0].Held {
+		t.Errorf("leases after the restart: %+v, %v; want lr held again", ls, err)
+	}
+
+	d.kill(t)
+	release() // the client goes while no daemon runs
+	d = startDaemon(t, inDir(d.dir))
+	back := time.Now()
+	if ws, err := d.client.ListProject(ctx, "lr"); err != nil || len(ws) != 2 {
+		t.Errorf("project lr went before the next daemon's grace: %d workloads, %v", len(ws), err)
+	}
+	assertProjectGone(t, d, "lr", nil)
+	if took := time.Since(back); took < 1500*time.Millisecond {
+		t.Errorf("taken down %s after the daemon was back; its grace is 2s", took)
+	}
+}

@@ -1,6 +1,7 @@
 package logpipe
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -38,24 +39,39 @@ func NewHook(pipes *Pipes, book *logfile.Book, rotator *logfile.Rotator, log *za
 	return &Hook{pipes: pipes, book: book, rotator: rotator, log: log}
 }
 
+// keptPipe is the field of a run's record that says it writes to a pipe
+// the daemon reads; a record without it is of a run that writes its log
+// file itself.
+const keptPipe = "log_pipe"
+
+// Name is the hook's: "log".
+func (h *Hook) Name() string { return "log" }
+
+// piped says whether r writes to a pipe, as its record keeps.
+func piped(r *runhook.Run) bool {
+	var p bool
+	return r.Kept.Get(keptPipe, &p) && p
+}
+
 // Prestart gives the run its output, in r.Task.Log, and keeps whether it
 // is a pipe. The daemon's copy of it is closed once the run started (the
 // child holds its own), or by Exited.
-func (h *Hook) Prestart(r *runhook.Run) error {
+func (h *Hook) Prestart(_ context.Context, r *runhook.Run) error {
 	name := r.Task.Workload
-	r.LogPipe = false
+	r.Kept.Set(keptPipe, false)
 	if _, fileOnly := r.Driver.(driver.FileLogs); !fileOnly && h.pipes != nil {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		f, err := h.pipes.New(name+"."+hex.EncodeToString(b[:]), sink{h.book.Of(name)})
 		if err == nil {
-			r.Task.Log, r.LogPipe = f, true
+			r.Task.Log = f
+			r.Kept.Set(keptPipe, true)
 		} else {
 			// A run is not refused for its log: it writes the file itself.
 			h.log.Error("no log pipe: the run writes its log file itself", zap.String("workload", name), zap.Error(err))
 		}
 	}
-	if !r.LogPipe {
+	if !piped(r) {
 		f, err := logfile.Open(h.book.Path(name))
 		if err != nil {
 			return fmt.Errorf("log file: %w", err)
@@ -69,15 +85,12 @@ func (h *Hook) Prestart(r *runhook.Run) error {
 // Adopt has the rotator look after the log of an adopted run that writes
 // it itself. Its pipe, if it has one, the daemon took back from the
 // holder at start (AdoptAll).
-func (h *Hook) Adopt(r *runhook.Run) { h.follow(r) }
-
-// Poststart does nothing: the run writes.
-func (h *Hook) Poststart(*runhook.Run) {}
+func (h *Hook) Adopt(_ context.Context, r *runhook.Run) { h.follow(r) }
 
 // Exited closes the daemon's copy of a run's output that never started,
 // and waits until an ended run's last lines are in its log: a reader told
 // of a failure finds why.
-func (h *Hook) Exited(r *runhook.Run) {
+func (h *Hook) Exited(_ context.Context, r *runhook.Run) {
 	if r.Task.Log != nil {
 		_ = r.Task.Log.Close()
 		r.Task.Log = nil
@@ -89,7 +102,7 @@ func (h *Hook) Exited(r *runhook.Run) {
 
 // Destroy deletes the workload's log files: a workload of that name
 // created later starts a new log.
-func (h *Hook) Destroy(workload string) {
+func (h *Hook) Destroy(_ context.Context, workload string) {
 	h.rotator.Unwatch(workload)
 	if err := h.book.Remove(workload); err != nil {
 		h.log.Warn("cannot remove logs", zap.String("workload", workload), zap.Error(err))
@@ -116,7 +129,7 @@ func (h *Hook) AdoptAll(kept func(workload string) bool) {
 // follow has the rotator look at a log its run writes itself, closely at
 // first: a new run may write at once.
 func (h *Hook) follow(r *runhook.Run) {
-	if r.LogPipe {
+	if piped(r) {
 		h.rotator.Unwatch(r.Task.Workload)
 	} else {
 		h.rotator.Watch(r.Task.Workload)

@@ -1,6 +1,7 @@
 package logpipe
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,11 +56,11 @@ func TestHook(t *testing.T) {
 			}
 			hook := NewHook(p, book, rot, zap.NewNop())
 			r := &runhook.Run{Task: driver.Task{Workload: "w", Spec: &spec.Workload{Name: "w"}}, Driver: tc.runtime}
-			if err := hook.Prestart(r); err != nil {
+			if err := hook.Prestart(context.Background(), r); err != nil {
 				t.Fatal(err)
 			}
-			if r.LogPipe != tc.wantPiped || r.Task.Log == nil {
-				t.Fatalf("log pipe %v (want %v), output %v", r.LogPipe, tc.wantPiped, r.Task.Log)
+			if piped(r) != tc.wantPiped || r.Task.Log == nil {
+				t.Fatalf("log pipe %v (want %v), output %v", piped(r), tc.wantPiped, r.Task.Log)
 			}
 			const n = 1000
 			cmd := lines(n)
@@ -72,9 +73,9 @@ func TestHook(t *testing.T) {
 			if err := cmd.Wait(); err != nil {
 				t.Fatal(err)
 			}
-			hook.Exited(r)
+			hook.Exited(context.Background(), r)
 			checkLines(t, book.Path("w"), n)
-			hook.Destroy("w")
+			hook.Destroy(context.Background(), "w")
 			if _, err := os.Stat(book.Path("w")); !os.IsNotExist(err) {
 				t.Errorf("the log outlived its workload: %v", err)
 			}

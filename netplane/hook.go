@@ -1,6 +1,10 @@
 package netplane
 
-import "github.com/flyd-dev/flyd/runhook"
+import (
+	"context"
+
+	"github.com/flyd-dev/flyd/runhook"
+)
 
 // Hook is the network step of a workload's runs (runhook.Hook): a run
 // joins the namespace of its spec's network, made on first use; nothing
@@ -9,17 +13,16 @@ import "github.com/flyd-dev/flyd/runhook"
 // Detach), not a run at a time, so the step has nothing to release.
 func (p *Plane) Hook() runhook.Hook { return joinHook{p} }
 
+// Name is the hook's: "network".
+func (joinHook) Name() string { return "network" }
+
 type joinHook struct{ p *Plane }
 
 // Prestart gives the run its network's namespace.
-func (h joinHook) Prestart(r *runhook.Run) (err error) {
+func (h joinHook) Prestart(_ context.Context, r *runhook.Run) (err error) {
 	r.Task.Network, err = h.p.Namespace(r.Task.Spec.Network)
 	return err
 }
 
-// Adopt, Poststart, Exited and Destroy have nothing to do: the namespace
-// is the network's, not the run's.
-func (joinHook) Adopt(*runhook.Run)     {}
-func (joinHook) Poststart(*runhook.Run) {}
-func (joinHook) Exited(*runhook.Run)    {}
-func (joinHook) Destroy(string)         {}
+// The hook takes part in no other phase: the namespace is the network's,
+// not the run's.

@@ -1,6 +1,7 @@
 package netplane
 
 import (
+	"context"
 	"os"
 	"testing"
 
@@ -34,14 +35,15 @@ func TestHookJoinsTheNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Drop("hooked"); p.Wait() })
-	h := p.Hook()
+	h := runhook.Chain{p.Hook()}
+	ctx := context.Background()
 	run := func(network string) *runhook.Run {
 		r := &runhook.Run{Task: driver.Task{Workload: "web", Spec: &spec.Workload{Name: "web", Network: network}}}
-		if err := h.Prestart(r); err != nil {
+		if err := h.Prestart(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		h.Poststart(r)
-		h.Exited(r)
+		h.Poststart(ctx, r)
+		h.Exited(ctx, r)
 		return r
 	}
 	if r := run(spec.NetworkHost); r.Task.Network != nil {
@@ -51,5 +53,5 @@ func TestHookJoinsTheNetwork(t *testing.T) {
 	if a.Task.Network == nil || b.Task.Network == nil || a.Task.Network.Path != b.Task.Network.Path {
 		t.Fatalf("two runs of one network join %+v and %+v", a.Task.Network, b.Task.Network)
 	}
-	h.Destroy("web")
+	h.Destroy(ctx, "web")
 }

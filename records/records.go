@@ -65,9 +65,45 @@ type Workload struct {
 type Run struct {
 	Process  driver.State `json:"process"`
 	Restarts int          `json:"restarts"`
-	// Kept is what the run's hooks keep of it, in the record's own
-	// fields (ready, log_pipe, log_from).
-	runhook.Kept
+	// Kept is what the run's hooks keep of it, each field beside the
+	// record's own (health's ready and log_from, logpipe's log_pipe), as
+	// every daemon has written them.
+	Kept runhook.Kept `json:"-"`
+}
+
+// MarshalJSON writes the record's own fields and the hooks' beside them.
+func (r Run) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(r.Kept)+2)
+	for k, v := range r.Kept {
+		m[k] = v
+	}
+	m["process"], m["restarts"] = r.Process, r.Restarts
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads the record's own fields; every other is a hook's.
+func (r *Run) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*r = Run{}
+	if p, ok := m["process"]; ok {
+		if err := json.Unmarshal(p, &r.Process); err != nil {
+			return fmt.Errorf("process: %w", err)
+		}
+	}
+	if n, ok := m["restarts"]; ok {
+		if err := json.Unmarshal(n, &r.Restarts); err != nil {
+			return fmt.Errorf("restarts: %w", err)
+		}
+	}
+	delete(m, "process")
+	delete(m, "restarts")
+	if len(m) > 0 {
+		r.Kept = runhook.Kept(m)
+	}
+	return nil
 }
 
 // Store keeps the desired state, every workload's and every document's,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -240,4 +241,33 @@ func journalCopy(t *testing.T, dir string) map[string][]byte {
 	}
 	j.Close()
 	return recs
+}
+
+// TestRunRecordFields: the hooks' kept fields sit beside the record's own,
+// as every daemon has written them: an older daemon's record reads into
+// them, and is written back the same.
+func TestRunRecordFields(t *testing.T) {
+	old := `{"log_from":42,"log_pipe":true,"process":{"driver":"native","pid":7},"ready":true,"restarts":3}`
+	var r Run
+	if err := json.Unmarshal([]byte(old), &r); err != nil {
+		t.Fatal(err)
+	}
+	var ready, pipe bool
+	var from int64
+	if r.Restarts != 3 || r.Process.PID != 7 || !r.Kept.Get("ready", &ready) || !ready ||
+		!r.Kept.Get("log_pipe", &pipe) || !pipe || !r.Kept.Get("log_from", &from) || from != 42 {
+		t.Fatalf("read %+v", r)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again, want map[string]any
+	_ = json.Unmarshal(b, &again)
+	_ = json.Unmarshal([]byte(old), &want)
+	delete(again, "process") // the process's state is driver's, written whole
+	delete(want, "process")
+	if fmt.Sprint(again) != fmt.Sprint(want) {
+		t.Errorf("written back as %s; want %s", b, old)
+	}
 }

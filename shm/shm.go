@@ -10,6 +10,8 @@
 package shm
 
 import (
+	"context"
+
 	"go.uber.org/zap"
 
 	"github.com/flyd-dev/flyd/runhook"
@@ -27,6 +29,9 @@ type Hook struct {
 // the host's.
 func NewHook(shms *sandbox.Shms, log *zap.Logger) *Hook { return &Hook{shms: shms, log: log} }
 
+// Name is the hook's: "shm".
+func (h *Hook) Name() string { return "shm" }
+
 // project is the project whose /dev/shm r gets, or "".
 func (h *Hook) project(r *runhook.Run) string {
 	if h == nil || h.shms == nil || r.Task.Spec == nil || r.Driver == nil || r.Driver.Capabilities().RuntimeContext == "container" {
@@ -37,7 +42,7 @@ func (h *Hook) project(r *runhook.Run) string {
 
 // Prestart holds the run's project's /dev/shm and tells the runtime where
 // it is.
-func (h *Hook) Prestart(r *runhook.Run) error {
+func (h *Hook) Prestart(_ context.Context, r *runhook.Run) error {
 	p := h.project(r)
 	if p == "" {
 		return nil
@@ -52,25 +57,21 @@ func (h *Hook) Prestart(r *runhook.Run) error {
 
 // Adopt counts a run an earlier daemon started, which holds its
 // project's /dev/shm in its mount namespace.
-func (h *Hook) Adopt(r *runhook.Run) {
+func (h *Hook) Adopt(_ context.Context, r *runhook.Run) {
 	if p := h.project(r); p != "" {
 		h.shms.Hold(p)
 	}
 }
 
-func (h *Hook) Poststart(*runhook.Run) {}
-
 // Exited lets the run's hold go: the project's last run takes its
 // /dev/shm with it.
-func (h *Hook) Exited(r *runhook.Run) {
+func (h *Hook) Exited(_ context.Context, r *runhook.Run) {
 	if p := h.project(r); p != "" {
 		if err := h.shms.Release(p); err != nil {
 			h.log.Warn("a project's /dev/shm outlives its last run", zap.String("project", p), zap.Error(err))
 		}
 	}
 }
-
-func (h *Hook) Destroy(string) {}
 
 // Sweep removes the /dev/shm no run holds, once the runs of an earlier
 // daemon are adopted.

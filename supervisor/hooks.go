@@ -7,8 +7,9 @@ import (
 
 // A run's concerns are its hooks (runhook.Hook), each owned by its
 // concern's package: the network it joins (netplane's), its cgroup and
-// limits (usage.CgroupHook), its log (logpipe.Hook), its checks
-// (health.Hook). They acquire in that order before a run starts, or
+// limits (usage.CgroupHook), its log (logpipe.Hook), its project's
+// /dev/shm (shm.Hook), its checks (health.Hook), each taking part in the
+// phases it implements. They acquire in that order before a run starts, or
 // again for a run adopted, and release in reverse once it ended, as a
 // runhook.Chain; what workload held across its runs, the hooks shared by
 // every workload release once it is removed (s.hooks.Destroy). The run
@@ -23,7 +24,7 @@ func (w *workload) hooks() runhook.Chain {
 // prestart acquires what a run needs (runhook.Chain: when a hook fails,
 // those before it release theirs and the run does not start).
 func (w *workload) prestart(r *runhook.Run) error {
-	if err := w.hooks().Prestart(r); err != nil {
+	if err := w.hooks().Prestart(w.s.ctx, r); err != nil {
 		return err
 	}
 	w.run = r
@@ -33,21 +34,21 @@ func (w *workload) prestart(r *runhook.Run) error {
 // adopt has every hook acquire again what r, a live run of an earlier
 // daemon (or one that may be), holds.
 func (w *workload) adopt(r *runhook.Run) {
-	w.hooks().Adopt(r)
+	w.hooks().Adopt(w.s.ctx, r)
 	w.run = r
 }
 
 // poststart tells every hook that the current run is shown running.
 func (w *workload) poststart() {
 	w.run.Process = w.proc.State()
-	w.hooks().Poststart(w.run)
+	w.hooks().Poststart(w.s.ctx, w.run)
 }
 
 // release has the hooks release what the current run held, in reverse:
 // it ended, or never started.
 func (w *workload) release() {
 	if w.run != nil {
-		w.hooks().Exited(w.run)
+		w.hooks().Exited(w.s.ctx, w.run)
 		w.run = nil
 	}
 }

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"os"
 	"slices"
@@ -22,11 +23,15 @@ type stepHook struct {
 
 func (h stepHook) note(what string) { *h.calls = append(*h.calls, what+" "+h.name) }
 
-func (h stepHook) Prestart(*runhook.Run) error { h.note("prestart"); return h.fail }
-func (h stepHook) Adopt(*runhook.Run)          { h.note("adopt") }
-func (h stepHook) Poststart(*runhook.Run)      { h.note("poststart") }
-func (h stepHook) Exited(*runhook.Run)         { h.note("exited") }
-func (h stepHook) Destroy(string)              { h.note("destroy") }
+func (h stepHook) Name() string { return h.name }
+func (h stepHook) Prestart(context.Context, *runhook.Run) error {
+	h.note("prestart")
+	return h.fail
+}
+func (h stepHook) Adopt(context.Context, *runhook.Run)     { h.note("adopt") }
+func (h stepHook) Poststart(context.Context, *runhook.Run) { h.note("poststart") }
+func (h stepHook) Exited(context.Context, *runhook.Run)    { h.note("exited") }
+func (h stepHook) Destroy(context.Context, string)         { h.note("destroy") }
 
 func TestRunHooksReleaseInReverse(t *testing.T) {
 	refused := errors.New("refused")
@@ -66,7 +71,7 @@ func TestRunHooksReleaseInReverse(t *testing.T) {
 			run: func(w *workload) {
 				w.adopt(w.newRun())
 				w.release()
-				w.s.hooks.Destroy(w.name)
+				w.s.hooks.Destroy(context.Background(), w.name)
 			},
 			calls: []string{"adopt net", "adopt cgroup", "adopt logs", "exited logs", "exited cgroup", "exited net",
 				"destroy logs", "destroy cgroup", "destroy net"},
@@ -74,7 +79,7 @@ func TestRunHooksReleaseInReverse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls []string
-			s := &Supervisor{}
+			s := &Supervisor{ctx: context.Background()}
 			for _, n := range []string{"net", "cgroup", "logs"} {
 				h := stepHook{name: n, calls: &calls}
 				if n == tc.fail {

@@ -90,7 +90,7 @@ func (s *Supervisor) removeQuarantined(ctx context.Context, name string, o authz
 	if err := s.quarantine.Remove(q); err != nil {
 		return err
 	}
-	s.hooks.Destroy(name)
+	s.hooks.Destroy(s.ctx, name)
 	s.net.Release(name, "")
 	if n := q.Bad.Network; n != "" {
 		s.net.Drop(n)

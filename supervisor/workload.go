@@ -443,7 +443,7 @@ func (w *workload) remove() error {
 	if err := w.s.drivers.Forget(w.s.ctx, w.spec.Kind, w.name); err != nil {
 		w.log.Warn("the runtime could not release what it kept for the workload", zap.Error(err))
 	}
-	w.s.hooks.Destroy(w.name)
+	w.s.hooks.Destroy(w.s.ctx, w.name)
 	w.s.net.Detach(w.spec)
 	w.publish(status.Event{Type: status.EventRemoved})
 	return nil

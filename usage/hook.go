@@ -37,8 +37,11 @@ func NewCgroupHook(cgroups *sandbox.Cgroups, limits *Limits, placed func(workloa
 	return &CgroupHook{cgroups: cgroups, limits: limits, placed: placed, log: log}
 }
 
+// Name is the hook's: "cgroup".
+func (h *CgroupHook) Name() string { return "cgroup" }
+
 // Prestart gives the run its workload's cgroup, with the spec's limits.
-func (h *CgroupHook) Prestart(r *runhook.Run) error {
+func (h *CgroupHook) Prestart(_ context.Context, r *runhook.Run) error {
 	lim, err := LimitsOf(r.Task.Spec.Resources)
 	if err != nil {
 		return err
@@ -76,18 +79,20 @@ func (h *CgroupHook) Prestart(r *runhook.Run) error {
 
 // Adopt has the limit watcher follow the adopted run's cgroup, which it
 // holds already; its counting starts at the watcher's first look.
-func (h *CgroupHook) Adopt(r *runhook.Run) { h.watch(r.Task.Spec) }
+func (h *CgroupHook) Adopt(_ context.Context, r *runhook.Run) { h.watch(r.Task.Spec) }
 
-// Poststart does nothing: the run was born in its cgroup.
-func (h *CgroupHook) Poststart(*runhook.Run) {}
-
-// Exited leaves the cgroup, and its watch, to the next run: the hits of
-// the run's last moments are counted at the watcher's next look.
-func (h *CgroupHook) Exited(*runhook.Run) {}
+// The hook takes part in no Poststart (the run was born in its cgroup)
+// and no Exited: the cgroup, and its watch, are left to the next run, and
+// the hits of the run's last moments are counted at the watcher's next
+// look.
 
 // Destroy deletes the workload's cgroup, killing what is left in it, and
 // forgets its limits' counting.
-func (h *CgroupHook) Destroy(workload string) {
+func (h *CgroupHook) Destroy(ctx context.Context, workload string) {
+	h.destroy(workload)
+}
+
+func (h *CgroupHook) destroy(workload string) {
 	h.limits.Unwatch(workload)
 	if h.cgroups == nil {
 		return
@@ -120,7 +125,7 @@ func (h *CgroupHook) Sweep(keep map[string]bool) {
 	for _, n := range names {
 		if !keep[n] {
 			h.log.Info("deleting a cgroup no spec owns", zap.String("cgroup", n))
-			h.Destroy(n)
+			h.destroy(n)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"context"
 	"errors"
 	"os/exec"
 	"syscall"
@@ -58,7 +59,7 @@ func TestCgroupHook(t *testing.T) {
 	h := NewCgroupHook(cgs, l, func(name string) error { placed = append(placed, name); return nil }, zap.NewNop())
 	sp := &spec.Workload{Name: "idle", Resources: &spec.Resources{PidsMax: 8}}
 	r := &runhook.Run{Task: taskOf(sp)}
-	if err := h.Prestart(r); err != nil {
+	if err := h.Prestart(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Task.Cgroup == nil || r.Task.Limits.PidsMax != 8 {
@@ -75,12 +76,12 @@ func TestCgroupHook(t *testing.T) {
 	if l.watched["idle"] == nil {
 		t.Error("a workload with a pids limit is not watched")
 	}
-	h.Exited(r)
+	runhook.Chain{h}.Exited(context.Background(), r)
 	if _, err := cgs.Open("idle"); err != nil {
 		t.Fatalf("the cgroup went with its run: %v", err)
 	}
 	// Its cleanup deletes it too: made again for it.
-	h.Destroy("idle")
+	h.Destroy(context.Background(), "idle")
 	if _, err := cgs.Open("idle"); err == nil {
 		t.Error("the cgroup outlived its workload")
 	}
