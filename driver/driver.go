@@ -37,10 +37,11 @@ type Task struct {
 	// Cgroup is the workload's cgroup, limits applied, that the run is born
 	// in; nil where the host gives flyd no cgroups.
 	Cgroup *sandbox.Cgroup
-	// Shm is the directory a host runtime binds at the run's /dev/shm
-	// (sandbox.StartWithShm): its project's, which the project's runs share
-	// and no one else sees; "" leaves the host's.
-	Shm string
+	// Mounts are the directories a host runtime binds in the run's own
+	// mount namespace (sandbox.StartWithMounts): its project's /dev/shm,
+	// which the project's runs share and no one else sees, and its own
+	// /tmp; none leaves the host's.
+	Mounts sandbox.Mounts
 	// Limits are the spec's resources, parsed once: what Cgroup holds, and
 	// what a runtime that makes its own cgroup must apply.
 	Limits sandbox.Limits

@@ -398,3 +398,45 @@ func TestLeaseAcrossDaemonRestart(t *testing.T) {
 		t.Errorf("taken down %s after the daemon was back; its grace is 2s", took)
 	}
 }
+
+// TestPrivateTmp: a workload that asks has a /tmp and /var/tmp of each
+// run's own: empty at its start, not the host's, gone at its end; a
+// container is refused it.
+func TestPrivateTmp(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	mark := fmt.Sprintf("flyd-tmp-test-%d", time.Now().UnixNano())
+	if err := os.WriteFile("/tmp/"+mark+".host", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove("/tmp/" + mark + ".host")
+	file := d.writeSpec(t, "tmp.yaml", fmt.Sprintf(`name: own
+user: nobody
+private_tmp: true
+command: [sh, -c, "ls -A /tmp | wc -l; test -e /tmp/%[1]s.host && echo sees the host; echo x > /tmp/%[1]s; echo y > /var/tmp/%[1]s && echo wrote; exec sleep 600"]
+`, mark))
+	d.mustCLI(t, "apply", "-f", file, "--wait")
+	out := d.waitLog(t, "own", "wrote")
+	if !strings.HasPrefix(out, "0\n") || strings.Contains(out, "sees the host") {
+		t.Errorf("the run's /tmp was not its own and empty: %q", out)
+	}
+	for _, p := range []string{"/tmp/" + mark, "/var/tmp/" + mark} {
+		if _, err := os.Stat(p); err == nil {
+			os.Remove(p)
+			t.Errorf("the run wrote %s on the host", p)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(d.stateDir, "tmp", "own.*", "tmp", mark))
+	if len(dirs) != 1 {
+		t.Fatalf("the run's own /tmp is not under the state dir: %v", dirs)
+	}
+	d.mustCLI(t, "stop", "own")
+	if _, err := os.Stat(filepath.Dir(filepath.Dir(dirs[0]))); err == nil {
+		t.Errorf("the run's own /tmp outlived it")
+	}
+	d.mustCLI(t, "rm", "own")
+	bad := d.writeSpec(t, "ctmp.yaml", "name: c\nkind: containerd\ncontainerd: {image: docker.io/library/busybox:latest}\ncommand: [sleep, \"600\"]\nprivate_tmp: true\n")
+	if _, errOut, code := runCLI(t, d.socket, "apply", "-f", bad); code == 0 || !strings.Contains(errOut, "private_tmp: applies to native and nix workloads") {
+		t.Errorf("a container with private_tmp: exit %d, %s", code, errOut)
+	}
+}

@@ -121,6 +121,9 @@ func (w *Workload) validateKind(p *problems) {
 	if !ok {
 		p.add("kind", "must be %s", kindsWhere(func(Runtime) bool { return true }, "or"))
 	}
+	if ok && w.PrivateTmp && (rt.InContainer || rt.RunsNothing) {
+		p.add("private_tmp", "applies to %s workloads: a container has a /tmp of its own", outsideContainers())
+	}
 	if ok && rt.Validate != nil {
 		rt.Validate(w, p)
 	}

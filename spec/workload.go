@@ -20,14 +20,18 @@ type Workload struct {
 	Name string `json:"name"`
 	// Project is the project the workload belongs to (project.go); empty
 	// for the default project, or the one its full name says.
-	Project   string            `json:"project,omitempty"`
-	Kind      Kind              `json:"kind,omitempty"`
-	Identity  *Identity         `json:"identity,omitempty"`
-	Command   []string          `json:"command,omitempty"`
-	Workdir   string            `json:"workdir,omitempty"`
-	User      string            `json:"user,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	SecretEnv map[string]string `json:"secret_env,omitempty"`
+	Project  string    `json:"project,omitempty"`
+	Kind     Kind      `json:"kind,omitempty"`
+	Identity *Identity `json:"identity,omitempty"`
+	Command  []string  `json:"command,omitempty"`
+	Workdir  string    `json:"workdir,omitempty"`
+	User     string    `json:"user,omitempty"`
+	// PrivateTmp gives each run a /tmp and /var/tmp of its own, empty at
+	// its start and removed at its end, as systemd's PrivateTmp= (a host
+	// runtime's: a container has its own).
+	PrivateTmp bool              `json:"private_tmp,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	SecretEnv  map[string]string `json:"secret_env,omitempty"`
 	// EnvFile names env files (KEY=VALUE lines, a string or a list),
 	// relative to the spec file's directory, whose variables the reader
 	// of the file (flyd apply, the workloads directory) puts in env,

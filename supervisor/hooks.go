@@ -8,7 +8,7 @@ import (
 // A run's concerns are its hooks (runhook.Hook), each owned by its
 // concern's package: the network it joins (netplane's), its cgroup and
 // limits (usage.CgroupHook), its log (logpipe.Hook), its project's
-// /dev/shm (shm.Hook), its checks (health.Hook), each taking part in the
+// /dev/shm and its own /tmp (mounts.Hook), its checks (health.Hook), each taking part in the
 // phases it implements. They acquire in that order before a run starts, or
 // again for a run adopted, and release in reverse once it ended, as a
 // runhook.Chain; what workload held across its runs, the hooks shared by

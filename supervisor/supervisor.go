@@ -26,13 +26,13 @@ import (
 	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/logpipe"
+	"github.com/flyd-dev/flyd/mounts"
 	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/registrar"
 	"github.com/flyd-dev/flyd/runhook"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/schedule"
-	"github.com/flyd-dev/flyd/shm"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/usage"
@@ -69,8 +69,8 @@ type Config struct {
 	// Cgroups gives each workload a cgroup with its limits; nil where the
 	// host has none for flyd, and then `resources` is refused.
 	Cgroups *sandbox.Cgroups
-	// Shms are the projects' own /dev/shm (package shm); nil: every run
-	// has the host's.
+	// Shms are the projects' own /dev/shm (package mounts); nil: every
+	// run has the host's.
 	Shms *sandbox.Shms
 	// Workspaces are the workspace documents in force, opened over Store
 	// by the daemon and kept by the documents: each workload gets its
@@ -110,7 +110,7 @@ type Supervisor struct {
 	hooks      runhook.Chain
 	cgroupHook *usage.CgroupHook
 	logHook    *logpipe.Hook
-	shmHook    *shm.Hook
+	mountHook  *mounts.Hook
 
 	// limits watches the workloads whose spec sets a limit.
 	limits *usage.Limits
@@ -175,10 +175,10 @@ func New(cfg Config) (*Supervisor, error) {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.logHook = logpipe.NewHook(cfg.LogPipes, s.logs, s.rotator, s.log)
-	s.shmHook = shm.NewHook(cfg.Shms, s.log)
-	s.hooks = runhook.Chain{s.net.Hook(), s.cgroupHook, s.logHook, s.shmHook}
+	s.mountHook = mounts.NewHook(cfg.Shms, filepath.Join(cfg.StateDir, "tmp"), s.log)
+	s.hooks = runhook.Chain{s.net.Hook(), s.cgroupHook, s.logHook, s.mountHook}
 	s.restore()
-	s.shmHook.Sweep()
+	s.mountHook.Sweep()
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
 	go func() { defer s.wg.Done(); s.rotator.Run(s.ctx) }()

@@ -113,7 +113,7 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 	// The child is born in its network and cgroup: it runs no instruction
 	// outside them.
 	err = reaper.Spawn(func() (int, error) {
-		if err := sandbox.StartWithShm(t.Shm, t.Network, t.Cgroup, attr, cmd.Start); err != nil {
+		if err := sandbox.StartWithMounts(t.Mounts, t.Network, t.Cgroup, attr, cmd.Start); err != nil {
 			return 0, err
 		}
 		return cmd.Process.Pid, nil

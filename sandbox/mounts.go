@@ -15,16 +15,31 @@ import (
 	"github.com/flyd-dev/flyd/internal/dnslabel"
 )
 
-// StartWithShm is Start with dir bound at the child's /dev/shm: the
-// child, and all it starts, see dir's files as their /dev/shm and the
-// host's not at all. It forks on a thread of its own whose mount namespace
-// is a copy of the daemon's, the host's slave (mounts the host makes later
-// still reach it, none of the child's reach the host), and which joins the
-// network and, on cgroup v1, the cgroup itself; the thread is thrown away
-// afterwards. An empty dir is Start.
-func StartWithShm(dir string, nw *Network, g *Cgroup, attr *syscall.SysProcAttr, start func() error) error {
-	if dir == "" {
+// Mounts are what a run sees in place of the host's: directories of the
+// host bound in its own mount namespace. An empty one keeps the host's.
+type Mounts struct {
+	// Shm is bound at /dev/shm: its project's (Shms).
+	Shm string
+	// Tmp holds the run's own /tmp (Tmp/tmp) and /var/tmp (Tmp/var-tmp),
+	// as systemd's PrivateTmp=.
+	Tmp string
+}
+
+// StartWithMounts is Start with m bound in the child's mount namespace:
+// the child, and all it starts, see m's directories in place of the
+// host's, and the host's not at all. It forks on a thread of its own whose
+// mount namespace is a copy of the daemon's, the host's slave (mounts the
+// host makes later still reach it, none of the child's reach the host),
+// and which joins the network and, on cgroup v1, the cgroup itself; the
+// thread is thrown away afterwards. Empty mounts are Start.
+func StartWithMounts(m Mounts, nw *Network, g *Cgroup, attr *syscall.SysProcAttr, start func() error) error {
+	if m == (Mounts{}) {
 		return Start(nw, g, attr, start)
+	}
+	binds := []struct{ from, at string }{{m.Shm, "/dev/shm"}}
+	if m.Tmp != "" {
+		binds = append(binds, struct{ from, at string }{filepath.Join(m.Tmp, "tmp"), "/tmp"},
+			struct{ from, at string }{filepath.Join(m.Tmp, "var-tmp"), "/var/tmp"})
 	}
 	return onThrowawayThread(func() error {
 		// unshare(CLONE_NEWNS) moves only this thread, whose fs
@@ -35,8 +50,28 @@ func StartWithShm(dir string, nw *Network, g *Cgroup, attr *syscall.SysProcAttr,
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 			return fmt.Errorf("a mount namespace of its own: make / a slave: %w", err)
 		}
-		if err := unix.Mount(dir, "/dev/shm", "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s at /dev/shm: %w", dir, err)
+		// Every source is opened before the first bind, which could
+		// hide another (a source under /tmp, once /tmp is bound).
+		fds := make([]int, len(binds))
+		for i, b := range binds {
+			fds[i] = -1
+			if b.from == "" {
+				continue
+			}
+			fd, err := unix.Open(b.from, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("bind %s at %s: %w", b.from, b.at, err)
+			}
+			defer unix.Close(fd)
+			fds[i] = fd
+		}
+		for i, b := range binds {
+			if fds[i] < 0 {
+				continue
+			}
+			if err := unix.Mount(fmt.Sprintf("/proc/thread-self/fd/%d", fds[i]), b.at, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("bind %s at %s: %w", b.from, b.at, err)
+			}
 		}
 		if nw != nil {
 			if err := nw.Enter(); err != nil {
@@ -48,6 +83,30 @@ func StartWithShm(dir string, nw *Network, g *Cgroup, attr *syscall.SysProcAttr,
 		}
 		return start()
 	})
+}
+
+// MakeTmp makes a run's own /tmp and /var/tmp (Mounts.Tmp) under root:
+// a directory of root's alone holding the two, each as the host's (anyone
+// may make a file, its owner alone removes it).
+func MakeTmp(root, name string) (string, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(root, name+".")
+	if err != nil {
+		return "", err
+	}
+	for _, d := range []string{"tmp", "var-tmp"} {
+		p := filepath.Join(dir, d)
+		if err := os.Mkdir(p, 0o700); err == nil {
+			err = os.Chmod(p, 0o1777)
+		}
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // Shms are the /dev/shm of projects: each a tmpfs under one directory

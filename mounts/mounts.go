@@ -1,0 +1,160 @@
+// Package mounts gives the runs of host workloads (native, Nix) what they
+// see in place of the host's, in a mount namespace of each run's own:
+//
+//   - a project's /dev/shm, as the containers of a pod share one: a tmpfs
+//     made at the project's first run, bound at /dev/shm in each of its
+//     runs, invisible to the host and to every other project, and gone,
+//     with its files, once the project's last run ended (a down ends them
+//     all); the default project's runs keep the host's;
+//   - a run's own /tmp and /var/tmp, for a workload whose spec asks
+//     (private_tmp, systemd's PrivateTmp=): empty at its start, removed at
+//     its end.
+//
+// Its hook (Hook) holds them for each run; the tmpfs is sandbox's
+// (sandbox.Shms), and the binding too (sandbox.StartWithMounts).
+// Containers have a /dev/shm and a /tmp of their own, and keep them.
+package mounts
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/flyd-dev/flyd/runhook"
+	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
+)
+
+// keptTmp is the field of a run's record that names its own /tmp's
+// directory, for the daemon that adopts it to remove at its end.
+const keptTmp = "private_tmp"
+
+// Hook holds a project's /dev/shm and a run's own /tmp for each host run.
+type Hook struct {
+	shms    *sandbox.Shms
+	tmpRoot string
+	log     *zap.Logger
+
+	mu   sync.Mutex
+	tmps map[string]bool // the runs' own /tmp directories held now
+}
+
+// NewHook keeps the projects' /dev/shm in shms (nil: every run has the
+// host's) and the runs' own /tmp under tmpRoot.
+func NewHook(shms *sandbox.Shms, tmpRoot string, log *zap.Logger) *Hook {
+	return &Hook{shms: shms, tmpRoot: tmpRoot, log: log, tmps: map[string]bool{}}
+}
+
+// Name is the hook's: "mounts".
+func (h *Hook) Name() string { return "mounts" }
+
+// onHost says whether r runs on the host, where its mounts are flyd's to
+// give.
+func onHost(r *runhook.Run) bool {
+	return r.Task.Spec != nil && r.Driver != nil && r.Driver.Capabilities().RuntimeContext != "container"
+}
+
+// project is the project whose /dev/shm r gets, or "".
+func (h *Hook) project(r *runhook.Run) string {
+	if h.shms == nil || !onHost(r) {
+		return ""
+	}
+	return spec.ProjectOf(r.Task.Workload)
+}
+
+// Prestart holds the run's project's /dev/shm, makes its own /tmp when
+// its spec asks, and tells the runtime where they are.
+func (h *Hook) Prestart(_ context.Context, r *runhook.Run) error {
+	if p := h.project(r); p != "" {
+		dir, err := h.shms.Acquire(p)
+		if err != nil {
+			return err
+		}
+		r.Task.Mounts.Shm = dir
+	}
+	if onHost(r) && r.Task.Spec.PrivateTmp {
+		dir, err := sandbox.MakeTmp(h.tmpRoot, strings.ReplaceAll(r.Task.Workload, ".", "_"))
+		if err != nil {
+			if p := h.project(r); p != "" {
+				_ = h.shms.Release(p)
+			}
+			return err
+		}
+		r.Task.Mounts.Tmp = dir
+		r.Kept.Set(keptTmp, dir)
+		h.hold(dir)
+	}
+	return nil
+}
+
+// Adopt counts a run an earlier daemon started, which holds its
+// project's /dev/shm in its mount namespace, and its own /tmp.
+func (h *Hook) Adopt(_ context.Context, r *runhook.Run) {
+	if p := h.project(r); p != "" {
+		h.shms.Hold(p)
+	}
+	if dir := h.tmpOf(r); dir != "" {
+		h.hold(dir)
+	}
+}
+
+// Exited lets the run's holds go: the project's last run takes its
+// /dev/shm with it, and the run's own /tmp goes with the run.
+func (h *Hook) Exited(_ context.Context, r *runhook.Run) {
+	if p := h.project(r); p != "" {
+		if err := h.shms.Release(p); err != nil {
+			h.log.Warn("a project's /dev/shm outlives its last run", zap.String("project", p), zap.Error(err))
+		}
+	}
+	if dir := h.tmpOf(r); dir != "" {
+		h.mu.Lock()
+		delete(h.tmps, dir)
+		h.mu.Unlock()
+		if err := os.RemoveAll(dir); err != nil {
+			h.log.Warn("a run's own /tmp outlives it", zap.String("workload", r.Task.Workload), zap.Error(err))
+		}
+	}
+}
+
+func (h *Hook) hold(dir string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tmps[dir] = true
+}
+
+// tmpOf is the directory of r's own /tmp, as its record keeps it: one
+// under the hook's root alone.
+func (h *Hook) tmpOf(r *runhook.Run) string {
+	var dir string
+	if !r.Kept.Get(keptTmp, &dir) || filepath.Dir(dir) != filepath.Clean(h.tmpRoot) {
+		return ""
+	}
+	return dir
+}
+
+// Sweep removes the /dev/shm and the /tmp no run holds (what a daemon
+// that was killed left), once the runs of an earlier daemon are adopted.
+func (h *Hook) Sweep() {
+	if h.shms != nil {
+		if err := h.shms.Sweep(); err != nil {
+			h.log.Warn("projects' /dev/shm that no run holds are left", zap.Error(err))
+		}
+	}
+	ents, err := os.ReadDir(h.tmpRoot)
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range ents {
+		if dir := filepath.Join(h.tmpRoot, e.Name()); !h.tmps[dir] {
+			if err := os.RemoveAll(dir); err != nil {
+				h.log.Warn("a run's own /tmp that no run holds is left", zap.String("dir", dir), zap.Error(err))
+			}
+		}
+	}
+}
