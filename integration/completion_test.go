@@ -127,7 +127,7 @@ func TestCompletionZshFish(t *testing.T) {
 		got, errOut, code := runCmd(t, cmd)
 		var names []string
 		for _, l := range strings.Split(strings.TrimSpace(got), "\n") {
-			names = append(names, strings.Fields(l+" x")[0])
+			names = append(names, strings.Fields(l + " x")[0])
 		}
 		if code != 0 || !slices.Equal(names, []string{"start", "status", "stop"}) {
 			t.Errorf("fish: complete -C 'flyd st': exit %d, %q %q", code, got, errOut)
