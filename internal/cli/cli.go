@@ -42,6 +42,9 @@ type Command struct {
 	// so it does without the signal handling that cancels the others'
 	// context, which starts two threads in every call.
 	Query bool
+	// Hidden leaves the command out of the usage and of Commands: one
+	// that programs call (flyd __complete), not people.
+	Hidden bool
 }
 
 var commands = map[string]Command{}
@@ -54,6 +57,50 @@ func Register(name, summary, usage string, run func(ctx context.Context, env *En
 // RegisterQuery adds a subcommand that is a Query.
 func RegisterQuery(name, summary, usage string, run func(ctx context.Context, env *Env, args []string) error) {
 	commands[name] = Command{Summary: summary, Usage: usage, Run: run, Query: true}
+}
+
+// RegisterHidden adds a subcommand that is Hidden.
+func RegisterHidden(name string, run func(ctx context.Context, env *Env, args []string) error) {
+	commands[name] = Command{Run: run, Hidden: true}
+}
+
+// Commands are the names of the commands that are not Hidden, with their
+// usage lines.
+func Commands() map[string]string {
+	out := map[string]string{}
+	for n, c := range commands {
+		if !c.Hidden {
+			out[n] = c.Usage
+		}
+	}
+	return out
+}
+
+// errListed ends a command's Run where it parses its flags, in
+// CommandFlags.
+var errListed = errors.New("flags listed")
+
+// CommandFlags is the flag set the command name parses, or nil if it
+// parses none through Env, and whether its flags end at its first
+// positional argument, which begins a program's command line
+// (ParseCommand). It runs the command up to its flag parsing
+// (Env.Parse, ParseCommand or ParseFlags), where it stops without parsing;
+// so it is for a command that does nothing before it parses its flags,
+// which every client command does. A command that execs another program
+// first must not be asked.
+func CommandFlags(name string) (fs *flag.FlagSet, runsCommand bool) {
+	c, ok := commands[name]
+	if !ok {
+		return nil, false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // nothing a command would start is wanted
+	env := &Env{Stdout: io.Discard, Stderr: io.Discard, Name: name, Usage: c.Usage,
+		listFlags: func(f *flag.FlagSet, command bool) { fs, runsCommand = f, command }}
+	if err := c.Run(ctx, env, nil); !errors.Is(err, errListed) {
+		return nil, false
+	}
+	return fs, runsCommand
 }
 
 // ExitError makes the process exit with Code, saying nothing more: the
@@ -164,8 +211,10 @@ func leadingFlags(args []string) (shared, rest []string, err error) {
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: flyd COMMAND [flags] [args]\n\ncommands:")
 	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+	for n, c := range commands {
+		if !c.Hidden {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {
@@ -185,6 +234,9 @@ type Env struct {
 	// command's names are; empty for the default project.
 	Project string
 	Client  *api.Client
+	// listFlags, in CommandFlags, is given the command's flag set in
+	// place of its parsing.
+	listFlags func(fs *flag.FlagSet, command bool)
 }
 
 // Flags returns a flag set with the flags every client command shares.
@@ -243,6 +295,10 @@ func (c *Env) Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 // argument, whichever comes first, and returns the rest untouched: the
 // command line of a program to run, whose flags are its own.
 func (c *Env) ParseCommand(fs *flag.FlagSet, args []string) ([]string, error) {
+	if c.listFlags != nil {
+		c.listFlags(fs, true)
+		return nil, errListed
+	}
 	if err := c.ParseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -252,6 +308,10 @@ func (c *Env) ParseCommand(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // ParseFlags parses args with fs; -h prints the usage and the flags.
 func (c *Env) ParseFlags(fs *flag.FlagSet, args []string) error {
+	if c.listFlags != nil {
+		c.listFlags(fs, false)
+		return errListed
+	}
 	err := fs.Parse(args)
 	switch {
 	case err == nil:
