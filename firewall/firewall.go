@@ -1,7 +1,8 @@
 // Package firewall keeps a daemon's nftables table: the rules that let an
 // isolated network's traffic out through the host (source NAT) or keep it
 // in, and that keep networks from reaching each other. Each daemon owns
-// one table in the ip family (named by internal/instance) whole and rewrites it in one
+// one table in the ip family (named by internal/instance), and its namesake
+// in the ip6 family, whole and rewrites them in one
 // transaction whenever a network changes; it never touches a rule it did
 // not create, nor another daemon's table. Connections
 // already flowing keep their NAT bindings across a rewrite (they live in
@@ -238,15 +239,22 @@ func (f *Firewall) writeWith(nets map[string]Net, p Projection) error {
 			}
 		}
 	}
-	// The networks are IPv4; what the host serves on IPv6 is guarded in
-	// a table of the same name in the ip6 family, in the same
-	// transaction.
+	// The networks are IPv4: the IPv6 a link would carry (link-local
+	// addresses) is refused, and what the host serves on IPv6 is
+	// guarded, in a table of the same name in the ip6 family, in the
+	// same transaction.
 	t6 := &nftables.Table{Name: f.table, Family: nftables.TableFamilyIPv6}
 	c.AddTable(t6)
 	c.DelTable(t6)
-	if hostReach(p.Reach) {
-		if err := buildReach6(c, c.AddTable(t6), p.Reach); err != nil {
-			return err
+	if len(nets) > 0 || hostReach(p.Reach) {
+		tt6 := c.AddTable(t6)
+		if len(nets) > 0 {
+			build6(c, tt6)
+		}
+		if hostReach(p.Reach) {
+			if err := buildReach6(c, tt6, p.Reach); err != nil {
+				return err
+			}
 		}
 	}
 	if err := c.Flush(); err != nil {

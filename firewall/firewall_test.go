@@ -62,6 +62,11 @@ func TestTableFollowsNetworks(t *testing.T) {
 		if err != nil || ok != (tt.rules > 0) || n != tt.rules {
 			t.Fatalf("table %s: exists %v with %d rules (%v), want %d rules", table, ok, n, err, tt.rules)
 		}
+		// IPv6 from and to the links: input's replies, neighbour
+		// discovery and refusal; forward's two refusals.
+		if want6 := map[bool]int{true: 5}[tt.rules > 0]; rules6(t, table) != want6 {
+			t.Fatalf("ip6 table %s: %d rules, want %d", table, rules6(t, table), want6)
+		}
 	}
 	if err := f.Set("bad", Net{Link: "eth0", Subnet: out.Subnet}); err == nil {
 		t.Error("a link not named fly-… was accepted")
@@ -286,6 +291,34 @@ func setElements(t *testing.T, table string, family nftables.TableFamily) map[st
 		slices.Sort(out[s.Name])
 	}
 	return out
+}
+
+// rules6 is how many rules the ip6 table holds, 0 for none.
+func rules6(t *testing.T, table string) int {
+	t.Helper()
+	if !hasTable6(t, table) {
+		return 0
+	}
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseLasting()
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ch := range chains {
+		if ch.Table.Name == table {
+			rs, err := c.GetRules(ch.Table, ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(rs)
+		}
+	}
+	return n
 }
 
 func hasTable6(t *testing.T, table string) bool {

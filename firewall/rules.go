@@ -98,6 +98,57 @@ func build(c *nftables.Conn, t *nftables.Table, nets []Net, links *nftables.Set)
 	return nil
 }
 
+// build6 adds the ip6 table's chains for the networks, which are IPv4
+// alone (package sandbox turns IPv6 off at both ends of a link): nothing
+// of IPv6 crosses a link, whatever a network's egress and policies, so
+// that a link-local address turned on again (by root inside a network,
+// or on a kernel that keeps IPv6 on) reaches none of the host's services
+// on [::] and nothing beyond:
+//
+//	input   (filter): replies to what the host began, and neighbour
+//	        discovery, which the host's own connections need, pass;
+//	        everything else from a network's link is refused, TCP, UDP
+//	        and ICMPv6 alike.
+//	forward (filter): nothing to or from a network's link.
+//
+// The links are matched by their prefix, every daemon's: none of flyd's
+// networks has IPv6, so refusing it takes nothing from another daemon's.
+func build6(c *nftables.Conn, t *nftables.Table) {
+	accept := nftables.ChainPolicyAccept
+	chain := func(name string, hook *nftables.ChainHook) *nftables.Chain {
+		return c.AddChain(&nftables.Chain{Name: name, Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: hook, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+	}
+	input := chain("input", nftables.ChainHookInput)
+	forward := chain("forward", nftables.ChainHookForward)
+	rule := func(ch *nftables.Chain, exprs ...[]expr.Any) {
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: slices.Concat(exprs...)})
+	}
+	fromLinks := ifname(expr.MetaKeyIIFNAME, LinkPrefix, false)
+	rule(input, fromLinks, replies(), verdict(expr.VerdictAccept))
+	rule(input, fromLinks, neighbourDiscovery(), verdict(expr.VerdictAccept))
+	rule(input, fromLinks, refuse6())
+	rule(forward, fromLinks, refuse6())
+	rule(forward, ifname(expr.MetaKeyOIFNAME, LinkPrefix, false), refuse6())
+}
+
+// neighbourDiscovery matches ICMPv6 neighbour solicitations and
+// advertisements (types 135 and 136).
+func neighbourDiscovery() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMPV6}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: []byte{135}, ToData: []byte{136}},
+	}
+}
+
+// refuse6 rejects with an ICMPv6 "administratively prohibited", refuse's
+// IPv6 twin.
+func refuse6() []expr.Any {
+	return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 1}}
+}
+
 var loopbackNet = netip.MustParsePrefix("127.0.0.0/8")
 
 // ifname matches an interface name: whole (NUL-padded, as the kernel

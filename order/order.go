@@ -2,14 +2,15 @@
 // functions of their specs and states: whether a prerequisite is ready by
 // its entry's condition (spec.ParseAfter), or never will be; whether a
 // workload waits for a name, or follows it; the levels workloads stop in,
-// dependents first; a function run over such levels, the outcomes in the
-// order of the names. Which workloads wait, and when they are asked again,
+// dependents first, in a lane of each owner's; a function run over such
+// levels and lanes, the outcomes in the order of the names. Which workloads wait, and when they are asked again,
 // is the supervisor's.
 package order
 
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
@@ -82,6 +83,59 @@ func StopLevels(names []string, specOf func(name string) *spec.Workload) [][]str
 		out[0] = append(out[0], unknown...)
 	} else if len(unknown) > 0 {
 		out = append(out, unknown)
+	}
+	return out
+}
+
+// StopLanes groups names by owner (ownerOf), each owner's a lane of the
+// levels its names stop in among themselves (StopLevels): a dependency
+// between two owners' workloads orders no stop, so that one owner's
+// stops never wait for another's grace period. The lanes stop side by
+// side (InLanes), in the order of each owner's first name.
+func StopLanes(names []string, specOf func(name string) *spec.Workload, ownerOf func(name string) uint32) [][][]string {
+	var owners []uint32
+	byOwner := map[uint32][]string{}
+	for _, n := range names {
+		o := ownerOf(n)
+		if _, ok := byOwner[o]; !ok {
+			owners = append(owners, o)
+		}
+		byOwner[o] = append(byOwner[o], n)
+	}
+	lanes := make([][][]string, len(owners))
+	for i, o := range owners {
+		lanes[i] = StopLevels(byOwner[o], specOf)
+	}
+	return lanes
+}
+
+// InLanes runs level on every level of lanes: a lane's levels one after
+// another, the lanes side by side, so that no lane waits for another's.
+// level returns an outcome for each name of its level, in its order; the
+// outcomes come in the order of names, which lanes hold.
+func InLanes[T any](names []string, lanes [][][]string, level func(names []string) []T) []T {
+	outs := make([][][]T, len(lanes))
+	var wg sync.WaitGroup
+	for i, lane := range lanes {
+		outs[i] = make([][]T, len(lane))
+		wg.Go(func() {
+			for k, l := range lane {
+				outs[i][k] = level(l)
+			}
+		})
+	}
+	wg.Wait()
+	byName := make(map[string]T, len(names))
+	for i, lane := range lanes {
+		for k, l := range lane {
+			for j, n := range l {
+				byName[n] = outs[i][k][j]
+			}
+		}
+	}
+	out := make([]T, len(names))
+	for i, n := range names {
+		out[i] = byName[n]
 	}
 	return out
 }

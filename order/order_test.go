@@ -3,7 +3,9 @@ package order
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -123,5 +125,57 @@ func TestInLevels(t *testing.T) {
 	})
 	if !reflect.DeepEqual(out, []string{"DB", "API", "WEB"}) || calls.Load() != 2 || fmt.Sprint(seen) != "[web db api]" {
 		t.Fatalf("outcomes %v, %d levels, in the order %v", out, calls.Load(), seen)
+	}
+}
+
+// TestStopLanes: each owner's workloads stop in levels among their own; a
+// dependency on another owner's workload orders nothing.
+func TestStopLanes(t *testing.T) {
+	specs := map[string]*spec.Workload{
+		"rdb":  {Name: "rdb"},
+		"rapp": {Name: "rapp", Uses: []string{"rdb"}},
+		"pdep": {Name: "pdep", Uses: []string{"rdb"}, After: []string{"rapp"}},
+		"pweb": {Name: "pweb", After: []string{"pdep"}},
+	}
+	owners := map[string]uint32{"pdep": 33, "pweb": 33}
+	specOf := func(n string) *spec.Workload { return specs[n] }
+	ownerOf := func(n string) uint32 { return owners[n] }
+	got := StopLanes([]string{"pdep", "rdb", "pweb", "rapp"}, specOf, ownerOf)
+	want := [][][]string{{{"pweb"}, {"pdep"}}, {{"rapp"}, {"rdb"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("StopLanes = %v; want %v", got, want)
+	}
+	// One owner: StopLevels' levels.
+	if got := StopLanes([]string{"pdep", "rdb", "rapp"}, specOf, func(string) uint32 { return 0 }); !reflect.DeepEqual(got, [][][]string{{{"pdep"}, {"rapp"}, {"rdb"}}}) {
+		t.Errorf("StopLanes of one owner = %v", got)
+	}
+}
+
+// TestInLanes: the lanes run side by side, a lane's levels in order: a
+// lane whose first level is held does not hold another's later levels.
+func TestInLanes(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var seen []string
+	level := func(names []string) []string {
+		if names[0] == "held" {
+			<-release
+		}
+		mu.Lock()
+		seen = append(seen, names...)
+		if slices.Contains(names, "rdb") {
+			close(release) // root's lane ended while the other was held
+		}
+		mu.Unlock()
+		out := make([]string, len(names))
+		for i, n := range names {
+			out[i] = strings.ToUpper(n)
+		}
+		return out
+	}
+	names := []string{"rdb", "held", "rapp", "after"}
+	out := InLanes(names, [][][]string{{{"held"}, {"after"}}, {{"rapp"}, {"rdb"}}}, level)
+	if !reflect.DeepEqual(out, []string{"RDB", "HELD", "RAPP", "AFTER"}) || fmt.Sprint(seen) != "[rapp rdb held after]" {
+		t.Fatalf("outcomes %v, in the order %v", out, seen)
 	}
 }

@@ -204,6 +204,15 @@ func (h *handles) setUpLink(l *Link, nw *Network, host netlink.Link) error {
 	if err := h.host.AddrAdd(host, addr(l.Host)); err != nil {
 		return fmt.Errorf("address link %s: %w", l.Name, err)
 	}
+	// Loopback addresses may cross the link once translated: the host's
+	// 127.0.0.1 reaching a published port, and, inside, what arrives for
+	// the network's address handed to a program that serves 127.0.0.1.
+	// The link is IPv4 alone: without IPv6 at either end, neither has a
+	// link-local address to reach the other by (the host's services on
+	// [::] included), before the link is up and ever after.
+	if err := errors.Join(routeLocalnet(l.Name), noIPv6(l.Name)); err != nil {
+		return err
+	}
 	if err := h.host.LinkSetUp(host); err != nil {
 		return fmt.Errorf("bring up link %s: %w", l.Name, err)
 	}
@@ -214,6 +223,9 @@ func (h *handles) setUpLink(l *Link, nw *Network, host netlink.Link) error {
 	if err := h.in.AddrAdd(inner, addr(l.Inner)); err != nil {
 		return fmt.Errorf("address eth0 in network %q: %w", nw.Name, err)
 	}
+	if err := nw.Do(func() error { return errors.Join(routeLocalnet("eth0"), noIPv6("eth0")) }); err != nil {
+		return err
+	}
 	if err := h.in.LinkSetUp(inner); err != nil {
 		return fmt.Errorf("bring up eth0 in network %q: %w", nw.Name, err)
 	}
@@ -221,13 +233,7 @@ func (h *handles) setUpLink(l *Link, nw *Network, host netlink.Link) error {
 	if err := h.in.RouteAdd(&netlink.Route{LinkIndex: inner.Attrs().Index, Gw: gw, MTU: wayOutMTU}); err != nil {
 		return fmt.Errorf("default route in network %q: %w", nw.Name, err)
 	}
-	// Loopback addresses may cross the link once translated: the host's
-	// 127.0.0.1 reaching a published port, and, inside, what arrives for
-	// the network's address handed to a program that serves 127.0.0.1.
-	if err := routeLocalnet(l.Name); err != nil {
-		return err
-	}
-	return nw.Do(func() error { return routeLocalnet("eth0") })
+	return nil
 }
 
 // routeLocalnet sets route_localnet on a link of the calling thread's
@@ -235,6 +241,16 @@ func (h *handles) setUpLink(l *Link, nw *Network, host netlink.Link) error {
 func routeLocalnet(link string) error {
 	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+link+"/route_localnet", []byte("1\n"), 0o644); err != nil {
 		return fmt.Errorf("route_localnet on %s: %w", link, err)
+	}
+	return nil
+}
+
+// noIPv6 turns IPv6 off on a link of the calling thread's namespace. A
+// kernel without IPv6 (ipv6.disable=1) has nothing to turn off.
+func noIPv6(link string) error {
+	err := os.WriteFile("/proc/sys/net/ipv6/conf/"+link+"/disable_ipv6", []byte("1\n"), 0o644)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("disable_ipv6 on %s: %w", link, err)
 	}
 	return nil
 }

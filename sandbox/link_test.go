@@ -3,6 +3,7 @@ package sandbox
 import (
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -111,6 +112,22 @@ func checkMTUs(t *testing.T, nw *Network, l *Link) {
 	}
 	if mtu := inner.Attrs().MTU; mtu != linkMTU {
 		t.Errorf("eth0 of network %s: MTU %d, want %d", nw.Name, mtu, linkMTU)
+	}
+	// IPv4 alone: IPv6 off at both ends, and no address of it there,
+	// link-local included.
+	hostOff, _ := os.ReadFile("/proc/sys/net/ipv6/conf/" + l.Name + "/disable_ipv6")
+	var innerOff []byte
+	if err := nw.Do(func() (err error) {
+		innerOff, err = os.ReadFile("/proc/sys/net/ipv6/conf/eth0/disable_ipv6")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hostV6, _ := netlink.AddrList(host, netlink.FAMILY_V6)
+	innerV6, _ := h.AddrList(inner, netlink.FAMILY_V6)
+	if string(hostOff) != "1\n" || string(innerOff) != "1\n" || len(hostV6)+len(innerV6) > 0 {
+		t.Errorf("IPv6 on network %s's link: disable_ipv6 %q at the host end, %q on eth0; addresses %v, %v",
+			nw.Name, hostOff, innerOff, hostV6, innerV6)
 	}
 	routes, err := h.RouteList(inner, netlink.FAMILY_V4)
 	if err != nil {

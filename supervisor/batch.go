@@ -8,6 +8,7 @@ import (
 	"github.com/flyd-dev/flyd/authz"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/par"
+	"github.com/flyd-dev/flyd/order"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 )
@@ -56,7 +57,8 @@ type BatchRequest struct {
 	Force     bool
 	Signal    string
 	// Parallel stops and removes every workload at once; without it,
-	// dependents go before what they depend on (stopLevels).
+	// dependents go before what they depend on among each owner's
+	// workloads, the owners side by side (stopLanes).
 	Parallel bool
 }
 
@@ -198,12 +200,11 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 	}
 	outs := make([]Outcome, len(names))
 	if stopping {
-		levels := [][]string{names}
+		lanes := [][][]string{{names}}
 		if !bt.Parallel {
-			levels = s.stopLevels(names)
+			lanes = s.stopLanes(names)
 		}
-		byName := make(map[string]Outcome, len(names))
-		for _, level := range levels {
+		return order.InLanes(names, lanes, func(level []string) []Outcome {
 			// Every workload of a level is set stopping before any stop is
 			// waited for: a stop is a signal and a wait for processes to
 			// end, so none need wait for another's (batchParallel at a
@@ -212,15 +213,13 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 			for i, name := range level {
 				waits[i] = s.stop(ctx, name, bt.Force)
 			}
+			outs := make([]Outcome, len(level))
 			for i, wait := range waits {
 				wl, err := wait()
-				byName[level[i]] = Outcome{Name: level[i], Workload: wl, Err: err}
+				outs[i] = Outcome{Name: level[i], Workload: wl, Err: err}
 			}
-		}
-		for i, n := range names {
-			outs[i] = byName[n]
-		}
-		return outs, nil
+			return outs
+		}), nil
 	}
 	if action == ActionRemove {
 		return s.inStopOrder(names, bt.Parallel, func(name string) Outcome {

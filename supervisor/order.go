@@ -155,24 +155,35 @@ func (s *Supervisor) Owned(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-// stopLevels groups names into the levels they stop in, dependents
-// first (order.StopLevels).
-func (s *Supervisor) stopLevels(names []string) [][]string {
-	return order.StopLevels(names, func(name string) *spec.Workload {
+// stopLanes groups names into the lanes and levels they stop in
+// (order.StopLanes): dependents first among each owner's workloads
+// (ownerOf: one owner but under --peer-users), the owners side by side,
+// so that a stop of root's never waits for a peer's grace period.
+func (s *Supervisor) stopLanes(names []string) [][][]string {
+	return order.StopLanes(names, func(name string) *spec.Workload {
 		if w, err := s.lookup(name); err == nil {
 			return w.specNow()
 		}
 		return nil
+	}, func(name string) uint32 {
+		if w, err := s.lookup(name); err == nil {
+			return s.ownerOf(w)
+		}
+		return 0
 	})
 }
 
-// inStopOrder runs f on every name, level by level in stopLevels' order
-// (one level with parallelAll), each level in parallel; the outcomes
-// come in the order of names.
+// inStopOrder runs f on every name, in stopLanes' order (all at once
+// with parallelAll), each level in parallel; the outcomes come in the
+// order of names.
 func (s *Supervisor) inStopOrder(names []string, parallelAll bool, f func(name string) Outcome) []Outcome {
-	levels := [][]string{names}
+	lanes := [][][]string{{names}}
 	if !parallelAll {
-		levels = s.stopLevels(names)
+		lanes = s.stopLanes(names)
 	}
-	return order.InLevels(names, levels, parallel, f)
+	return order.InLanes(names, lanes, func(level []string) []Outcome {
+		outs := make([]Outcome, len(level))
+		parallel(len(level), func(i int) { outs[i] = f(level[i]) })
+		return outs
+	})
 }

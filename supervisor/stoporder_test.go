@@ -57,12 +57,21 @@ func TestStopsGoDependentsFirst(t *testing.T) {
 		t.Errorf("stop --all stopped %v; want web before app before db, and other too", o)
 	}
 
-	if got := s.stopLevels([]string{"db", "app", "web", "other", "nothing"}); len(got) != 3 ||
+	// One owner, one lane (without --peer-users every workload is root's).
+	stopLevels := func(names []string) [][]string {
+		t.Helper()
+		lanes := s.stopLanes(names)
+		if len(lanes) != 1 {
+			t.Fatalf("stopLanes(%v) = %v; want one lane", names, lanes)
+		}
+		return lanes[0]
+	}
+	if got := stopLevels([]string{"db", "app", "web", "other", "nothing"}); len(got) != 3 ||
 		!slices.Contains(got[0], "web") || !slices.Contains(got[0], "nothing") ||
 		!slices.Equal(got[1], []string{"app"}) || !slices.Contains(got[2], "db") || !slices.Contains(slices.Concat(got...), "other") {
 		t.Errorf("stopLevels = %v; want web (and a name not known) first, then app, then db, other in one of them", got)
 	}
-	if got := s.stopLevels([]string{"db", "other"}); len(got) != 1 {
+	if got := stopLevels([]string{"db", "other"}); len(got) != 1 {
 		t.Errorf("stopLevels of workloads that depend on none of each other = %v; want one level", got)
 	}
 

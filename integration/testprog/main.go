@@ -6,6 +6,8 @@
 //	dial ADDR EVERY        connects to the TCP address ADDR every EVERY, forever, and
 //	                       prints each outcome that differs from the last: "dial ok",
 //	                       "dial refused after Nus", "dial failed after Nus: ERR"
+//	udp ADDR               sends "ping" to the UDP address ADDR and prints the answer;
+//	                       fails when none comes within a second
 //	hog                    allocates and touches memory, 8 MiB at a time, forever
 //	forkbomb               starts sleeping copies of itself as fast as it can, forever
 //	print N                N numbered lines on stdout and stderr, interleaved, then sleep
@@ -181,6 +183,9 @@ func main() {
 			fail(err.Error())
 		}
 		dial(args[0], every)
+	case "udp":
+		need(args, 1)
+		udp(args[0])
 	case "hog":
 		hog()
 	case "forkbomb":
@@ -229,6 +234,26 @@ func dial(addr string, every time.Duration) {
 		}
 		time.Sleep(every)
 	}
+}
+
+// udp sends one datagram to addr and prints the first answer: a refusal
+// (an ICMP error on the connected socket) or silence fails.
+func udp(addr string) {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		fail(err.Error())
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		fail(err.Error())
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	b := make([]byte, 512)
+	n, err := c.Read(b)
+	if err != nil {
+		fail(err.Error())
+	}
+	fmt.Println(string(b[:n]))
 }
 
 func hog() {
