@@ -174,7 +174,7 @@ func parseTrusted(dir *os.File, name string, vars specload.Lookup) (*spec.Docume
 	}
 	// No Warn: no one would read a warning, so a variable without a
 	// value or default is a problem.
-	docs, err := specload.Parse(path, data, specload.Options{Vars: vars,
+	docs, err := specload.Parse(path, data, specload.Options{Vars: vars, Dir: dir.Name(),
 		ReadEnvFile: func(entry string) (map[string]string, error) { return envFileIn(dir, entry) }})
 	if err != nil {
 		return nil, err

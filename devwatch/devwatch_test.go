@@ -179,6 +179,49 @@ func TestArmRestarts(t *testing.T) {
 	}
 }
 
+// TestArmInclude: with include globs, a change counts only when one
+// matches it (and no ignore glob does); a directory made later is watched
+// all the same, its included files counted; the entry's debounce paces
+// its bursts in place of the default.
+func TestArmInclude(t *testing.T) {
+	src := t.TempDir()
+	a := &fakeActions{}
+	debounce := 50 * time.Millisecond
+	set := Arm(context.Background(), []spec.Watch{{Path: src, Action: spec.WatchRestart,
+		Include: []string{"*.go", "go.mod"}, Ignore: []string{"*_gen.go"}, Debounce: spec.Duration{Duration: debounce}}}, a, zap.NewNop())
+	defer set.Stop()
+	waitSaid(t, a, 0, "watching")
+
+	mark := a.mark()
+	for _, f := range []string{"README.md", "notes.txt", "api_gen.go"} {
+		write(t, filepath.Join(src, f), "x")
+	}
+	time.Sleep(10 * debounce)
+	if got := a.saidSince(mark); len(got) != 0 || a.restarted() != 0 {
+		t.Fatalf("changes no include glob matches (or ignored) restarted: %q", got)
+	}
+	start := time.Now()
+	write(t, filepath.Join(src, "main.go"), "x")
+	if m := waitSaid(t, a, mark, "restarted"); m != "watch[0] "+src+": main.go changed: restarted" {
+		t.Errorf("said %q", m)
+	}
+	if took := time.Since(start); took > 200*time.Millisecond {
+		t.Errorf("acted %s after the change; its debounce is %s", took, debounce)
+	}
+	mark = a.mark()
+	if err := os.MkdirAll(filepath.Join(src, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * debounce)
+	if got := a.saidSince(mark); len(got) != 0 {
+		t.Errorf("an empty directory counted: %q", got)
+	}
+	write(t, filepath.Join(src, "pkg", "x.go"), "x")
+	if m := waitSaid(t, a, mark, "restarted"); !strings.Contains(m, "pkg/x.go") {
+		t.Errorf("said %q", m)
+	}
+}
+
 // TestArmFile: an entry on one file acts on that file alone, replaced by
 // rename as an editor saves it.
 func TestArmFile(t *testing.T) {

@@ -172,6 +172,9 @@ func (r *rule) run(ctx context.Context) {
 	defer r.fw.Close()
 	defer r.forgetAll()
 	b := burst{quiet: Quiet, max: MaxWait}
+	if d := r.e.Debounce.Duration; d > 0 {
+		b.quiet, b.max = d, max(MaxWait, 2*d)
+	}
 	var ch changes
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -230,18 +233,28 @@ func (r *rule) note(ev fsnotify.Event, ch *changes) bool {
 	if rel == "" || r.e.Ignored(rel) {
 		return false
 	}
-	ch.add(rel)
+	// A directory that is not included still counts for what it brings
+	// (addTree, below) and what it took away (a directory watched).
+	counts := r.e.Included(rel) || ev.Has(fsnotify.Remove|fsnotify.Rename) && r.watched[ev.Name]
+	if counts {
+		ch.add(rel)
+	}
 	if ev.Has(fsnotify.Remove | fsnotify.Rename) {
 		r.forget(ev.Name) // a directory's watch goes with it; a file had none
 	}
 	if ev.Has(fsnotify.Create) {
 		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
-			err := r.addTree(ev.Name, ch.add)
+			err := r.addTree(ev.Name, func(rel string) {
+				if r.e.Included(rel) {
+					ch.add(rel)
+					counts = true
+				}
+			})
 			if errors.Is(err, errTooManyDirs) && !r.full {
 				r.full = true
 				r.acts.Say(fmt.Sprintf("watch[%d] %s: %s is not watched, nor what comes after it: %v", r.i, r.e.Path, rel, err))
 			}
 		}
 	}
-	return true
+	return counts
 }

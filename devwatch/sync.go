@@ -63,7 +63,7 @@ func (r *rule) everything() []string {
 			return nil
 		case r.e.Ignored(rel) && d.IsDir():
 			return filepath.SkipDir
-		case r.e.Ignored(rel):
+		case r.e.Ignored(rel), !d.IsDir() && !r.e.Included(rel):
 			return nil
 		}
 		rels = append(rels, rel)

@@ -1,6 +1,9 @@
 package spec
 
-import "time"
+import (
+	"path/filepath"
+	"time"
+)
 
 const (
 	defaultMaxRestarts    = 5
@@ -121,4 +124,23 @@ func nilIfEmptyMap[M ~map[K]V, K comparable, V any](m M) M {
 		return nil
 	}
 	return m
+}
+
+// inDir resolves a host workload's workdir against dir, the directory of
+// the spec file it was read from: dir when it says none, dir joined to a
+// relative one. A container's workdir is a path in its image, and stays
+// as it is (refused when relative); an empty dir changes nothing.
+func (w *Workload) inDir(dir string) {
+	if dir == "" {
+		return
+	}
+	if rt := w.runtime(); rt.InContainer || rt.RunsNothing {
+		return
+	}
+	switch {
+	case w.Workdir == "":
+		w.Workdir = dir
+	case !filepath.IsAbs(w.Workdir):
+		w.Workdir = filepath.Join(dir, w.Workdir)
+	}
 }

@@ -215,6 +215,15 @@ func ParseAll(data []byte) (*Documents, error) {
 // (never a mapping key) given to expand before it is decoded, and decoded
 // as what expand returns; see Expander. A nil expand changes nothing.
 func ParseAllExpanded(data []byte, expand Expander) (*Documents, error) {
+	return ParseAllIn(data, "", expand)
+}
+
+// ParseAllIn is ParseAllExpanded of a spec file in directory dir (absolute),
+// which a host workload's paths are relative to: its workdir is dir when
+// it says none, and a relative one is resolved against dir, as compose and
+// process-compose resolve them against the file. An empty dir (the API's
+// specs: there is no file) leaves them as they are.
+func ParseAllIn(data []byte, dir string, expand Expander) (*Documents, error) {
 	roots, err := readDocuments(data)
 	if err != nil {
 		return nil, err
@@ -258,7 +267,7 @@ func ParseAllExpanded(data []byte, expand Expander) (*Documents, error) {
 				return nil, atLine(doc.lineOf("kind"), fieldErrorf("kind", "%q is neither a workload's runtime (%s) nor a document's kind (%s)",
 					kind, kindsWhere(func(Runtime) bool { return true }, "or"), docKindNames()))
 			}
-			w, err := build(doc)
+			w, err := build(doc, dir)
 			if err == nil {
 				err = once(doc, "workload", w.Name)
 			}

@@ -72,7 +72,7 @@ func DecodeJSON(r io.Reader) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := build(root)
+	w, err := build(root, "")
 	if err == nil && len(w.EnvFile) > 0 {
 		return nil, atLine(root.lineOf("env_file"), &FieldError{Field: "env_file",
 			Msg: "is read by the reader of the spec file (flyd apply), which puts its variables in env: the API takes env"})
@@ -91,12 +91,13 @@ func readOneJSON(r io.Reader) (*node, error) {
 
 // build decodes, defaults and validates one workload, and points validation
 // errors at the line of the field they concern.
-func build(n *node) (*Workload, error) {
+func build(n *node, dir string) (*Workload, error) {
 	w, err := decodeWorkload(n)
 	if err != nil {
 		return nil, err
 	}
 	w.SetDefaults()
+	w.inDir(dir)
 	err = w.Validate()
 	if err == nil {
 		return w, nil

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Watch is one entry of a workload's watch: the files under Path (a
@@ -26,11 +27,25 @@ type Watch struct {
 	// against the path relative to Path, a pattern without a '/' against
 	// every part of it, "**" standing for any number of parts.
 	Ignore []string `json:"ignore,omitempty"`
+	// Include are globs of the changes that count, matched as Ignore's
+	// are; with none, every change not ignored counts. A change counts
+	// when an include glob matches it and no ignore glob does; the
+	// directories under Path are watched whatever they match.
+	Include []string `json:"include,omitempty"`
+	// Debounce is how long a burst of changes must pause before the entry
+	// acts: 300 ms when not set (MinDebounce to MaxDebounce).
+	Debounce Duration `json:"debounce,omitzero"`
 	// Exec is what action exec runs before the restart, as reload's exec
 	// runs: in the workload's network and cgroup, as its user, with its
 	// environment.
 	Exec []string `json:"exec,omitempty"`
 }
+
+// Bounds on a watch entry's debounce.
+const (
+	MinDebounce = 10 * time.Millisecond
+	MaxDebounce = time.Minute
+)
 
 // Watch actions.
 const (
@@ -60,6 +75,9 @@ func (w *Workload) setWatchDefaults() {
 		setDefault(&e.Action, WatchRestart)
 		if len(e.Ignore) == 0 {
 			e.Ignore = nil
+		}
+		if len(e.Include) == 0 {
+			e.Include = nil
 		}
 		if len(e.Exec) == 0 {
 			e.Exec = nil
@@ -106,10 +124,15 @@ func (w *Workload) validateWatch(p *problems) {
 		case e.Action != WatchSync && e.Target != "":
 			p.add(joinPath(field, "target"), "is for action sync only")
 		}
-		for j, g := range e.Ignore {
-			if err := ValidIgnore(g); err != nil {
-				p.add(indexPath(joinPath(field, "ignore"), j), "%v", err)
+		for key, globs := range map[string][]string{"ignore": e.Ignore, "include": e.Include} {
+			for j, g := range globs {
+				if err := ValidIgnore(g); err != nil {
+					p.add(indexPath(joinPath(field, key), j), "%v", err)
+				}
 			}
+		}
+		if d := e.Debounce.Duration; d != 0 && (d < MinDebounce || d > MaxDebounce) {
+			p.add(joinPath(field, "debounce"), "must be between %s and %s, got %s", MinDebounce, MaxDebounce, d)
 		}
 	}
 }
@@ -186,6 +209,20 @@ func matchParts(pat, parts []string) bool {
 		pat, parts = pat[1:], parts[1:]
 	}
 	return true
+}
+
+// Included says whether a change of rel counts by the entry's include
+// globs: it matches one, or the entry has none.
+func (e Watch) Included(rel string) bool {
+	if len(e.Include) == 0 {
+		return true
+	}
+	for _, g := range e.Include {
+		if IgnoreMatch(g, rel) {
+			return true
+		}
+	}
+	return false
 }
 
 // Ignored says whether a change of rel is ignored by the entry: by

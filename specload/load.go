@@ -21,6 +21,10 @@ type Options struct {
 	// reader resolves it against the file's directory). Without it,
 	// env_file is refused.
 	ReadEnvFile func(entry string) (map[string]string, error)
+	// Dir is the file's directory, absolute: a host workload's workdir
+	// when it says none, and what a relative one is resolved against
+	// (spec.ParseAllIn). Empty leaves workdirs as they are.
+	Dir string
 }
 
 // Parse reads the documents of the spec file name, whose content is data:
@@ -32,7 +36,7 @@ func Parse(name string, data []byte, o Options) (*spec.Documents, error) {
 	if vars == nil {
 		vars = NoVars
 	}
-	d, err := spec.ParseAllExpanded(data, func(line int, field, v string) (string, error) {
+	d, err := spec.ParseAllIn(data, o.Dir, func(line int, field, v string) (string, error) {
 		return Expand(v, vars, func(variable string) error {
 			if o.Warn == nil {
 				return fmt.Errorf("variable %s is not set (give it a default: ${%s:-…})", variable, variable)

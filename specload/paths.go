@@ -63,7 +63,11 @@ func (c Client) ReadPath(path string) (*spec.Documents, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := Options{Vars: vars, Warn: c.Warn, ReadEnvFile: func(entry string) (map[string]string, error) {
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	o := Options{Vars: vars, Warn: c.Warn, Dir: absDir, ReadEnvFile: func(entry string) (map[string]string, error) {
 		if !filepath.IsAbs(entry) {
 			entry = filepath.Join(dir, entry)
 		}

@@ -48,6 +48,12 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 	env := t.Env
 	attr := &syscall.SysProcAttr{Setsid: true}
 	uid, gid := os.Getuid(), os.Getgid()
+	// A spec that names no workdir (the API's: a spec file's names its
+	// file's directory) runs in /, or in its user's home.
+	workdir := t.Spec.Workdir
+	if workdir == "" {
+		workdir = "/"
+	}
 	if t.Spec.User != "" {
 		acct, err := execenv.Lookup(t.Spec.User)
 		if err != nil {
@@ -56,6 +62,9 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 		attr.Credential = acct.Credential()
 		uid, gid = int(acct.UID), int(acct.GID)
 		env = execenv.FillEnv(acct, env)
+		if fi, err := os.Stat(acct.Home); t.Spec.Workdir == "" && err == nil && fi.IsDir() {
+			workdir = acct.Home
+		}
 		if err := ownPipe(t.Log, uid, gid); err != nil {
 			return nil, fmt.Errorf("log pipe: %w", err)
 		}
@@ -100,7 +109,7 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 		Path:        path,
 		Args:        t.Args,
 		Env:         env,
-		Dir:         t.Spec.Workdir,
+		Dir:         workdir,
 		Stdin:       devnull,
 		Stdout:      t.Log,
 		Stderr:      t.Log,
