@@ -218,7 +218,7 @@ func TestWaitForALateListener(t *testing.T) {
 	file := d.writeSpec(t, "late.yaml", `name: late
 command: [sh, -c, "sleep 3; exec @PROG@ serve 127.0.0.1:${PORT_HTTP}"]
 endpoints: [{name: http}]
-health: {http: {endpoint: http, path: /}, interval: 200ms}
+health: {http: {endpoint: http, path: /}}
 `)
 	start := time.Now()
 	out := d.mustCLI(t, "up", "-p", "lw", "-f", file, "--wait")
@@ -413,6 +413,7 @@ func TestPrivateTmp(t *testing.T) {
 	file := d.writeSpec(t, "tmp.yaml", fmt.Sprintf(`name: own
 user: nobody
 private_tmp: true
+workdir: /
 command: [sh, -c, "ls -A /tmp | wc -l; test -e /tmp/%[1]s.host && echo sees the host; echo x > /tmp/%[1]s; echo y > /var/tmp/%[1]s && echo wrote; exec sleep 600"]
 `, mark))
 	d.mustCLI(t, "apply", "-f", file, "--wait")

@@ -53,9 +53,13 @@ func NewHook(shms *sandbox.Shms, tmpRoot string, log *zap.Logger) *Hook {
 func (h *Hook) Name() string { return "mounts" }
 
 // onHost says whether r runs on the host, where its mounts are flyd's to
-// give.
+// give: by its spec's runtime, which an adopted run has as a new one does.
 func onHost(r *runhook.Run) bool {
-	return r.Task.Spec != nil && r.Driver != nil && r.Driver.Capabilities().RuntimeContext != "container"
+	if r.Task.Spec == nil {
+		return false
+	}
+	rt, ok := spec.RuntimeOf(r.Task.Spec.Kind)
+	return ok && !rt.InContainer && !rt.RunsNothing
 }
 
 // project is the project whose /dev/shm r gets, or "".

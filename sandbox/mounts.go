@@ -136,7 +136,9 @@ func (s *Shms) Acquire(project string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir := filepath.Join(s.dir, project)
-	if s.refs[project] == 0 && !isMountPoint(dir) {
+	// Mounted at the first run, or again when what an earlier daemon
+	// mounted is gone.
+	if !isMountPoint(dir) {
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("/dev/shm of project %s: %w", project, err)
 		}

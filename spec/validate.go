@@ -124,6 +124,11 @@ func (w *Workload) validateKind(p *problems) {
 	if ok && w.PrivateTmp && (rt.InContainer || rt.RunsNothing) {
 		p.add("private_tmp", "applies to %s workloads: a container has a /tmp of its own", outsideContainers())
 	}
+	for _, tmp := range []string{"/tmp", "/var/tmp"} {
+		if w.PrivateTmp && (w.Workdir == tmp || strings.HasPrefix(w.Workdir, tmp+"/")) {
+			p.add("workdir", "%s is under %s, which private_tmp replaces with the run's own, so the run could not start there: name a workdir elsewhere (without one, a spec file's workload starts in the file's directory)", w.Workdir, tmp)
+		}
+	}
 	if ok && rt.Validate != nil {
 		rt.Validate(w, p)
 	}

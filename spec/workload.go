@@ -41,6 +41,10 @@ type Workload struct {
 	// Profiles leave the workload out unless one of them is asked for
 	// (flyd apply --profile); a workload without profiles is always in.
 	Profiles []string `json:"profiles,omitempty"`
+	// Disabled: the workload is applied and listed, and no apply, up or
+	// daemon start starts it; `flyd start` does, and a run so started is
+	// kept as any other (process-compose's disabled).
+	Disabled bool `json:"disabled,omitempty"`
 	// Configuration is the service's configuration, by name, each a map
 	// of keys to values, given to it and to every workload that uses it
 	// under codefly's names (CODEFLY__SERVICE_CONFIGURATION__MODULE__

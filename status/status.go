@@ -62,7 +62,10 @@ type Workload struct {
 	LastError     string
 	NextStart     *time.Time
 	Healthy       *bool
-	Ports         []PortMapping
+	// Checked says its spec has a health check: it is up once the check
+	// passed. Disabled says its spec is disabled: at rest, it is up.
+	Checked, Disabled bool
+	Ports             []PortMapping
 	// Spec is the workload's spec; a snapshot for others has it redacted.
 	Spec *spec.Workload
 	// AppliedBy is the uid of the caller that applied it.
@@ -311,6 +314,10 @@ func (w Workload) Readiness(now time.Time) (up bool, never string) {
 	switch {
 	case w.State == Failed:
 		return false, "failed: " + w.LastError
+	case w.State == Stopped && w.Disabled:
+		// Applied to be started when asked: what an up brings up
+		// leaves it at rest.
+		return true, ""
 	case w.State == Stopped:
 		return false, "stopped"
 	case w.State == Exited && w.LastExit.Succeeded():
@@ -324,7 +331,7 @@ func (w Workload) Readiness(now time.Time) (up bool, never string) {
 		return false, ""
 	case w.Healthy != nil:
 		return *w.Healthy, ""
-	case w.Spec != nil && w.Spec.Health != nil:
+	case w.Checked:
 		return false, ""
 	}
 	return w.StartedAt != nil && now.Sub(*w.StartedAt) >= Settle, ""

@@ -3,8 +3,6 @@ package status
 import (
 	"testing"
 	"time"
-
-	"github.com/flyd-dev/flyd/spec"
 )
 
 // TestSamePorts: an allocation is the same when each endpoint keeps its
@@ -32,17 +30,19 @@ func TestSamePorts(t *testing.T) {
 func TestReadiness(t *testing.T) {
 	long := time.Now().Add(-time.Hour)
 	yes, no := true, false
-	checked := &spec.Workload{Health: &spec.Health{TCP: "db"}}
+
 	for _, c := range []struct {
 		name string
 		w    Workload
 		up   bool
 	}{
-		{"no check, running for an hour", Workload{State: Running, StartedAt: &long, Spec: &spec.Workload{}}, true},
-		{"no check, just started", Workload{State: Running, StartedAt: ptr(time.Now()), Spec: &spec.Workload{}}, false},
-		{"a check that has not reported", Workload{State: Running, StartedAt: &long, Spec: checked}, false},
-		{"a check that passed", Workload{State: Running, StartedAt: &long, Spec: checked, Healthy: &yes}, true},
-		{"a check that failed", Workload{State: Running, StartedAt: &long, Spec: checked, Healthy: &no}, false},
+		{"no check, running for an hour", Workload{State: Running, StartedAt: &long}, true},
+		{"no check, just started", Workload{State: Running, StartedAt: ptr(time.Now())}, false},
+		{"a check that has not reported", Workload{State: Running, StartedAt: &long, Checked: true}, false},
+		{"a check that passed", Workload{State: Running, StartedAt: &long, Checked: true, Healthy: &yes}, true},
+		{"a check that failed", Workload{State: Running, StartedAt: &long, Checked: true, Healthy: &no}, false},
+		{"disabled, at rest", Workload{State: Stopped, Disabled: true}, true},
+		{"stopped", Workload{State: Stopped}, false},
 	} {
 		if up, _ := c.w.Readiness(time.Now()); up != c.up {
 			t.Errorf("%s: up %v, want %v", c.name, up, c.up)

@@ -227,7 +227,7 @@ func (s *Supervisor) finish(ctx context.Context, pd *prepared) (*status.Workload
 				return nil, err
 			}
 		}
-		w, created := s.register(sp, ports, status.Workload{State: status.Pending}, func(w *workload) { w.createErr = w.create(o.Start, o.Owner, o.By) })
+		w, created := s.register(sp, ports, status.Workload{State: status.Pending}, func(w *workload) { w.createErr = w.create(o.Start && !sp.Disabled, o.Owner, o.By) })
 		if created {
 			s.publish(status.Event{Type: status.EventApplied, Workload: sp.Name, Message: "created"})
 			err := w.call(ctx, func() error { return w.createErr })
@@ -240,7 +240,9 @@ func (s *Supervisor) finish(ctx context.Context, pd *prepared) (*status.Workload
 			if err := authz.Decide(o.caller(), authz.Apply, w.doc()); err != nil {
 				return err
 			}
-			return w.replace(sp, ports, o.Start, o.By)
+			// A disabled workload is started by flyd start alone: an
+			// apply keeps it as it is, running or not.
+			return w.replace(sp, ports, o.Start && (!sp.Disabled || w.desired), o.By)
 		})
 		if errors.Is(err, errRemoved) {
 			continue // removed while we waited: create it anew

@@ -106,7 +106,7 @@ func (s *Supervisor) applyGroup(ctx context.Context, g *spec.Workload, o ApplyOp
 		if first == nil {
 			first = st
 		}
-		if had[i] != nil && o.Start && i < g.Replicas {
+		if had[i] != nil && o.Start && !g.Disabled && i < g.Replicas {
 			if err := s.awaitReady(ctx, r.Name); err != nil {
 				return first, fmt.Errorf("replica %s: %w; the replicas after it keep their runs", r.Name, err)
 			}

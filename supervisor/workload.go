@@ -255,6 +255,7 @@ func (w *workload) setSpec(sp *spec.Workload, ports []status.PortMapping) {
 	w.update(func(v *status.Workload) {
 		v.Kind = sp.Kind
 		v.Spec = red
+		v.Checked, v.Disabled = sp.Health != nil, sp.Disabled
 		v.Ports = ports
 	})
 }

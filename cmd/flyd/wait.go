@@ -149,6 +149,8 @@ func upState(w api.Workload) string {
 		return "scheduled, next run at " + when(*w.NextStart)
 	case w.Healthy != nil:
 		return fmt.Sprintf("running, healthy, pid %d", w.PID)
+	case w.State == api.StateStopped && w.Up:
+		return "disabled (flyd start " + w.Name + " starts it)"
 	case w.PID == 0:
 		return "in force (" + string(w.Kind) + ": it runs nothing)"
 	}
