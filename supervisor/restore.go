@@ -37,6 +37,7 @@ func (w *workload) detach(stop bool) {
 func (w *workload) restore(rec records.Workload, run *records.Recovered) {
 	w.desired, w.owner, w.by = rec.Running, rec.Owner, rec.By
 	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = rec.Owner, rec.By })
+	w.boundLog(rec.By)
 	if w.s.drivers[rec.Spec.Kind] == nil {
 		w.rest(status.Failed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
 		return
