@@ -167,9 +167,14 @@ func (s *Server) holdShare(r *http.Request, incoming []*spec.Workload, replaced 
 	}
 	n, size := 0, int64(0)
 	for _, wl := range ws {
-		if wl.AppliedBy == c.UID && !replaced(wl) {
-			n++
-			size += specBytes(wl.Spec)
+		if wl.AppliedBy != c.UID || replaced(wl) {
+			continue
+		}
+		n++
+		// The list leaves specs out: each is asked for, of at most
+		// a share of workloads.
+		if one, err := s.backend.Get(r.Context(), wl.Name); err == nil {
+			size += specBytes(one.Spec)
 		}
 	}
 	for _, sp := range incoming {
@@ -229,8 +234,11 @@ func (s *Server) scaleShare(r *http.Request, name string, n int) (func(), error)
 		if err := authz.Decide(c, authz.Apply, workloadDoc(wl.Name, wl)); err != nil {
 			return nil, err
 		}
-		if group == nil && wl.Spec != nil {
-			g := *wl.Spec
+		if group != nil {
+			continue
+		}
+		if one, err := s.backend.Get(r.Context(), wl.Name); err == nil && one.Spec != nil {
+			g := *one.Spec
 			g.Name, g.ReplicaOf, g.Replicas = name, "", max(n, 1)
 			group = &g
 		}
