@@ -209,3 +209,70 @@ func TestTrustPeerShare(t *testing.T) {
 		t.Errorf("root's r1 after the peer's attack: %s", w.State)
 	}
 }
+
+// TestTrustPeerSeesItsOwn (issue 49, Low): a peer reads its own lane of
+// the networks, workspaces and reach, no policy (root's), and neither
+// /metrics nor the profiles (root's, the CPU profiler held by one caller
+// at a time); a scale of root's workload is refused naming who applied
+// it, and shows nothing of its spec.
+func TestTrustPeerSeesItsOwn(t *testing.T) {
+	t.Parallel()
+	gid := usersGroup(t)
+	p1, _, _ := peerUsers(t)
+	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", p1.name))
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "root.yaml", `name: rootweb
+command: ["@PROG@", signals]
+network: rootnet
+env: {ROOT_ONLY: root-env-value}
+endpoints: [{name: http, port: 8080, publish: ephemeral}]
+---
+kind: policy
+name: rootpolicy
+select: {workloads: [rootweb]}
+ingress: [{from: {users: true}}]
+---
+kind: workspace
+name: rootspace
+configuration: {aws: {region: root-region}}
+---
+kind: workspace
+name: uid-`+strconv.Itoa(int(p1.uid))+`
+configuration: {aws: {region: peer-region}}
+`))
+	d.waitState(t, "rootweb", api.StateRunning)
+	if _, errOut, code := d.as(t, p1, gid, "apply", "-f", d.writeSpec(t, "peer.yaml", "name: peerweb\ncommand: [\"@PROG@\", signals]\nnetwork: peernet\nendpoints: [{name: http, port: 8080, publish: ephemeral}]\n")); code != 0 {
+		t.Fatalf("the peer's apply: exit %d, %s", code, errOut)
+	}
+	d.waitState(t, "peerweb", api.StateRunning)
+
+	for _, path := range []string{"/v1/networks", "/v1/policies", "/v1/workspaces", "/v1/reach"} {
+		out, errOut := d.curlAs(t, p1, gid, "GET", path, "", false)
+		for _, root := range []string{"rootweb", "rootnet", "rootpolicy", "rootspace", "root-region"} {
+			if strings.Contains(out, root) {
+				t.Errorf("the peer's GET %s shows root's %s: %s %s", path, root, out, errOut)
+			}
+		}
+		if path == "/v1/networks" && !strings.Contains(out, "peerweb") || path == "/v1/workspaces" && !strings.Contains(out, "peer-region") {
+			t.Errorf("the peer's GET %s leaves out its own: %s %s", path, out, errOut)
+		}
+	}
+	if out, _ := d.curlAs(t, p1, gid, "GET", "/v1/reach?name=rootweb", "", false); !strings.Contains(out, "forbidden") {
+		t.Errorf("the peer's reach of rootweb: %s; want forbidden", out)
+	}
+	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/profile?seconds=1"} {
+		if out, _ := d.curlAs(t, p1, gid, "GET", path, "", false); !strings.Contains(out, "forbidden") || strings.Contains(out, "flyd_") {
+			t.Errorf("the peer's GET %s: %.300s; want forbidden", path, out)
+		}
+	}
+	// Root reads them all.
+	if out, _ := d.curlAs(t, peerUser{name: "root"}, gid, "GET", "/v1/networks", "", false); !strings.Contains(out, "rootweb") || !strings.Contains(out, "peerweb") {
+		t.Errorf("root's GET /v1/networks: %s", out)
+	}
+	if out, _ := d.curlAs(t, peerUser{name: "root"}, gid, "GET", "/metrics", "", false); strings.Contains(out, "forbidden") {
+		t.Errorf("root's GET /metrics: %.300s", out)
+	}
+	out, errOut, code := d.as(t, p1, gid, "scale", "rootweb", "3")
+	if code == 0 || !strings.Contains(errOut, "forbidden") || strings.Contains(out+errOut, "root-env-value") || strings.Contains(out+errOut, "ROOT_ONLY") {
+		t.Errorf("the peer's scale of rootweb: exit %d, %s %s; want forbidden, nothing of its spec", code, out, errOut)
+	}
+}
