@@ -276,3 +276,44 @@ configuration: {aws: {region: peer-region}}
 		t.Errorf("the peer's scale of rootweb: exit %d, %s %s; want forbidden, nothing of its spec", code, out, errOut)
 	}
 }
+
+// TestWorkloadLoginLimits (issue 49, Low): a workload starts with the
+// open files limit a login has (soft 1024, the hard one at most 524288),
+// not the daemon's, whoever applied it, whatever limit the daemon was
+// started with (here the test's, soft as high as hard, as a unit's
+// LimitNOFILE=N sets them).
+func TestWorkloadLoginLimits(t *testing.T) {
+	t.Parallel()
+	gid := usersGroup(t)
+	p1, _, _ := peerUsers(t)
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	wantHard := min(rl.Max, 524288)
+	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", p1.name))
+	limits := "command: [/bin/sh, -c, 'echo files $(ulimit -Sn):$(ulimit -Hn)']\nrestart: {policy: never}\n"
+	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "rlim.yaml", "name: rlim\n"+limits))
+	if _, errOut, code := d.as(t, p1, gid, "apply", "-f", d.writeSpec(t, "plim.yaml", "name: plim\n"+limits)); code != 0 {
+		t.Fatalf("the peer's apply: exit %d, %s", code, errOut)
+	}
+	want := fmt.Sprintf("files 1024:%d", wantHard)
+	for _, n := range []string{"rlim", "plim"} {
+		d.waitState(t, n, api.StateExited)
+		if got := d.logs(t, n); !strings.Contains(got, want) {
+			t.Errorf("%s's open files limit: %q; want %s (the daemon's: %d:%d)", n, got, want, rl.Cur, rl.Max)
+		}
+	}
+	// The daemon keeps a limit of its own for what it holds.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", d.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[0] == "Max" && f[1] == "open" {
+			if soft, _ := strconv.ParseUint(f[3], 10, 64); soft < wantHard-1 {
+				t.Errorf("the daemon's own open files limit: %s; want %d", l, wantHard-1)
+			}
+		}
+	}
+}

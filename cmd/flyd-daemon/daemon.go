@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -12,6 +13,7 @@ import (
 	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/daemon"
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
+	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
@@ -84,6 +86,10 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 }
 
 func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
+	// Workloads start with login's open files limit, not the daemon's.
+	if err := native.StartWithLoginFiles(os.Args); err != nil {
+		fmt.Fprintf(c.Stderr, "flyd daemon: workloads start with the daemon's open files limit: %v\n", err)
+	}
 	var cfg daemonConfig
 	fs := daemonFlags(&cfg)
 	fs.SetOutput(c.Stderr)
