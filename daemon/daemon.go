@@ -47,7 +47,10 @@ type Config struct {
 	// PeerUsers are the users that may be peers (comma-separated): a
 	// caller other than root runs workloads only as itself, and only if
 	// named; empty, every member of the socket group is root's equal.
-	PeerUsers        string
+	PeerUsers string
+	// PeerShares are what one peer holds at most (server.Shares); zero:
+	// server.DefaultShares.
+	PeerShares       server.Shares
 	StateDir, RunDir string
 	WorkloadsDir     string
 	StopOnExit       bool
@@ -112,6 +115,12 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	policy, err := server.PeerUsersPolicy(cfg.PeerUsers)
 	if err != nil {
+		return err
+	}
+	if cfg.PeerShares == (server.Shares{}) {
+		cfg.PeerShares = server.DefaultShares
+	}
+	if err := cfg.PeerShares.Check(); err != nil {
 		return err
 	}
 	unlock, err := lockInstance(cfg)
@@ -226,6 +235,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		StopOnClose:      cfg.StopOnExit,
 		AdvertiseAddress: cfg.AdvertiseAddress,
 		PeerLanes:        policy != nil,
+		PeerLogBytes:     cfg.PeerShares.WorkloadLogBytes(),
 	})
 	if err != nil {
 		l.Close()
@@ -254,15 +264,16 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Leases: st, Publish: publish, Log: log,
 	})
 	m := metrics.New(backend)
-	opts := []server.Option{server.WithRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
+	opts := []server.Option{server.WithRootRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
 	if policy != nil {
-		opts = append(opts, server.WithSpecPolicy(policy))
+		opts = append(opts, server.WithSpecPolicy(policy), server.WithShares(cfg.PeerShares))
 	}
 	srv := server.New(backend, server.PeerPolicy(gid), log.Named("api"), append(opts,
-		// Profiles, for the same peers as the rest of the API.
-		server.WithRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
-		server.WithRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),
-		server.WithRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))...)
+		// Profiles, for root's equals: a confined caller would read the
+		// whole daemon, and hold the one CPU profiler.
+		server.WithRootRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
+		server.WithRootRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),
+		server.WithRootRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))...)
 
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watched := make(chan error, 1)

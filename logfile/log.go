@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,8 +21,9 @@ import (
 // through one value so that a rotation never runs while a reader is
 // placing itself. One Log per path: the daemon keeps them by name.
 type Log struct {
-	path        string
-	maxSize     int64
+	path string
+	// maxSize changes when the workload's bound does (Book.Bound).
+	maxSize     atomic.Int64
 	generations int
 
 	// shape is held for writing by a rotation and for reading while a
@@ -51,7 +53,21 @@ func NewLog(path string, maxSize int64, generations int) *Log {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxSize
 	}
-	return &Log{path: path, maxSize: maxSize, generations: generations, liveMarks: -1}
+	l := &Log{path: path, generations: generations, liveMarks: -1}
+	l.maxSize.Store(maxSize)
+	return l
+}
+
+// MaxSize is the size the live file is rotated at.
+func (l *Log) MaxSize() int64 { return l.maxSize.Load() }
+
+// SetMaxSize has the live file rotated at maxSize (DefaultMaxSize when
+// <= 0) from the next write or rotation on.
+func (l *Log) SetMaxSize(maxSize int64) {
+	if maxSize <= 0 {
+		maxSize = DefaultMaxSize
+	}
+	l.maxSize.Store(maxSize)
 }
 
 // Path is the live file's path.
@@ -122,7 +138,7 @@ func (l *Log) Rotate(hold func() (release func(), err error)) (bool, error) {
 	l.amu.Unlock()
 	l.names.Lock()
 	defer l.names.Unlock()
-	moved, err := rotate(l.path, l.maxSize, l.generations, hold)
+	moved, err := rotate(l.path, l.maxSize.Load(), l.generations, hold)
 	if moved < 0 {
 		return false, err
 	}

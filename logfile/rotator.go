@@ -130,7 +130,7 @@ func (r *Rotator) check(c *look, now time.Time) {
 	if err != nil {
 		r.warn(c.name, "cannot date the log", err)
 	}
-	if size >= r.max {
+	if size >= min(r.max, l.MaxSize()) {
 		var hold func() (func(), error)
 		if r.hold != nil {
 			hold = r.hold(c.name)

@@ -105,7 +105,7 @@ func (l *Log) put(want int, move func(live *os.File, off int64, n int) (int, err
 	if err != nil {
 		return 0, err
 	}
-	size, limit := fi.Size(), max(l.maxSize, MinMaxSize)
+	size, limit := fi.Size(), max(l.maxSize.Load(), MinMaxSize)
 	room := limit - size - int64(l.liveMarks+1)*markSize
 	if room <= 0 {
 		if err := l.rotateLive(x, size); err != nil {

@@ -24,6 +24,17 @@ func (s *Supervisor) ownerOf(w *workload) uint32 {
 	return w.snapshot(false).AppliedBy
 }
 
+// boundLog bounds the log of w, applied by uid by: a confined caller's
+// workload keeps its share of the log space (Config.PeerLogBytes),
+// root's the daemon's bound.
+func (w *workload) boundLog(by uint32) {
+	var total int64
+	if w.s.cfg.PeerLanes && by != 0 {
+		total = w.s.cfg.PeerLogBytes
+	}
+	w.s.logs.Bound(w.name, total)
+}
+
 // networkOwned refuses sp, applied by uid by, a network that holds
 // another owner's workload, unless root's document of it opens it to
 // peers (`peers: true`): a caller other than root must not make a network

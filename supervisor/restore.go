@@ -43,6 +43,7 @@ func (w *workload) restore(rec records.Workload, run *records.Recovered) {
 		v.Owner, v.AppliedBy = rec.Owner, rec.By
 		v.LastError, v.StartedAt, v.LastExit, v.Restarts = rec.LastError, rec.StartedAt, rec.LastExit.Exit(), rec.Restarts
 	})
+	w.boundLog(rec.By)
 	if w.s.drivers[rec.Spec.Kind] == nil {
 		w.rest(status.Failed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
 		return

@@ -54,6 +54,11 @@ type Config struct {
 	// LogMaxSize and LogGenerations rotate each workload's log file.
 	LogMaxSize     int64
 	LogGenerations int
+	// PeerLogBytes, under PeerLanes, bounds the log of each workload a
+	// caller other than root applied, on disk, its rotated files
+	// included: that caller's share of the log space divided among the
+	// workloads it may hold. 0: the bound of every other log.
+	PeerLogBytes int64
 	// LogPipes carries runs' output to their logs; nil has every run
 	// write its log file itself, as a containerd shim does.
 	LogPipes *logpipe.Pipes

@@ -311,6 +311,7 @@ func (w *workload) cancelTimer() {
 func (w *workload) create(start bool, owner string, by uint32) error {
 	w.desired, w.owner, w.by = start, owner, by
 	w.update(func(v *status.Workload) { v.Owner, v.AppliedBy = owner, by })
+	w.boundLog(by)
 	if err := w.s.store.SaveWorkload(records.Workload{Spec: w.spec, Running: start, Rest: status.Stopped, Owner: owner, By: by}); err != nil {
 		w.s.net.Detach(w.spec)
 		w.gone = true
@@ -403,6 +404,7 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	}
 	w.by = by
 	w.update(func(v *status.Workload) { v.AppliedBy = by })
+	w.boundLog(by)
 	if err := w.stopRun(); err != nil {
 		return err
 	}

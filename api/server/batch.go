@@ -25,6 +25,10 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if c := s.callerOf(r); c.Confined && len(body.Workloads) > s.shares.Workloads {
+		writeError(w, fmt.Errorf("%w: this change is %d workloads: a caller other than root (uid %d) holds at most %d, its share (--peer-max-workloads)", errdefs.ErrForbidden, len(body.Workloads), c.UID, s.shares.Workloads))
+		return
+	}
 	// Decoded on every core; the first spec refused, in the body's
 	// order, refuses the batch.
 	specs := make([]*spec.Workload, len(body.Workloads))
@@ -40,6 +44,12 @@ func (s *Server) applyBatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	release, err := s.holdShare(r, specs, replacing(specs))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
 	q := r.URL.Query()
 	rs, err := s.backend.ApplyBatch(r.Context(), specs, api.ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	respond(w, api.Results{Results: emptyIfNil(rs)}, err)

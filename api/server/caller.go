@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/flyd-dev/flyd/api"
@@ -32,7 +33,19 @@ func workloadDoc(name string, wl api.Workload) authz.Doc {
 }
 
 // withCaller puts the request's caller in its context, where the backend
-// and the supervisor find it (authz.CallerOf).
+// and the supervisor find it (authz.CallerOf), and the server, where a
+// route given to it (ReachHandler) finds the caller's lane.
 func (s *Server) withCaller(r *http.Request) *http.Request {
-	return r.WithContext(authz.WithCaller(r.Context(), s.callerOf(r)))
+	ctx := authz.WithCaller(r.Context(), s.callerOf(r))
+	return r.WithContext(context.WithValue(ctx, serverKey{}, s))
+}
+
+// serverKey is where withCaller puts the server.
+type serverKey struct{}
+
+// serverOf is the server that serves r, nil for a request it did not
+// admit.
+func serverOf(r *http.Request) *Server {
+	s, _ := r.Context().Value(serverKey{}).(*Server)
+	return s
 }

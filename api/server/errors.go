@@ -19,6 +19,10 @@ func writeError(w http.ResponseWriter, err error) {
 // toError is api.ErrorOf with what only a server meets: a request body
 // over its bound.
 func toError(err error) *api.Error {
+	var bse *bodyShareError
+	if errors.As(err, &bse) {
+		return bse.apiError()
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",

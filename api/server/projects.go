@@ -21,6 +21,10 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := s.overShare(r, docs.Workloads); err != nil {
+		writeError(w, err)
+		return
+	}
 	for i, ws := range docs.Workloads {
 		if err := s.checkSpec(r, ws); err != nil {
 			writeError(w, inBatch(i, err))
@@ -33,6 +37,12 @@ func (s *Server) up(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	release, err := s.holdShare(r, docs.Workloads, replacingProject(r.PathValue("name"), docs.Keep))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
 	q := r.URL.Query()
 	c, err := s.backend.Up(r.Context(), r.PathValue("name"), docs, api.ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	respondChange(w, c, err)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,8 +34,12 @@ type Server struct {
 	rootApplying, peerApplying chan struct{}
 	// specPolicy, when set, may refuse what a peer applies.
 	specPolicy func(Peer, *spec.Workload) error
-	mux        *http.ServeMux
-	handler    http.Handler
+	// shares are what a confined caller holds at most (share.go);
+	// holding its changes checked against them, one at a time.
+	shares  Shares
+	holding holding
+	mux     *http.ServeMux
+	handler http.Handler
 }
 
 // Option adds to a Server.
@@ -76,6 +79,22 @@ func WithRoute(pattern string, h http.Handler) Option {
 	return func(s *Server) { s.mux.Handle(pattern, h) }
 }
 
+// WithRootRoute serves h on pattern to root's equals alone: a confined
+// caller is refused (forbidden). For what shows the whole daemon (its
+// metrics, its profiles) or holds what one caller at a time may hold
+// (the CPU profiler).
+func WithRootRoute(pattern string, h http.Handler) Option {
+	return func(s *Server) {
+		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			if c := s.callerOf(r); c.Confined {
+				writeError(w, fmt.Errorf("%w: %s is root's: it shows the whole daemon, and a caller other than root (uid %d) sees its own lane alone", errdefs.ErrForbidden, r.URL.Path, c.UID))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}
+
 // WithMiddleware wraps the routing (after the peer check): mw sees each
 // request once its route is known (r.Pattern).
 func WithMiddleware(mw func(http.Handler) http.Handler) Option {
@@ -88,7 +107,7 @@ func New(b Backend, allow func(Peer) bool, log *zap.Logger, opts ...Option) *Ser
 	s := &Server{backend: b, allow: allow, log: log, mux: http.NewServeMux(),
 		rootApplying: make(chan struct{}, maxApplies), peerApplying: make(chan struct{}, maxApplies),
 		applyQuota:  newQuota("applies in progress", maxApplies, maxAppliesPerUser),
-		streamQuota: newQuota("streams", MaxStreams, maxStreamsPerUser)}
+		streamQuota: newQuota("streams", MaxStreams, maxStreamsPerUser), shares: DefaultShares}
 	s.routes()
 	s.handler = s.mux
 	for _, o := range opts {
@@ -179,6 +198,9 @@ func (s *Server) documents(m *http.ServeMux, k spec.DocKind) {
 	path := "/v1/" + k.Plural
 	m.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
 		vs, err := s.backend.Documents(r.Context(), k.Name)
+		if err == nil {
+			vs, err = s.ownDocuments(r, vs)
+		}
 		if err == nil && vs == nil {
 			vs = []struct{}{}
 		}
@@ -213,17 +235,61 @@ func (s *Server) documents(m *http.ServeMux, k spec.DocKind) {
 	})
 }
 
+// ownDocuments is what a confined caller reads of a kind's list: the
+// networks that hold a workload of its own, each with its own workloads
+// and published ports alone; the workspace documents of its own
+// workspace (uid-N, in whatever project); no policy, nor a document of
+// another kind (root's, naming root's workloads). Another caller reads
+// them all.
+func (s *Server) ownDocuments(r *http.Request, vs any) (any, error) {
+	c := s.callerOf(r)
+	if !c.Confined {
+		return vs, nil
+	}
+	switch vs := vs.(type) {
+	case []api.Network:
+		mine, err := s.lane(r)
+		if err != nil {
+			return nil, err
+		}
+		out := []api.Network{}
+		for _, n := range vs {
+			n.Workloads = slices.DeleteFunc(slices.Clone(n.Workloads), func(w string) bool { return !mine(w) })
+			n.Published = slices.DeleteFunc(slices.Clone(n.Published), func(p api.Published) bool { return !mine(p.Workload) })
+			if len(n.Workloads) > 0 {
+				out = append(out, n)
+			}
+		}
+		return out, nil
+	case []spec.Workspace:
+		own := spec.PeerWorkspace(c.UID)
+		return slices.DeleteFunc(slices.Clone(vs), func(ws spec.Workspace) bool { return spec.BareName(ws.Name) != own }), nil
+	}
+	return []struct{}{}, nil
+}
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, ok := peerFrom(r.Context())
 	if !ok || !s.allow(p) {
 		writeError(w, fmt.Errorf("%w: uid %d may not use this socket", errdefs.ErrForbidden, p.UID))
 		return
 	}
-	limit := int64(api.MaxBodyBytes)
-	if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/projects/") {
-		limit = api.MaxProjectBytes
+	// A body over the caller's bound is refused by its length before a
+	// byte of it is read, and one that does not say its length where it
+	// passes the bound.
+	limit, share := s.bodyLimit(r)
+	if r.ContentLength > limit {
+		if share {
+			writeError(w, &bodyShareError{uid: p.UID, limit: limit, size: r.ContentLength})
+		} else {
+			writeError(w, &http.MaxBytesError{Limit: limit})
+		}
+		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	if share {
+		r.Body = shareBody{ReadCloser: r.Body, uid: p.UID, limit: limit}
+	}
 	if r.ContentLength != 0 {
 		// A body trickled in byte by byte must not hold the connection:
 		// the whole of it has bodyTimeout, and then the deadline goes,
@@ -425,6 +491,13 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	incoming := []*spec.Workload{ws}
+	release, err := s.holdShare(r, incoming, replacing(incoming))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
 	q := r.URL.Query()
 	wl, err := s.backend.Apply(r.Context(), ws, api.ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	if err != nil {
@@ -464,6 +537,12 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: replicas: %q is not a number", errdefs.ErrInvalid, q.Get("replicas")))
 		return
 	}
+	release, err := s.scaleShare(r, r.PathValue("name"), n)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
 	wl, err := s.backend.Scale(r.Context(), r.PathValue("name"), n, api.ApplyOptions{Start: q.Get("start") != "false", Force: q.Get("force") == "true"})
 	if err != nil {
 		writeError(w, err)

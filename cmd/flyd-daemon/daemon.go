@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"os"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -11,6 +13,7 @@ import (
 	"github.com/flyd-dev/flyd/api/server"
 	"github.com/flyd-dev/flyd/daemon"
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
+	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
@@ -25,15 +28,18 @@ type daemonConfig struct {
 	socket      string
 	socketGroup string
 	peerUsers   string
-	stateDir    string
-	runDir      string
-	logLevel    string
-	stopOnExit  bool
-	logMaxSize  string
-	logGens     int
-	advertise   string
-	networkPool string
-	reachHost   string
+	// The shares of a caller other than root: workloads, and sizes.
+	peerMaxWorkloads                               int
+	peerMaxSpecBytes, peerMaxBody, peerMaxLogBytes string
+	stateDir                                       string
+	runDir                                         string
+	logLevel                                       string
+	stopOnExit                                     bool
+	logMaxSize                                     string
+	logGens                                        int
+	advertise                                      string
+	networkPool                                    string
+	reachHost                                      string
 
 	cgroupParent    string
 	containerdSock  string
@@ -53,6 +59,11 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.socket, "socket", home.Socket, "API socket")
 	fs.StringVar(&cfg.socketGroup, "socket-group", "flyd", "group whose members may use the socket: root-equivalent unless --peer-users limits them")
 	fs.StringVar(&cfg.peerUsers, "peer-users", "", "the users (names or uids, comma-separated) that may be peers: a caller other than root runs only native workloads, as itself, and only if named here")
+	sh := server.DefaultShares
+	fs.IntVar(&cfg.peerMaxWorkloads, "peer-max-workloads", sh.Workloads, "with --peer-users: the workloads one caller other than root holds at most, each replica one")
+	fs.StringVar(&cfg.peerMaxSpecBytes, "peer-max-spec-bytes", sizeFlag(sh.SpecBytes), "with --peer-users: the bytes of the specs (JSON, as inspect shows them) of one caller other than root's workloads at most")
+	fs.StringVar(&cfg.peerMaxBody, "peer-max-body", sizeFlag(sh.Body), "with --peer-users: a request body of a caller other than root, a project's too, at most; a longer one is refused before it is read")
+	fs.StringVar(&cfg.peerMaxLogBytes, "peer-max-log-bytes", sizeFlag(sh.LogBytes), "with --peer-users: the log files of one caller other than root's workloads on disk in all; each of its workloads' logs keeps this divided by --peer-max-workloads")
 	fs.StringVar(&cfg.stateDir, "state-dir", home.StateDir, "specs and logs")
 	fs.StringVar(&cfg.runDir, "run-dir", home.RunDir, "runtime state")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -75,6 +86,10 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 }
 
 func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
+	// Workloads start with login's open files limit, not the daemon's.
+	if err := native.StartWithLoginFiles(os.Args); err != nil {
+		fmt.Fprintf(c.Stderr, "flyd daemon: workloads start with the daemon's open files limit: %v\n", err)
+	}
 	var cfg daemonConfig
 	fs := daemonFlags(&cfg)
 	fs.SetOutput(c.Stderr)
@@ -96,6 +111,10 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 	if _, err := server.PeerUsersPolicy(cfg.peerUsers); err != nil {
 		return cli.Usage(err)
 	}
+	shares, err := cfg.shares()
+	if err != nil {
+		return cli.Usage(err)
+	}
 	switch {
 	case (cfg.registryTLSCert == "") != (cfg.registryTLSKey == ""):
 		return cli.Usagef("--registry-tls-cert and --registry-tls-key go together")
@@ -109,7 +128,7 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 	defer log.Sync()
 	maxSize, _ := spec.ParseSize(cfg.logMaxSize)
 	return daemon.Run(ctx, daemon.Config{
-		Socket: cfg.socket, SocketGroup: cfg.socketGroup, PeerUsers: cfg.peerUsers,
+		Socket: cfg.socket, SocketGroup: cfg.socketGroup, PeerUsers: cfg.peerUsers, PeerShares: shares,
 		StateDir: cfg.stateDir, RunDir: cfg.runDir, WorkloadsDir: cfg.workloadsDir, StopOnExit: cfg.stopOnExit,
 		LogMaxSize: int64(maxSize), LogGenerations: cfg.logGens, AdvertiseAddress: cfg.advertise,
 		NetworkPool: cfg.networkPool, ReachHost: cfg.reachHost, CgroupParent: cfg.cgroupParent, ContainerdSocket: cfg.containerdSock,
@@ -117,6 +136,35 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 		RegistryTLSCert: cfg.registryTLSCert, RegistryTLSKey: cfg.registryTLSKey,
 		Version: cli.Version,
 	}, log)
+}
+
+// shares reads the --peer-max-… flags.
+func (cfg *daemonConfig) shares() (server.Shares, error) {
+	sh := server.Shares{Workloads: cfg.peerMaxWorkloads}
+	for _, f := range []struct {
+		name, v string
+		to      *int64
+	}{{"peer-max-spec-bytes", cfg.peerMaxSpecBytes, &sh.SpecBytes}, {"peer-max-body", cfg.peerMaxBody, &sh.Body}, {"peer-max-log-bytes", cfg.peerMaxLogBytes, &sh.LogBytes}} {
+		n, err := spec.ParseSize(f.v)
+		if err != nil {
+			return sh, fmt.Errorf("--%s: %q is not a size like 4Mi: %w", f.name, f.v, err)
+		}
+		*f.to = int64(n)
+	}
+	return sh, sh.Check()
+}
+
+// sizeFlag writes a default size as the flags take it.
+func sizeFlag(n int64) string {
+	switch {
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%dGi", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMi", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%dKi", n>>10)
+	}
+	return fmt.Sprint(n)
 }
 
 func newLogger(level string) (*zap.Logger, error) {
