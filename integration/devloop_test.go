@@ -1,11 +1,16 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/spec"
@@ -90,4 +95,56 @@ command: ["@PROG@", signals]
 		t.Errorf("an up again changed the started dv.off: %s, pid %d (was %d)", w.State, w.PID, pid)
 	}
 	d.mustCLI(t, "down", "-p", "dv")
+}
+
+// TestUpAttach: an attached up follows the project's logs, each line
+// behind its workload's name, says its own on stderr, and on SIGINT takes
+// the project down and exits 0.
+func TestUpAttach(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	file := d.writeSpec(t, "att.yaml", `name: a
+command: [sh, -c, "echo hello from a; exec sleep 600"]
+---
+name: b
+command: [sh, -c, "echo hello from b; exec sleep 600"]
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := cliCmd(ctx, d.socket, "up", "-p", "at", "-f", file, "--attach")
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(out)
+	for len(seen) < 2 && sc.Scan() {
+		for _, w := range []string{"a", "b"} {
+			if line := sc.Text(); strings.Contains(line, "at."+w) && strings.HasSuffix(line, "hello from "+w) {
+				seen[w] = true
+			}
+		}
+	}
+	if len(seen) < 2 {
+		t.Fatalf("the attached up printed the lines of %v alone (stderr %s)", seen, errOut.String())
+	}
+	if ls, err := d.client.Leases(ctx); err != nil || len(ls) != 1 || !ls[0].Held {
+		t.Errorf("the attached project is not held: %+v, %v", ls, err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_, _ = io.Copy(io.Discard, out) // to its end: the command exited
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("up --attach after SIGINT exited %d; want 0 (stderr %s)", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "project at taken down") {
+		t.Errorf("stderr: %q", errOut.String())
+	}
+	assertNoProjects(t, d, "at")
 }

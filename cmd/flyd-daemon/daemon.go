@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -86,8 +87,12 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 }
 
 func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
-	// Workloads start with login's open files limit, not the daemon's.
-	if err := native.StartWithLoginFiles(os.Args); err != nil {
+	// Workloads start with login's open files limit, not the daemon's:
+	// on the main thread (main.go), whose parent-death signal an exec
+	// keeps.
+	err := native.StartWithLoginFiles(os.Args)
+	runtime.UnlockOSThread()
+	if err != nil {
 		fmt.Fprintf(c.Stderr, "flyd daemon: workloads start with the daemon's open files limit: %v\n", err)
 	}
 	var cfg daemonConfig

@@ -7,11 +7,22 @@ package main
 
 import (
 	"os"
+	"runtime"
 
 	"github.com/flyd-dev/flyd/internal/cli"
 )
 
+// The main goroutine stays on the main thread until the daemon has
+// decided whether to exec itself again (native.StartWithLoginFiles): the
+// parent-death signal a supervisor of the daemon set (prctl
+// PR_SET_PDEATHSIG) belongs to that thread, and an exec from another
+// thread would lose it.
+func init() { runtime.LockOSThread() }
+
 func main() {
+	if len(os.Args) < 2 || os.Args[1] != "daemon" {
+		runtime.UnlockOSThread()
+	}
 	restoreTerm()
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

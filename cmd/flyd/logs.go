@@ -67,14 +67,27 @@ func cmdLogs(ctx context.Context, c *cli.Env, args []string) error {
 	case len(names) == 0:
 		return nil
 	}
-	p := newLogPrinter(c.Stdout, names, len(names) > 1 || *all, *stamps)
+	return printLogs(ctx, c, names, q, logOptions{named: len(names) > 1 || *all, stamps: *stamps, raw: *raw, patience: *patience})
+}
+
+// logOptions say how printLogs prints.
+type logOptions struct {
+	named, stamps, raw bool
+	patience           time.Duration
+}
+
+// printLogs prints the logs of names as q selects them, merged in the
+// order their lines were written, each behind its workload's name when
+// named.
+func printLogs(ctx context.Context, c *cli.Env, names []string, q api.LogQuery, o logOptions) error {
+	p := newLogPrinter(c.Stdout, names, o.named, o.stamps)
 	// What a workload wrote does not drive the reader's terminal: on one,
 	// control characters are shown escaped; elsewhere (a file, a pipe)
 	// the bytes are the log's.
 	f, ok := c.Stdout.(*os.File)
-	p.escape = ok && cli.IsTerminal(f) && !*raw
+	p.escape = ok && cli.IsTerminal(f) && !o.raw
 	return mergeLogs(ctx, len(names), p, func(ctx context.Context, i int, out func(logItem) error) error {
-		return streamLog(c, ctx, names[i], q, *patience, func(kind itemKind, r api.LogRecord) error {
+		return streamLog(c, ctx, names[i], q, o.patience, func(kind itemKind, r api.LogRecord) error {
 			return out(logItem{src: i, kind: kind, rec: r})
 		})
 	})

@@ -23,7 +23,7 @@ import (
 
 func init() {
 	cli.Register("up", "make a project what its files say: apply them, remove what they no longer hold",
-		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--wait [--timeout 1m]] [--watch] [--lease D] [--start=false]", cmdUp)
+		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--wait [--timeout 1m]] [--watch] [--attach | --lease D] [--start=false]", cmdUp)
 	cli.Register("down", "remove everything of a project: workloads, networks, policies (and named volumes with --volumes)", "[-p PROJECT | -f DIR] [--volumes] | --stale", cmdDown)
 	cli.Register("run", "bring a project up, run a command in it, and take it down",
 		"[-p PROJECT] -f FILE|DIR [-f ...] [--keep] [--volumes] [--network NET] [--timeout 1m] [--exit-on-failure=false] [--grace 10s] [--] CMD [ARGS...]", cmdRun)
@@ -158,6 +158,7 @@ func cmdUp(ctx context.Context, c *cli.Env, args []string) error {
 	wait := fs.Bool("wait", false, "return once every workload is up (running and healthy, or completed), or has failed")
 	fs.BoolVar(&pf.watch, "watch", false, "turn on the workloads' watch entries: the daemon restarts, rebuilds or syncs them as their files change, until an up without --watch or a down")
 	lease := fs.Duration("lease", 0, "bind the project to a lease: the daemon takes it down this long from now unless an up --lease renews it (0: no lease; an up without it leaves a lease as it is)")
+	attach := fs.Bool("attach", false, "stay attached: follow the project's logs, each line behind its workload's name, and on Ctrl-C take the project down")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -172,12 +173,56 @@ func cmdUp(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *lease > 0 {
+	switch {
+	case *attach && *lease > 0:
+		return cli.Usagef("--attach or --lease, not both: an attached up holds its project while it runs")
+	case *attach:
+		return upAttached(ctx, c, project, pf, *wait)
+	case *lease > 0:
 		if err := c.Client.Lease(ctx, project, api.LeaseOptions{TTL: *lease}); err != nil {
 			return err
 		}
 	}
 	_, err = up(ctx, c, project, pf, *wait)
+	return err
+}
+
+// upAttached is compose's attached up: the project bound to this process
+// (as run's is), brought up, its logs followed, each line behind its
+// workload's name; SIGINT or SIGTERM takes it down and ends the command,
+// 0; a second one exits at once, 128+N, and leaves the project to the
+// daemon, which takes it down after its grace.
+func upAttached(ctx context.Context, c *cli.Env, project string, pf *projectFlags, wait bool) error {
+	ctx, got, stopSignals := interrupts(ctx, c, project)
+	defer stopSignals()
+	release, err := c.Client.Hold(ctx, project, api.LeaseOptions{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		defer release()
+		down, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if _, err := c.Client.Down(down, project, api.RemoveOptions{}); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			fmt.Fprintf(c.Stderr, "flyd up: taking project %s down: %v\n", project, err)
+		} else {
+			fmt.Fprintf(c.Stderr, "flyd up: project %s taken down\n", project)
+		}
+	}()
+	// What up says of its own goes to stderr: stdout is the logs'.
+	quiet := *c
+	quiet.Stdout = c.Stderr
+	names, err := up(ctx, &quiet, project, pf, wait)
+	if err == nil {
+		var ws []api.Workload
+		if ws, err = c.Client.ListProject(ctx, project); err == nil {
+			names = groupMembers(ws, names)
+			err = printLogs(ctx, c, names, api.LogQuery{Tail: -1, Follow: true}, logOptions{named: true, patience: 30 * time.Second})
+		}
+	}
+	if _, ok := got(); ok {
+		return nil // asked to end: the project goes
+	}
 	return err
 }
 
@@ -267,29 +312,10 @@ func cmdRun(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The signal that ends the run, for its exit status.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	ctx, interrupt := context.WithCancel(ctx)
-	defer interrupt()
-	var got atomic.Value
-	go func() {
-		select {
-		case s := <-sigs:
-			got.Store(s)
-			interrupt()
-		case <-ctx.Done():
-			return
-		}
-		// A second signal does not wait for the teardown: the daemon
-		// takes the project down once this process is gone.
-		s := (<-sigs).(syscall.Signal)
-		fmt.Fprintf(c.Stderr, "flyd run: %s again: exiting now; the daemon takes project %s down once its grace is over\n", s, project)
-		os.Exit(128 + int(s))
-	}()
+	ctx, got, stopSignals := interrupts(ctx, c, project)
+	defer stopSignals()
 	exit := func(err error) error {
-		if s, ok := got.Load().(syscall.Signal); ok {
+		if s, ok := got(); ok {
 			what := "taken down"
 			if *keep {
 				what = "kept"
@@ -356,6 +382,45 @@ func cmdRun(ctx context.Context, c *cli.Env, args []string) error {
 		return exit(cli.ExitError{Code: code})
 	}
 	return exit(nil)
+}
+
+// interrupts catches SIGINT and SIGTERM for a command that takes down a
+// project it holds (run, up --attach): the first cancels the context it
+// answers, the command then takes the project down, and got says which
+// signal came; a second does not wait for the teardown and exits at once,
+// 128+N, leaving the project to the daemon, which takes it down once its
+// grace is over (the project is bound to this process).
+func interrupts(ctx context.Context, c *cli.Env, project string) (_ context.Context, got func() (syscall.Signal, bool), stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, interrupt := context.WithCancel(ctx)
+	var first atomic.Value
+	go func() {
+		select {
+		case s := <-sigs:
+			first.Store(s)
+			interrupt()
+		case <-ctx.Done():
+			// The caller's context ends with the signal too (cli.Main's):
+			// the signal is here already when it does.
+			select {
+			case s := <-sigs:
+				first.Store(s)
+			default:
+				return
+			}
+		}
+		s := (<-sigs).(syscall.Signal)
+		fmt.Fprintf(c.Stderr, "flyd %s: %s again: exiting now; the daemon takes project %s down once its grace is over\n", c.Name, s, project)
+		os.Exit(128 + int(s))
+	}()
+	return ctx, func() (syscall.Signal, bool) {
+			s, ok := first.Load().(syscall.Signal)
+			return s, ok
+		}, func() {
+			signal.Stop(sigs)
+			interrupt()
+		}
 }
 
 // projectFailure is a workload of the project that failed while run's
