@@ -431,6 +431,13 @@ command: [sh, -c, "ls -A /tmp | wc -l; test -e /tmp/%[1]s.host && echo sees the 
 	if len(dirs) != 1 {
 		t.Fatalf("the run's own /tmp is not under the state dir: %v", dirs)
 	}
+	// A daemon killed and started again adopts the run with its /tmp.
+	d.kill(t)
+	d = startDaemon(t, inDir(d.dir))
+	d.waitState(t, "own", api.StateRunning)
+	if _, err := os.Stat(dirs[0]); err != nil {
+		t.Fatalf("the adopted run's own /tmp is gone after a daemon restart: %v", err)
+	}
 	d.mustCLI(t, "stop", "own")
 	if _, err := os.Stat(filepath.Dir(filepath.Dir(dirs[0]))); err == nil {
 		t.Errorf("the run's own /tmp outlived it")

@@ -140,11 +140,29 @@ func (h *Hook) tmpOf(r *runhook.Run) string {
 	return dir
 }
 
-// Sweep removes the /dev/shm and the /tmp no run holds (what a daemon
-// that was killed left), once the runs of an earlier daemon are adopted.
-func (h *Hook) Sweep() {
+// Live is a run of an earlier daemon that lives on: what its record
+// keeps says which of its mounts it holds.
+type Live struct {
+	Workload string
+	Kept     runhook.Kept
+}
+
+// Sweep removes the /dev/shm and the /tmp that none of live holds: what
+// a daemon that was killed left. It is called once the runs of an earlier
+// daemon are known and before any is adopted or started: a project of a
+// live run keeps its /dev/shm (a host run's or not: a run of another
+// kind keeps nothing of it mounted), a live run its /tmp.
+func (h *Hook) Sweep(live []Live) {
+	projects, tmps := map[string]bool{}, map[string]bool{}
+	for _, l := range live {
+		projects[spec.ProjectOf(l.Workload)] = true
+		var dir string
+		if l.Kept.Get(keptTmp, &dir) {
+			tmps[dir] = true
+		}
+	}
 	if h.shms != nil {
-		if err := h.shms.Sweep(); err != nil {
+		if err := h.shms.Sweep(projects); err != nil {
 			h.log.Warn("projects' /dev/shm that no run holds are left", zap.Error(err))
 		}
 	}
@@ -152,10 +170,8 @@ func (h *Hook) Sweep() {
 	if err != nil {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	for _, e := range ents {
-		if dir := filepath.Join(h.tmpRoot, e.Name()); !h.tmps[dir] {
+		if dir := filepath.Join(h.tmpRoot, e.Name()); !tmps[dir] {
 			if err := os.RemoveAll(dir); err != nil {
 				h.log.Warn("a run's own /tmp that no run holds is left", zap.String("dir", dir), zap.Error(err))
 			}

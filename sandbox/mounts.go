@@ -176,10 +176,9 @@ func (s *Shms) Release(project string) error {
 	return remove(filepath.Join(s.dir, project))
 }
 
-// Sweep removes the /dev/shm of every project no run holds: what a daemon
-// that was killed left. Call it once the runs of the last daemon are
-// adopted.
-func (s *Shms) Sweep() error {
+// Sweep removes the /dev/shm of every project neither a run holds nor
+// keep names: what a daemon that was killed left.
+func (s *Shms) Sweep(keep map[string]bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ents, err := os.ReadDir(s.dir)
@@ -188,7 +187,7 @@ func (s *Shms) Sweep() error {
 	}
 	var errs []error
 	for _, e := range ents {
-		if s.refs[e.Name()] == 0 {
+		if s.refs[e.Name()] == 0 && !keep[e.Name()] {
 			errs = append(errs, remove(filepath.Join(s.dir, e.Name())))
 		}
 	}

@@ -183,7 +183,6 @@ func New(cfg Config) (*Supervisor, error) {
 	s.mountHook = mounts.NewHook(cfg.Shms, filepath.Join(cfg.StateDir, "tmp"), s.log)
 	s.hooks = runhook.Chain{s.net.Hook(), s.cgroupHook, s.logHook, s.mountHook}
 	s.restore()
-	s.mountHook.Sweep()
 	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.net.WatchReach(s.ctx) }()
 	go func() { defer s.wg.Done(); s.rotator.Run(s.ctx) }()
@@ -206,6 +205,7 @@ func (s *Supervisor) restore() {
 	}
 	runs := map[string]*records.Recovered{}
 	var keep []string // the carrier directories of runs that live on
+	var live []mounts.Live // the runs that live on, for their mounts
 	names := s.store.RunNames()
 	found := s.store.RecoverRuns(s.ctx, names, s.drivers.Recover)
 	for i, name := range names {
@@ -223,6 +223,7 @@ func (s *Supervisor) restore() {
 			}
 			if s.quarantine.Keep(name, *r) {
 				keep = append(keep, rec.Process.CarrierDir)
+				live = append(live, mounts.Live{Workload: name, Kept: rec.Kept})
 			}
 			continue
 		}
@@ -245,6 +246,7 @@ func (s *Supervisor) restore() {
 		}
 		if r.Proc != nil || r.Err != nil {
 			keep = append(keep, rec.Process.CarrierDir)
+			live = append(live, mounts.Live{Workload: name, Kept: rec.Kept})
 		}
 		runs[name] = r
 	}
@@ -259,6 +261,8 @@ func (s *Supervisor) restore() {
 	// In force before any workload's loop can start a run.
 	s.net.Restore(specsOf(specs), by, s.quarantinedNetworks())
 	s.cgroupHook.Sweep(s.kept(specs))
+	// Before any loop adopts a run or starts one.
+	s.mountHook.Sweep(live)
 	s.sweepDrivers(specs)
 	for _, r := range recs {
 		run := runs[r.Spec.Name]
