@@ -32,6 +32,9 @@ func (w *Workload) SetDefaults() {
 	}
 	w.Restart.setDefaults()
 	w.Stop.setDefaults()
+	if w.Forking != nil {
+		w.Forking.setDefaults()
+	}
 	w.setWatchDefaults()
 	for i := range w.Endpoints {
 		// As codefly core: an endpoint named like an API serves it.
@@ -85,6 +88,7 @@ func (s *Stop) setDefaults() {
 	}
 	setDefault(&s.Timeout.Duration, defaultStopTimeout)
 	setDefault(&s.Mode, StopGroup)
+	s.Exec = nilIfEmpty(s.Exec)
 }
 
 func (h *Health) setDefaults() {
