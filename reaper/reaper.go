@@ -43,6 +43,16 @@ func Spawn(start func() (int, error)) error {
 	return err
 }
 
+// Claim records pid, a process that became the daemon's child by being
+// re-parented to it (the program a daemonizing workload forked), as one
+// its caller will wait for: the reaper of orphans leaves its status to
+// the caller, who calls Forget once it has it.
+func Claim(pid int) {
+	starting.RLock()
+	defer starting.RUnlock()
+	children.Store(pid, struct{}{})
+}
+
 // Forget is called once the child's status has been collected.
 func Forget(pid int) { children.Delete(pid) }
 

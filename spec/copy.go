@@ -31,6 +31,8 @@ func (w *Workload) Clone() *Workload {
 		r.Exec = slices.Clone(w.Reload.Exec)
 		c.Reload = &r
 	}
+	c.Stop.Exec = slices.Clone(w.Stop.Exec)
+	c.Forking = clonePtr(w.Forking)
 	c.Watch = cloneWatch(w.Watch)
 	c.Resources = clonePtr(w.Resources)
 	c.Nix = clonePtr(w.Nix)

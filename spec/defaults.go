@@ -35,6 +35,9 @@ func (w *Workload) SetDefaults() {
 	}
 	w.Restart.setDefaults()
 	w.Stop.setDefaults()
+	if w.Forking != nil {
+		w.Forking.setDefaults()
+	}
 	w.setWatchDefaults()
 	for i := range w.Endpoints {
 		// As codefly core: an endpoint named like an API serves it.
@@ -88,6 +91,7 @@ func (s *Stop) setDefaults() {
 	}
 	setDefault(&s.Timeout.Duration, defaultStopTimeout)
 	setDefault(&s.Mode, StopGroup)
+	s.Exec = nilIfEmpty(s.Exec)
 }
 
 func (h *Health) setDefaults() {

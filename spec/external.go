@@ -23,6 +23,7 @@ func validateExternal(w *Workload, p *problems) {
 		set  bool
 		name string
 	}{{w.Health != nil, "health"}, {w.Resources != nil, "resources"}, {w.Reload != nil, "reload"}, {w.Workdir != "", "workdir"},
+		{len(w.Stop.Exec) > 0, "stop.exec"},
 		{w.User != "", "user"}, {len(w.After) > 0, "after"}, {len(w.Uses) > 0, "uses"}} {
 		if f.set {
 			p.add(f.name, "kind external runs nothing, so it takes no %s", f.name)

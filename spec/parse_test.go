@@ -210,3 +210,25 @@ func TestParseAllNetworks(t *testing.T) {
 		t.Errorf("Parse of a network document: %v", err)
 	}
 }
+
+func TestParseForkingAndStopExec(t *testing.T) {
+	ws, err := Parse([]byte(minimal + "forking: {pid_file: /run/redis/redis.pid}\nstop: {exec: [redis-cli, shutdown]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := ws[0]
+	if w.Forking == nil || w.Forking.PIDFile != "/run/redis/redis.pid" || w.Forking.Timeout.Duration != DefaultForkingTimeout {
+		t.Errorf("forking = %+v, want the pid file and the default timeout", w.Forking)
+	}
+	if !reflect.DeepEqual(w.Stop.Exec, []string{"redis-cli", "shutdown"}) || w.Stop.Signal != "SIGTERM" {
+		t.Errorf("stop = %+v, want the command beside the default signal", w.Stop)
+	}
+	c := w.Clone()
+	c.Stop.Exec[0], c.Forking.PIDFile = "x", "/x"
+	if w.Stop.Exec[0] != "redis-cli" || w.Forking.PIDFile != "/run/redis/redis.pid" {
+		t.Error("a clone shares the stop command or the forking section")
+	}
+	if _, err := Parse([]byte(minimal + "forking: {pidfile: /run/r.pid}\n")); err == nil || !strings.Contains(err.Error(), "forking.pidfile: unknown field") {
+		t.Errorf("a misspelt key: %v", err)
+	}
+}

@@ -58,6 +58,10 @@ func (w *Workload) Validate() error {
 	w.validateSchedule(&p)
 	w.validateReplicas(&p)
 	w.Stop.validate(&p)
+	if len(w.Stop.Exec) > 0 && w.runtime().InContainer {
+		p.add("stop.exec", "applies to %s workloads: a container's stop is a signal", outsideContainers())
+	}
+	w.validateForking(&p)
 	if w.Health != nil {
 		w.validateHealth(&p)
 	}

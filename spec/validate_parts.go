@@ -126,6 +126,7 @@ func (s *Stop) validate(p *problems) {
 	if s.Timeout.Duration < 0 || s.Timeout.Duration > MaxStopTimeout {
 		p.add("stop.timeout", "must be between 0 and %s, got %s", MaxStopTimeout, s.Timeout.Duration)
 	}
+	validateArgv(p, "stop.exec", s.Exec)
 }
 
 func (w *Workload) validateHealth(p *problems) {

@@ -83,6 +83,22 @@ func TestValidate(t *testing.T) {
 		{"stop timeout", func(w *Workload) { w.Stop.Timeout = dur("-1s") }, []string{"stop.timeout"}},
 		{"stop timeout endless", func(w *Workload) { w.Stop.Timeout = dur("1000000h") }, []string{"stop.timeout"}},
 		{"stop timeout an hour", func(w *Workload) { w.Stop.Timeout = dur("1h") }, nil},
+		{"stop exec", func(w *Workload) { w.Stop.Exec = []string{"redis-cli", "shutdown"} }, nil},
+		{"stop exec empty program", func(w *Workload) { w.Stop.Exec = []string{"", "shutdown"} }, []string{"stop.exec[0]"}},
+		{"stop exec in a container", func(w *Workload) {
+			w.Kind, w.Containerd, w.Stop.Exec = KindContainerd, &Containerd{Image: "bbox"}, []string{"redis-cli", "shutdown"}
+		}, []string{"stop.exec"}},
+		{"forking", func(w *Workload) { w.Forking = &Forking{PIDFile: "/run/redis/redis.pid", Timeout: dur("30s")} }, nil},
+		{"forking without pid file", func(w *Workload) { w.Forking = &Forking{Timeout: dur("30s")} }, []string{"forking.pid_file"}},
+		{"forking relative pid file", func(w *Workload) { w.Forking = &Forking{PIDFile: "run/redis.pid", Timeout: dur("30s")} }, []string{"forking.pid_file"}},
+		{"forking unclean pid file", func(w *Workload) { w.Forking = &Forking{PIDFile: "/run/../etc/x.pid", Timeout: dur("30s")} }, []string{"forking.pid_file"}},
+		{"forking timeout", func(w *Workload) { w.Forking = &Forking{PIDFile: "/run/x.pid", Timeout: dur("-1s")} }, []string{"forking.timeout"}},
+		{"forking in a container", func(w *Workload) {
+			w.Kind, w.Containerd, w.Forking = KindContainerd, &Containerd{Image: "bbox"}, &Forking{PIDFile: "/run/x.pid", Timeout: dur("30s")}
+		}, []string{"forking"}},
+		{"forking replicated", func(w *Workload) {
+			w.Replicas, w.Endpoints, w.Health, w.Forking = 2, nil, nil, &Forking{PIDFile: "/run/x.pid", Timeout: dur("30s")}
+		}, []string{"forking"}},
 		{"backoff initial 1ns", func(w *Workload) { w.Restart.Backoff.Initial, w.Restart.Backoff.Max = dur("1ns"), dur("1ns") }, []string{"restart.backoff.initial"}},
 		{"health interval 1ns", func(w *Workload) { w.Health.Interval = dur("1ns") }, []string{"health.interval"}},
 		{"health none", func(w *Workload) { w.Health.HTTP = nil }, []string{"health"}},

@@ -76,6 +76,10 @@ type Workload struct {
 	// ReplicaOf is the group a replica belongs to: flyd's own, set on the
 	// replicas it makes and refused from a caller.
 	ReplicaOf string `json:"replica_of,omitempty"`
+	// Forking says the program daemonizes and leaves a pid file
+	// (forking.go); without it, the process flyd starts is the run's
+	// main process.
+	Forking *Forking `json:"forking,omitempty"`
 	// Reload is what `flyd reload` does; without it, reload is refused.
 	Reload     *Reload     `json:"reload,omitempty"`
 	Registry   *Registry   `json:"registry,omitempty"`
@@ -203,6 +207,11 @@ type Stop struct {
 	// stops the others itself (postgres: its backends take SIGINT for
 	// "cancel the query"). The final SIGKILL reaches every process.
 	Mode string `json:"mode,omitempty"`
+	// Exec is a command that asks the workload to stop (redis-cli
+	// shutdown), run as a reload command is, before the signal: the
+	// signal follows only if the run has not ended when it returns, and
+	// Timeout covers both.
+	Exec []string `json:"exec,omitempty"`
 }
 
 // Reload says how a workload takes a changed configuration without a

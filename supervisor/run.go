@@ -249,29 +249,9 @@ func (w *workload) stopWithin(grace time.Duration) error {
 	w.stopping.Store(true)
 	defer w.stopping.Store(false)
 	w.setState(status.Stopping, "")
-	if grace > 0 {
-		sig, err := spec.ParseSignal(w.spec.Stop.Signal)
-		if err != nil {
-			sig = syscall.SIGTERM
-		}
-		signal := w.proc.Signal
-		if w.spec.Stop.Mode == spec.StopMain {
-			signal = w.proc.SignalMain
-		}
-		if err := signal(sig); err != nil {
-			w.log.Warn("stop signal failed", zap.Error(err))
-		}
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-w.proc.Done():
-			w.finish()
-			return nil
-		case <-t.C:
-			w.log.Info("grace period over, killing", zap.Duration("timeout", grace))
-		case <-w.hurry:
-			w.log.Info("stop overtaken, killing")
-		}
+	if grace > 0 && w.stopGently(grace) {
+		w.finish()
+		return nil
 	}
 	_ = w.proc.Kill()
 	select {
@@ -281,6 +261,41 @@ func (w *workload) stopWithin(grace time.Duration) error {
 	}
 	w.finish()
 	return nil
+}
+
+// stopGently asks the run to end, by the spec's stop command and then
+// its signal (or the signal alone), and says whether it ended within
+// grace; false when grace is over or the stop was overtaken.
+func (w *workload) stopGently(grace time.Duration) bool {
+	deadline := time.Now().Add(grace)
+	switch w.stopCommand(deadline) {
+	case stopEnded:
+		return true
+	case stopOvertaken:
+		return false
+	}
+	sig, err := spec.ParseSignal(w.spec.Stop.Signal)
+	if err != nil {
+		sig = syscall.SIGTERM
+	}
+	signal := w.proc.Signal
+	if w.spec.Stop.Mode == spec.StopMain {
+		signal = w.proc.SignalMain
+	}
+	if err := signal(sig); err != nil {
+		w.log.Warn("stop signal failed", zap.Error(err))
+	}
+	t := time.NewTimer(max(time.Until(deadline), 0))
+	defer t.Stop()
+	select {
+	case <-w.proc.Done():
+		return true
+	case <-t.C:
+		w.log.Info("grace period over, killing", zap.Duration("timeout", grace))
+	case <-w.hurry:
+		w.log.Info("stop overtaken, killing")
+	}
+	return false
 }
 
 // overtake makes a stop in progress kill at once. It is called from

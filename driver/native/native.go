@@ -97,6 +97,14 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 			return nil, fmt.Errorf("%w: workdir %s is not a directory", driver.ErrExec, t.Spec.Workdir)
 		}
 	}
+	if f := t.Spec.Forking; f != nil {
+		if t.Cgroup == nil {
+			return nil, fmt.Errorf("%w: forking: a daemonizing program is told from others by the workload's cgroup, and this host gives flyd none", driver.ErrExec)
+		}
+		if err := checkPIDDir(f.PIDFile, uid); err != nil {
+			return nil, fmt.Errorf("%w: %w", driver.ErrExec, err)
+		}
+	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
@@ -130,7 +138,6 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 	if err != nil {
 		return nil, classifyStartError(t.Args[0], err)
 	}
-	started = true
 	// Waiting for the run needs none of what it was started with: the
 	// environment (with its carriers' paths) and the arguments are not
 	// kept for as long as it runs.
@@ -140,26 +147,37 @@ func (d Driver) Start(ctx context.Context, t *driver.Task) (driver.Process, erro
 		PID:       cmd.Process.Pid,
 		StartedAt: time.Now(),
 	}
-	if len(t.Files) > 0 {
-		st.CarrierDir = t.CarrierDir
-	}
-	rs := runState{BootID: bootID()}
-	if t.Cgroup != nil {
-		rs.Cgroup = t.Cgroup.Name
-	}
-	// The child is ours and not yet reaped, so its pid cannot be reused
-	// before we read its start time.
-	if ps, err := readStat(st.PID); err == nil {
-		rs.StartTicks = ps.startTicks
-	}
-	if err := st.Encode(stateVersion, rs); err != nil {
-		return nil, err
-	}
 	// The run is waited for through the pidfd asked for above (reap): the
 	// one Go keeps for its os.Process would be a second descriptor a run,
 	// 20,000 for 10,000 workloads. (Release also makes its Pid -1.)
 	_ = cmd.Process.Release()
-	return watch(st, pidfd, cmd, t.Cgroup, oomBefore)
+	rs := runState{BootID: bootID()}
+	if t.Cgroup != nil {
+		rs.Cgroup = t.Cgroup.Name
+	}
+	child := true
+	if f := t.Spec.Forking; f != nil {
+		// The process started is a launcher: the run's main process is
+		// the one its pid file names.
+		main, err := follow(ctx, f, uid, t.Cgroup, st.PID, pidfd)
+		if err != nil {
+			return nil, err
+		}
+		st.PID, pidfd, rs.StartTicks, rs.PIDFile = main.pid, main.fd, main.startTicks, f.PIDFile
+		child = false
+	} else if ps, err := readStat(st.PID); err == nil {
+		// The child is ours and not yet reaped, so its pid cannot be
+		// reused before we read its start time.
+		rs.StartTicks = ps.startTicks
+	}
+	started = true
+	if len(t.Files) > 0 {
+		st.CarrierDir = t.CarrierDir
+	}
+	if err := st.Encode(stateVersion, rs); err != nil {
+		return nil, err
+	}
+	return watch(st, pidfd, child, !child, t.Cgroup, oomBefore)
 }
 
 // runState is what the native driver keeps of a run to know it again:
@@ -170,6 +188,10 @@ type runState struct {
 	StartTicks uint64 `json:"start_ticks"`
 	BootID     string `json:"boot_id"`
 	Cgroup     string `json:"cgroup,omitempty"`
+	// PIDFile is where the followed main process's pid was read, for a
+	// daemonizing program (spec.Forking): the pid and start time above
+	// are that process's, not the launcher's.
+	PIDFile string `json:"pid_file,omitempty"`
 }
 
 const stateVersion = 1
@@ -213,7 +235,7 @@ func (d Driver) Recover(ctx context.Context, st driver.State) (driver.Process, e
 	if cg != nil {
 		oom, _ = cg.OOMKills()
 	}
-	return watch(st, fd, nil, cg, oom)
+	return watch(st, fd, false, false, cg, oom)
 }
 
 func classifyStartError(argv0 string, err error) error {

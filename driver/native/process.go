@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -26,8 +25,15 @@ var errGone = fmt.Errorf("process is gone: %w", errdefs.ErrNotFound)
 // (exits), so that a thousand idle workloads cost no goroutine and no
 // thread of their own.
 type process struct {
-	st  driver.State
-	cmd *exec.Cmd // nil for an adopted run: not our child, cannot be reaped
+	st driver.State
+	// child: the main process is the daemon's child, reaped here for its
+	// status (false for an adopted run: not our child, cannot be reaped).
+	child bool
+	// followed: the main process was named by the workload's pid file
+	// (spec.Forking). It is the daemon's child once the launcher that
+	// forked it has exited, as the daemon is a child subreaper: its
+	// status is collected then, and unknown otherwise.
+	followed bool
 	// cg holds every process of the run when the host has cgroups; else
 	// the process group is all flyd can reach.
 	cg        *sandbox.Cgroup
@@ -42,7 +48,7 @@ type process struct {
 	exitID      uint64        // its registration with exits
 }
 
-func watch(st driver.State, pidfd int, cmd *exec.Cmd, cg *sandbox.Cgroup, oomBefore int) (*process, error) {
+func watch(st driver.State, pidfd int, child, followed bool, cg *sandbox.Cgroup, oomBefore int) (*process, error) {
 	// A blocking pidfd stays out of Go's poller: exits watches it. The
 	// os.File keeps count of its users, so that a signal being sent
 	// through it (SignalMain) never meets a closed or reused number.
@@ -52,7 +58,8 @@ func watch(st driver.State, pidfd int, cmd *exec.Cmd, cg *sandbox.Cgroup, oomBef
 	}
 	p := &process{
 		st:        st,
-		cmd:       cmd,
+		child:     child,
+		followed:  followed,
 		cg:        cg,
 		oomBefore: oomBefore,
 		fd:        os.NewFile(uintptr(pidfd), "pidfd"),
@@ -77,12 +84,19 @@ func (p *process) ended() {
 	// it left behind before reaping it.
 	_ = p.killAll()
 	p.exit = driver.Exit{At: time.Now(), Unknown: true}
-	if p.cmd != nil && rc != nil {
+	reaped := false
+	if (p.child || p.followed) && rc != nil {
 		var ws syscall.WaitStatus
 		ok := false
+		// A followed process that is not the daemon's child is not
+		// waited for: waitid answers ECHILD at once.
 		_ = rc.Control(func(fd uintptr) { ws, ok = reap(int(fd)) })
 		reaper.Forget(p.st.PID)
+		reaped = ok
 		// Not reaped here means someone else did: the status stays unknown.
+		if !ok && p.followed {
+			p.exit.Reason = fmt.Sprintf("exit status unknown: pid %d (from forking.pid_file) was not flyd's child when it ended", p.st.PID)
+		}
 		if ok {
 			p.exit.Unknown = false
 			if ws.Signaled() {
@@ -101,7 +115,7 @@ func (p *process) ended() {
 	// The run's values die with it.
 	_ = carriers.Remove(p.st.CarrierDir)
 	close(p.done)
-	if p.cmd == nil && rc != nil {
+	if !reaped && rc != nil {
 		// Not our child: its parent reaps it when it gets to it.
 		_ = rc.Control(func(fd uintptr) { waitReaped(int(fd), reapWait) })
 	}
