@@ -115,6 +115,10 @@ type Supervisor struct {
 	// limits watches the workloads whose spec sets a limit.
 	limits *usage.Limits
 
+	// mu guards workloads and dependents, and orders a workload's
+	// registration against its removal (register, forget); it is never
+	// held while a workload's loop is waited for, and no other lock of the
+	// supervisor's is taken while it is held.
 	mu        sync.Mutex
 	workloads map[string]*workload
 	// dependents are the workloads whose spec names prerequisites: the
