@@ -68,6 +68,11 @@ type Journal struct {
 	dir     string
 	onError func(error)
 
+	// mu guards every field below, and is cond's lock. The one commit in
+	// progress (writing) lets it go while it appends to log and syncs:
+	// log and logSize are then the committer's alone, which nobody else
+	// changes while writing is set. Nothing else is taken while mu is
+	// held.
 	mu   sync.Mutex
 	cond sync.Cond // signalled when a commit ends
 	// recs is the durable contents: a change is applied to it once it is
