@@ -124,6 +124,8 @@ type Store struct {
 	// that changes a state alone (a start, a stop) does not encode its
 	// spec again. A spec is a value: the supervisor replaces it, never
 	// changes one it saved, so its pointer says whether it is the same.
+	// emu guards encoded, and is never held while a spec is encoded or
+	// the journal written.
 	emu     sync.Mutex
 	encoded map[string]encodedSpec
 }
