@@ -56,9 +56,9 @@ type Driver struct {
 	// mu guards version, keyLock and setup, and is held while the stub
 	// registry is written. keyLock is a lock per environment's identity,
 	// held while that environment is prepared, so that one is built once;
-	// mu and gcMu may be taken while one is held, never the other way, and
-	// mu and gcMu are never held together. An entry of keyLock stays for
-	// the daemon's life.
+	// gcMu is taken while one is held (hold), never the other way, and mu
+	// is held with no other lock. An entry of keyLock stays for the
+	// daemon's life.
 	mu      sync.Mutex
 	version string // `nix --version`, once known
 	keyLock map[string]*sync.Mutex
