@@ -55,6 +55,9 @@ type Projects struct {
 	// (the daemon's driver.Runtimes), for a down with its volumes.
 	volumes driver.VolumeRemover
 
+	// mu guards locks and leases, and nothing is taken while it is held:
+	// a project's own lock (a one-slot channel of locks) is waited for
+	// after mu is let go.
 	mu sync.Mutex
 	// locks serialize each project's ups and downs (lock).
 	locks map[string]chan struct{}
