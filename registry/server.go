@@ -53,7 +53,8 @@ type Server struct {
 
 	// dirty asks the snapshot loop for a write soon: the set of instances
 	// changed. leasesDirty only says that some updated_at moved, which
-	// can wait longer (see snapshot.go).
+	// can wait longer (see snapshot.go): set by heartbeats, cleared by the
+	// snapshot loop before it reads the store; it guards nothing else.
 	dirty       chan struct{}
 	leasesDirty atomic.Bool
 
