@@ -70,8 +70,11 @@ type Forward struct {
 // Firewall is the table's desired contents. It is safe for concurrent use.
 type Firewall struct {
 	table string
-	mu    sync.Mutex
-	nets  map[string]Net
+	// mu guards the fields below, and is held while the kernel's tables
+	// are written, so that what is written is what they hold; nothing of
+	// the caller's is called under it.
+	mu   sync.Mutex
+	nets map[string]Net
 	// inside is what each network's own table was last written with.
 	inside map[string]insideRules
 	// proj is what the policies and visibilities ask (guard.go).
