@@ -5,7 +5,15 @@
 //
 // Each workload is owned by one goroutine that serialises its lifecycle;
 // the API's calls are messages to it. Drivers only run things; the
-// supervisor never knows how.
+// supervisor never knows how. It also keeps the `after` order between
+// workloads (with package order's rules), groups of replicas and their
+// rolling replace, scheduled workloads, the quarantine of records that do
+// not load, and when a run's hooks (runhook.Chain) acquire and release.
+//
+// It speaks spec and status, never the wire (api); what a run's network,
+// cgroup, log and mounts are is each hook's concern (netplane, usage,
+// logpipe, mounts, health), and documents other than workloads are
+// package documents'.
 package supervisor
 
 import (
