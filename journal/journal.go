@@ -1,6 +1,7 @@
 // Package journal keeps a durable map from names to records in one
 // directory, for state that changes often and must survive a crash: the
-// daemon's desired state of every workload.
+// daemon's desired state (every workload, every document and the file
+// that owns it, the projects' leases), under package records.
 //
 // Changes are appended to a log; Put and Delete return once theirs is on
 // disk. Concurrent callers share one write and one sync (group commit):

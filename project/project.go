@@ -3,7 +3,10 @@
 // rank order: workspaces, networks, policies), then its workloads (in
 // `after` order), then removes what of the project the files no longer
 // hold; a down removes everything of it, and its named volumes
-// when asked. One project's ups and downs are held apart.
+// when asked. One project's ups and downs are held apart. A project may
+// be bound to the client that made it (Leases): held by its connections
+// or leased to a time, recorded in the journal, and taken down once its
+// lease lapses.
 //
 // It drives the supervisor only through its exported commands, with the
 // caller the context carries (authz.WithCaller). What a workload is,
