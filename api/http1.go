@@ -54,7 +54,7 @@ type conn struct {
 
 // pool holds the connections waiting for a request.
 type pool struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards idle; held while a stale connection is closed
 	idle []*conn
 }
 

@@ -1,8 +1,14 @@
 // Package carriers builds and checks what reaches exec: a workload's
 // environment, in a fixed order of precedence and in a normal form, so that
-// what is measured before exec is exactly what the kernel will be given.
+// what is measured before exec is exactly what the kernel will be given;
+// the file carriers a value too large or too secret for the environment
+// goes in instead (Write, Pointers; their Root, a directory per run, swept
+// of those no live run owns), and the reader a workload's Go code uses to
+// read them back (Lookup, Resolve); and the kernel's exec limits, checked
+// before exec (CheckExec).
 //
-// It is not a supervisor: it knows nothing of workloads' lifecycles.
+// It is not a supervisor: it knows nothing of workloads' lifecycles, nor
+// of where a value comes from (package wiring gathers them).
 package carriers
 
 import (

@@ -91,7 +91,8 @@ type Watcher struct {
 	resync    time.Duration
 	onProblem func(Problem)
 	events    Publisher
-	started   atomic.Bool
+	// started says Run was called: set once, by compare-and-swap.
+	started atomic.Bool
 
 	// sem serialises reconciles (Run's and Sync's) and guards the fields
 	// below it. It is a channel so that a waiting Sync can give up on ctx.
@@ -102,6 +103,8 @@ type Watcher struct {
 	docs     map[string]map[string]applied[spec.Document]
 	lastGood map[string]fileState // file → its last good parse
 
+	// mu guards problems, which FileProblems reads outside a reconcile;
+	// it is taken while sem is held, never the other way.
 	mu       sync.Mutex
 	problems map[string]error // file → what is wrong with it
 }

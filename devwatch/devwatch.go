@@ -68,7 +68,11 @@ type Actions interface {
 type Set struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	dirs   atomic.Int64 // directories watched, over every entry
+	// dirs counts the directories watched, over every entry: added to by
+	// each entry's goroutine before it watches one more (and taken back
+	// when over MaxDirs), so that the bound holds without a lock; it
+	// guards nothing else.
+	dirs atomic.Int64
 }
 
 // Arm watches each of entries and acts through act on what changes under

@@ -1,7 +1,9 @@
 // Package driver is the one interface every runtime implements (native, nix,
-// containerd). The supervisor decides when a workload runs; a driver only
-// knows how to start one run of it, watch it, signal it, and adopt it again
-// after the daemon restarts.
+// containerd, external), and a daemon's runtimes as a whole (Runtimes:
+// which kinds can run now, an earlier daemon's run alive or gone, named
+// volumes, the sweep of what no workload owns). The supervisor decides
+// when a workload runs; a driver only knows how to start one run of it,
+// watch it, signal it, and adopt it again after the daemon restarts.
 //
 // A driver never restarts anything and never decides policy: that is the
 // supervisor's. Stop is built by the supervisor from Signal, Kill and Done, so

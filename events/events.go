@@ -38,6 +38,9 @@ const maxFile = 1 << 20
 // after the last event it had: the numbers go on from the history's
 // last one.
 type Bus struct {
+	// mu guards every field below but path (set at open), with the
+	// writer's exception said at f; it is idle's lock, and nothing else
+	// is taken while it is held (a subscriber is sent to without waiting).
 	mu   sync.Mutex
 	subs map[chan status.Event]struct{}
 	seq  uint64

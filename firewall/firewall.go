@@ -1,16 +1,22 @@
-// Package firewall keeps a daemon's nftables table: the rules that let an
+// Package firewall keeps a daemon's nftables tables: the rules that let an
 // isolated network's traffic out through the host (source NAT) or keep it
-// in, and that keep networks from reaching each other. Each daemon owns
-// one table in the ip family (named by internal/instance), and its namesake
-// in the ip6 family, whole and rewrites them in one
-// transaction whenever a network changes; it never touches a rule it did
-// not create, nor another daemon's table. Connections
-// already flowing keep their NAT bindings across a rewrite (they live in
-// conntrack, not in the table), so a daemon restart drops none of them.
+// in, that keep networks from reaching each other, and that forward a
+// network's published ports (balanced over a group's replicas); the guards
+// the policies and the endpoints' visibilities ask (SetProjection); and
+// declared reach, a table in each namespace under it that admits to an
+// endpoint only the cgroups allowed it, and counts what it refuses
+// (SetReach, Refusals). Each daemon owns one table in the ip family (named
+// by internal/instance), and its namesake in the ip6 family that walls
+// networks' links off IPv6, whole, and rewrites them in one transaction
+// whenever a network changes; it never touches a rule it did not create,
+// nor another daemon's table. Connections already flowing keep their NAT
+// bindings across a rewrite (they live in conntrack, not in the table), so
+// a daemon restart drops none of them.
 //
 // It talks to the kernel through netlink (github.com/google/nftables): no
-// `nft` binary is needed. It does not make links or addresses; package
-// sandbox does.
+// `nft` binary is needed. It does not make links or addresses (package
+// sandbox does), and decides nothing: what the rules say is given it by
+// the network plane (netplane), which projects them from the documents.
 package firewall
 
 import (
@@ -71,8 +77,11 @@ type Forward struct {
 // Firewall is the table's desired contents. It is safe for concurrent use.
 type Firewall struct {
 	table string
-	mu    sync.Mutex
-	nets  map[string]Net
+	// mu guards the fields below, and is held while the kernel's tables
+	// are written, so that what is written is what they hold; nothing of
+	// the caller's is called under it.
+	mu   sync.Mutex
+	nets map[string]Net
 	// inside is what each network's own table was last written with.
 	inside map[string]insideRules
 	// proj is what the policies and visibilities ask (guard.go).

@@ -41,7 +41,8 @@ type Hook struct {
 	// started; nil: none.
 	shown *bool
 	// pid is the current run's main process, for the checks of other
-	// goroutines.
+	// goroutines: stored by the workload's loop (SetPID), loaded by the
+	// probes; it guards nothing else.
 	pid atomic.Int64
 	// run is the current run, as its hooks keep it (runhook.go); nil
 	// while none is.

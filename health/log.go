@@ -94,6 +94,8 @@ type LogCheck struct {
 	done   chan struct{}
 	timer  *time.Timer
 
+	// mu guards matched and stopped, and is held while onChange runs, so
+	// that calls are one at a time and none begins after Stop.
 	mu      sync.Mutex
 	matched bool
 	stopped bool

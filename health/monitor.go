@@ -56,6 +56,7 @@ type Monitor struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// mu guards healthy and known; onChange runs without it.
 	mu      sync.Mutex
 	healthy bool
 	known   bool

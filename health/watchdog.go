@@ -21,6 +21,7 @@ import (
 type Watchdog struct {
 	onChange func()
 
+	// mu guards st, timer and stopped; onChange runs without it.
 	mu      sync.Mutex
 	st      watchdogState
 	timer   *time.Timer

@@ -1,6 +1,7 @@
 // Package journal keeps a durable map from names to records in one
 // directory, for state that changes often and must survive a crash: the
-// daemon's desired state of every workload.
+// daemon's desired state (every workload, every document and the file
+// that owns it, the projects' leases), under package records.
 //
 // Changes are appended to a log; Put and Delete return once theirs is on
 // disk. Concurrent callers share one write and one sync (group commit):
@@ -68,6 +69,11 @@ type Journal struct {
 	dir     string
 	onError func(error)
 
+	// mu guards every field below, and is cond's lock. The one commit in
+	// progress (writing) lets it go while it appends to log and syncs:
+	// log and logSize are then the committer's alone, which nobody else
+	// changes while writing is set. Nothing else is taken while mu is
+	// held.
 	mu   sync.Mutex
 	cond sync.Cond // signalled when a commit ends
 	// recs is the durable contents: a change is applied to it once it is

@@ -12,6 +12,8 @@ type Book struct {
 	maxSize     int64
 	generations int
 
+	// mu guards logs; Close holds it while each Log is closed (their amu
+	// and mu), nothing else does.
 	mu   sync.Mutex
 	logs map[string]*Log
 	// bounds are the logs rotated at a size of their own (Bound).

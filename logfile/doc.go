@@ -26,7 +26,17 @@
 //	path.rotating          a generation being copied; gone after Rotate
 //	path.index             positions and times of the log's bytes (index.go)
 //
-// Tail, Follow and Rotate are the same operations on the files alone.
+// Tail, Follow and Rotate are the same operations on the files alone. A
+// Book keeps one Log per name, so that a log's writer, its rotation and
+// its readers share it; a Rotator looks after the logs runs write
+// themselves, woken by a Waker (inotify) when a quiet one is written.
+//
+// A Log's locks are taken in this order, the left one first when two are
+// held: shape → amu → names → the index's, and amu → mu → the index's,
+// shape → mu. mu and names are never held together, and the index's is
+// taken last and alone of its kind. A rotation by copy holds shape and
+// names while it freezes the log's writers (its hold).
+//
 // This package is not a logging library for flyd itself, does not parse
 // log lines, and does not read pipes (logpipe does).
 package logfile

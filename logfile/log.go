@@ -26,9 +26,11 @@ type Log struct {
 	maxSize     atomic.Int64
 	generations int
 
-	// shape is held for writing by a rotation and for reading while a
-	// reader resolves positions to files and writes what is already
-	// there; following what comes next needs no lock (see Follow).
+	// shape is held for writing by a rotation (and Remove) and for
+	// reading while a reader resolves positions to files and writes what
+	// is already there; following what comes next needs no lock (see
+	// Follow). It guards no field; the order of the locks is in the
+	// package's doc.
 	shape sync.RWMutex
 	// names is held while the files' names and the index's base change
 	// (a rotation) and while a reader opens the files and reads the base:
@@ -41,6 +43,8 @@ type Log struct {
 	live      *os.File
 	liveMarks int
 
+	// mu guards idx, removed and wake; the index's own lock may be
+	// taken under it, names never.
 	mu      sync.Mutex
 	idx     *index // opened on first use
 	removed bool

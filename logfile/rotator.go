@@ -32,11 +32,15 @@ type Rotator struct {
 	// waker is nil without inotify.
 	waker *Waker
 
+	// mu guards checks (the map; a look's fields are the loop's), and is
+	// never held while a log is looked at.
 	mu     sync.Mutex
 	checks map[string]*look
 }
 
-// look is one log's schedule: the fields but reset are the loop's alone.
+// look is one log's schedule: the fields but reset are the loop's alone;
+// reset is stored by whoever asks for a look (Watch, the Waker) and
+// swapped by the loop.
 type look struct {
 	name  string
 	next  time.Time

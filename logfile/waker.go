@@ -22,7 +22,7 @@ type Waker struct {
 	f    *os.File // fd, read through the runtime's poller
 	wake func(key string)
 
-	mu   sync.Mutex
+	mu   sync.Mutex       // guards keys and wake; never held while wake is called
 	keys map[int32]string // watch descriptor → key
 }
 

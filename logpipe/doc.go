@@ -19,5 +19,9 @@
 // whose runtime does not write its log file itself, the log file for one
 // that does (looked after by logfile's Rotator), the ended run's last
 // output drained into its log, the log files removed with the workload.
-// Pipes themselves do not decide where their bytes go (a Sink does).
+// Pipes themselves do not decide where their bytes go (a Sink does), and
+// the package writes, rotates and reads no log file: package logfile does.
+//
+// Which lock of Pipes guards which field, and their order, is said on the
+// type.
 package logpipe

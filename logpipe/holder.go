@@ -84,7 +84,11 @@ func Serve(ctx context.Context, socket string) error {
 	}
 }
 
+// holder is the holder process's state, shared by the goroutines serving
+// its connections and its watch.
 type holder struct {
+	// mu guards fds, conns and since; it is held while the descriptors
+	// are polled (idle) and closed, never while one is sent (fetch).
 	mu    sync.Mutex
 	fds   map[string]int
 	conns int

@@ -54,21 +54,38 @@ type Config struct {
 
 // Pipes reads every run's pipe into its sink from one goroutine, and
 // keeps a copy of each read end with the holder.
+//
+// Its locks are taken in the order hmu → qmu and hmu → mu; qmu and mu are
+// never held together, and neither is held while hmu is taken. A paused
+// pipe's timer (time.AfterFunc) takes mu alone. epfd and wake are set at
+// Open and closed after the reading loop ended.
 type Pipes struct {
 	cfg  Config
 	log  *zap.Logger
 	epfd int
 	wake int // eventfd: Close, and pipes paused and resumed
 
-	hmu    sync.Mutex // one exchange with the holder at a time
+	// hmu has one exchange with the holder at a time, and guards holder
+	// and hangup (a copy of holder's descriptor, in epfd: its end is seen
+	// there). Open sets them before any other goroutine runs.
+	hmu    sync.Mutex
 	holder *net.UnixConn
-	hangup int // a copy of holder's descriptor, in epfd: its end is seen there
+	hangup int
 
-	qmu      sync.Mutex
-	queued   *round        // changes for the holder's next exchange (tell)
-	flushing atomic.Bool   // an exchange of dropLater's is on its way
-	asked    atomic.Uint64 // messages the holder was asked to answer
+	// qmu guards queued, the changes for the holder's next exchange
+	// (tell); nothing else is taken while it is held.
+	qmu    sync.Mutex
+	queued *round
+	// flushing says an exchange of dropLater's is on its way: set by
+	// whoever starts one, cleared under hmu by the exchange itself.
+	flushing atomic.Bool
+	// asked counts the messages the holder was asked to answer (under
+	// hmu), read by tests.
+	asked atomic.Uint64
 
+	// mu guards next, pipes, groups, held and closing, and each pipe's
+	// paused; it is held while a pipe is added to epfd or taken back in,
+	// never while a pipe is read or the holder spoken to.
 	mu      sync.Mutex
 	next    uint64
 	pipes   map[uint64]*pipe
@@ -76,11 +93,19 @@ type Pipes struct {
 	held    map[string]int              // read ends fetched from the holder, not adopted yet
 	closing bool
 
-	busy atomic.Int64 // when the read in progress began (unix nanoseconds); 0: none
+	// busy is when the read in progress began (unix nanoseconds), 0 for
+	// none: stored by the reading loop, loaded by the watchdog.
+	busy atomic.Int64
 	done chan struct{}
 	stop chan struct{}
 }
 
+// A pipe's key, fd, sink and ended are set before it is added and never
+// changed; paused is written under Pipes.mu, by the reading loop (pause)
+// and by the timer that resumes the pipe, and read by the loop just after
+// it let mu go (read): the timer clears it before it puts the pipe back in
+// epfd, so the loop sees it cleared. failing and grown are the reading
+// loop's alone.
 type pipe struct {
 	key     string
 	fd      int

@@ -39,8 +39,11 @@ type Hook struct {
 	tmpRoot string
 	log     *zap.Logger
 
+	// mu guards tmps, the runs' own /tmp directories held now, and is
+	// held through a sweep's removals, so that a hold waits for them; the
+	// projects' /dev/shm are shms' (its own lock), never taken under mu.
 	mu   sync.Mutex
-	tmps map[string]bool // the runs' own /tmp directories held now
+	tmps map[string]bool
 }
 
 // NewHook keeps the projects' /dev/shm in shms (nil: every run has the

@@ -17,6 +17,8 @@ import (
 type Manager struct {
 	store store
 
+	// mu guards tables (the map, not a table's contents); it is never
+	// held while a table's own mu is taken, nor a table's while it is.
 	mu     sync.Mutex
 	tables map[string]*table
 
@@ -31,6 +33,9 @@ type Manager struct {
 // the table, which is what makes every operation all or nothing, at the
 // cost of the workload's reservations rather than the network's.
 type table struct {
+	// mu guards ports and owned, and is held through a whole change:
+	// decided, probed in the network's namespace, written to the
+	// workload's file and put in the table.
 	mu      sync.Mutex
 	network string
 	ports   map[int]Reservation

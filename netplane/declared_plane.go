@@ -18,6 +18,10 @@ import (
 // sockets are told apart, the cgroups last written, and the refusals
 // counted (declared_watch.go).
 type reachPlane struct {
+	// mu guards the fields below up to watch, which has its own; it is
+	// held while the cgroup tree is looked at once (reachTree), never
+	// while the tables are written, and is taken while watch.mu is held
+	// (noteRefusals), never the other way.
 	mu sync.Mutex
 	// tree is where the workloads are in the v2 cgroup tree; err why
 	// declared reach cannot be enforced here, once looked at.

@@ -38,6 +38,9 @@ const (
 
 // refusalBook is what the refusals came to.
 type refusalBook struct {
+	// mu guards Counts and Pairs (and the refusedPairs in it); it is held
+	// while the plane's declared.mu is taken (targetOf), never while the
+	// file is written or the events sent.
 	mu sync.Mutex
 	// Counts are the kernel's counts as last read, by destination key.
 	Counts map[string]uint64 `json:"counts"`

@@ -56,40 +56,51 @@ type Config struct {
 // reserved in them, the network and policy documents, the workloads'
 // declarations, and the rules all of these come to. The supervisor calls
 // it once on a workload's way in (Attach) and once on its way out
-// (Release), and for the documents.
+// (Detach), and for the documents. Which lock guards which field, and the
+// order they are taken in, is in the package's doc.
 type Plane struct {
+	// Set at Open and never changed; nets and ports lock themselves.
 	cfg   Config
 	log   *zap.Logger
 	fw    *firewall.Firewall
 	nets  *sandbox.Networks
 	ports *netalloc.Manager
 
-	// mu orders creating a network against deleting it when unused.
+	// mu guards no field: it orders making a network (Reserve) against
+	// deleting it once unused (Drop, DeleteNetwork), held through each.
 	mu sync.Mutex
-	// links are the isolated networks' links, by network name, and
-	// netDocs their documents: replaced whole under docMu, read without
-	// it, so that a network's rules, written with linkMu held, never wait
-	// for docMu, which a projection holds while it takes linkMu.
-	linkMu  sync.Mutex
-	links   map[string]*sandbox.Link
+	// linkMu guards links, the isolated networks' links by network name;
+	// it is held while a network's link is made and its first rules
+	// written (Namespace).
+	linkMu sync.Mutex
+	links  map[string]*sandbox.Link
+	// docMu guards policies, orders the replacements of netDocs, and is
+	// held through every projection written, so that what is in force is
+	// what the documents say. netDocs, the network documents, is replaced
+	// whole under docMu and read without it, so that a network's rules,
+	// written with linkMu held, never wait for docMu, which a projection
+	// holds while it takes linkMu.
 	docMu   sync.Mutex
 	netDocs atomic.Pointer[map[string]*spec.Network]
-	// policies are the policy documents in force; guards shares their
-	// writes among the changes that ask at once.
+	// policies are the policy documents in force (docMu); guards has one
+	// projection written at a time, shared among the changes that ask
+	// meanwhile.
 	policies map[string]*spec.Policy
 	guards   coalescer
 
-	// decls are the workloads' specs as the projection needs them, and
-	// appliers who applied each (for the policies' `users`), as Attach and
-	// Restore were told.
+	// declMu guards the fields below it up to declared: decls, the
+	// workloads' specs as the projection needs them, and appliers, who
+	// applied each (for the policies' `users`), as Attach and Restore
+	// were told.
 	declMu   sync.Mutex
 	decls    map[string]Declaration
 	appliers map[string]uint32
 	// members are the networks each workload is in, from its Attach until
-	// its Release; a workload whose spec moved it is in both until the old
-	// network is released. quarantined are the workloads whose record did
-	// not load (Restore), until they are attached or released. A network
-	// none of them uses is deleted when its last reservation goes.
+	// its Detach; a workload whose spec moved it is in both until it is
+	// released from the old network (Release). quarantined are the
+	// workloads whose record did not load (Restore), until they are
+	// attached or released. A network none of them uses is deleted when
+	// its last reservation goes.
 	members     map[string]map[string]bool
 	quarantined map[string]Quarantined
 	// serving are the replicas ready for connections, replicas each
@@ -97,7 +108,8 @@ type Plane struct {
 	serving  map[string]bool
 	replicas map[string]map[string]bool
 
-	// declared is declared reach's state (declared_plane.go).
+	// declared is declared reach's state (declared_plane.go), under its
+	// own mutexes.
 	declared reachPlane
 }
 

@@ -109,6 +109,8 @@ func (p *Plane) writeGuardsOf(policies map[string]*spec.Policy) error {
 // the caller changed before asking. Callers that ask during a run share
 // the one after it.
 type coalescer struct {
+	// mu guards the fields below, and is cond's lock; it is never held
+	// while f runs, and nothing else is taken while it is held.
 	mu          sync.Mutex
 	cond        sync.Cond
 	asked, done uint64

@@ -1,10 +1,11 @@
-// Package netplane is flyd's network plane as far as it is a pure function:
-// what the policies and the endpoints' visibilities come to (the guards and
-// the reach sets the firewall writes), from the workloads' declarations,
-// the networks' links and the ports reserved. It keeps no state and makes
-// nothing: the supervisor gathers a World and puts the Projection in force
-// through package firewall.
 package netplane
+
+// The projection is the plane's pure part: what the policies and the
+// endpoints' visibilities come to (the guards and the reach sets the
+// firewall writes), from the workloads' declarations, the networks' links
+// and the ports reserved, all read from a World. It keeps no state and
+// makes nothing; the Plane gathers the World and puts the Projection in
+// force through package firewall.
 
 import (
 	"fmt"

@@ -106,6 +106,10 @@ type Leases struct {
 	publish func(status.Event)
 	log     *zap.Logger
 
+	// mu guards m, closed and every lease's fields; it is held while a
+	// lease's change is recorded (store), never while a project is taken
+	// down or an event published, and Projects' mu is never taken under
+	// it.
 	mu     sync.Mutex
 	m      map[string]*lease
 	closed bool

@@ -3,7 +3,10 @@
 // rank order: workspaces, networks, policies), then its workloads (in
 // `after` order), then removes what of the project the files no longer
 // hold; a down removes everything of it, and its named volumes
-// when asked. One project's ups and downs are held apart.
+// when asked. One project's ups and downs are held apart. A project may
+// be bound to the client that made it (Leases): held by its connections
+// or leased to a time, recorded in the journal, and taken down once its
+// lease lapses.
 //
 // It drives the supervisor only through its exported commands, with the
 // caller the context carries (authz.WithCaller). What a workload is,
@@ -55,6 +58,9 @@ type Projects struct {
 	// (the daemon's driver.Runtimes), for a down with its volumes.
 	volumes driver.VolumeRemover
 
+	// mu guards locks and leases, and nothing is taken while it is held:
+	// a project's own lock (a one-slot channel of locks) is waited for
+	// after mu is let go.
 	mu sync.Mutex
 	// locks serialize each project's ups and downs (lock).
 	locks map[string]chan struct{}

@@ -26,6 +26,8 @@ const ownerKind = "owner"
 type Owners struct {
 	st *Store
 
+	// mu guards m, and is held while a change is recorded in the journal,
+	// so that changes are in force in the order they were recorded.
 	mu sync.Mutex
 	m  map[string]string
 }

@@ -33,6 +33,9 @@ type Quarantine struct {
 	store *Store
 	log   *zap.Logger
 
+	// mu guards names and each name's pid (its run is claim's); it is
+	// never held while a claim is waited for, a run killed or a record
+	// removed.
 	mu    sync.Mutex
 	names map[string]*Quarantined
 }

@@ -1,9 +1,11 @@
 // Package records keeps what the supervisor must find again after a
 // restart: each workload's desired state and every document (network,
-// policy, workspace, owner) in one journal under the state dir, durable
-// with group commit, and one record per live run under the run dir, for a
-// later daemon to adopt it. It says nothing of what a record means: that
-// is the supervisor's, and the network plane's for its documents.
+// policy, workspace, owner, a project's lease) in one journal under the
+// state dir, durable with group commit, and one record per live run under
+// the run dir, for a later daemon to adopt it (RecoverRuns); and the
+// quarantine of the workload records that do not load (Quarantine). It
+// says nothing of what a record means: that is the supervisor's, the
+// network plane's for its documents and package project's for leases.
 package records
 
 import (
@@ -124,6 +126,8 @@ type Store struct {
 	// that changes a state alone (a start, a stop) does not encode its
 	// spec again. A spec is a value: the supervisor replaces it, never
 	// changes one it saved, so its pointer says whether it is the same.
+	// emu guards encoded, and is never held while a spec is encoded or
+	// the journal written.
 	emu     sync.Mutex
 	encoded map[string]encodedSpec
 }

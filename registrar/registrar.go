@@ -107,6 +107,10 @@ type Registrar struct {
 	// two schedulers never race over the same entries.
 	engine chan struct{}
 
+	// mu guards the fields below and every entry's fields (a job carries
+	// copies of what its request sends); it is never held during a
+	// request, and nothing else is taken while it is held. A dispatch
+	// holds it while it sends jobs, which never blocks (schedule).
 	mu      sync.Mutex
 	entries map[string]*entry
 	owners  map[string]map[string]struct{} // owner → desired ids

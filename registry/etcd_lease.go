@@ -73,8 +73,11 @@ type member struct {
 
 // leases is the replica's side of the shared leases, guarded by mu.
 type leases struct {
+	// mu guards byTTL, members and the fields of each member, and is
+	// never held during a request to etcd.
 	mu sync.Mutex
-	// granting is held by the request granting a shared lease.
+	// granting is held by the request granting a shared lease, a one-slot
+	// lock taken before mu (around the grant), never under it.
 	granting chan struct{}
 	byTTL    map[int64]*sharedLease
 	members  map[string]*member

@@ -1,7 +1,9 @@
 // Package registry is a reference implementation of the producer side of the
 // Service Registry Contract (R1–R8): an authenticated REST API that stores
 // service instances under TTL leases, reaps the dead ones, and renders the
-// registry as koder-service-ports.toml. `flyd registry serve` runs it, and
+// registry as koder-service-ports.toml; beyond the contract, it announces
+// (Flyd-Registry-Extensions) and serves batch heartbeats and registers and
+// a stream of its changes (?watch=REV). `flyd registry serve` runs it, and
 // the daemon can embed it.
 //
 // The state is a Store. By default it is an in-memory table, snapshotted to
@@ -53,7 +55,8 @@ type Server struct {
 
 	// dirty asks the snapshot loop for a write soon: the set of instances
 	// changed. leasesDirty only says that some updated_at moved, which
-	// can wait longer (see snapshot.go).
+	// can wait longer (see snapshot.go): set by heartbeats, cleared by the
+	// snapshot loop before it reads the store; it guards nothing else.
 	dirty       chan struct{}
 	leasesDirty atomic.Bool
 

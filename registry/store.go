@@ -65,9 +65,11 @@ func sortInstances(ins []Instance) {
 // It numbers its changes with a revision of its own (see mem_watch.go):
 // every write and every removal is one, a heartbeat none.
 type memStore struct {
+	// mu guards byID, the instances it points to (copied out under it),
+	// and w; held shared for a listing, a snapshot or a watch's read.
 	mu   sync.RWMutex
 	byID map[string]*Instance
-	w    memWatch // guarded by mu
+	w    memWatch
 }
 
 func newMemStore(now func() time.Time) *memStore {

@@ -44,13 +44,17 @@ const (
 type Client struct {
 	bases []string // scheme://host[:port][/prefix], no trailing slash
 	// cur is the replica that answered last: requests go there first, and
-	// to the next one when it cannot answer (see do).
+	// to the next one when it cannot answer (see do). Every request loads
+	// and stores it without a lock: it guards nothing else, and one stale
+	// only has a request try another replica first.
 	cur     atomic.Uint32
 	key     string
 	timeout time.Duration
 	hc      *http.Client
 	// ext is what the registry's last answer announced of the
-	// extensions (see Extensions), extKnown set once one answered.
+	// extensions (see Extensions), extKnown set once one answered: stored
+	// by every answer, and a bit taken back by compare-and-swap; it
+	// guards nothing else.
 	ext atomic.Uint32
 }
 

@@ -8,12 +8,16 @@ import "sync"
 // daemon's thread, and a kill of every pid in cgroup.procs would include
 // the daemon. Keyed by the cgroup's path so that every Cgroup value for the
 // same cgroup shares one lock; an entry lives while someone holds or waits
-// for it.
+// for it. The embedded mutex guards m and every entry's refs; it is never
+// held while an entry's rw is waited for.
 var cgroupLocks = struct {
 	sync.Mutex
 	m map[string]*cgroupLock
 }{m: map[string]*cgroupLock{}}
 
+// cgroupLock is one cgroup's: rw is the lock itself (shared for a start,
+// exclusive for a kill or a delete), guarding no field; refs, under
+// cgroupLocks' mutex, counts who holds or waits for it.
 type cgroupLock struct {
 	rw   sync.RWMutex
 	refs int

@@ -115,6 +115,8 @@ func MakeTmp(root, name string) (string, error) {
 type Shms struct {
 	dir string
 
+	// mu guards refs, and is held while a project's tmpfs is mounted or
+	// removed, so that a run never binds one that is going.
 	mu   sync.Mutex
 	refs map[string]int // by project: the runs that hold its tmpfs
 }

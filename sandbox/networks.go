@@ -23,16 +23,18 @@ const lockName = ".lock"
 type Networks struct {
 	dir string
 	// mu keeps goroutines of this process in line before they reach the
-	// flock, so that at most one thread at a time blocks in flock(2).
+	// flock, so that at most one thread at a time blocks in flock(2); it
+	// is held with the flock (lock), and so guards next and nextPool too.
 	mu sync.Mutex
 	// retiring are the links of deleted networks the kernel is still
-	// deleting (retire), retireErr what it refused.
+	// deleting (retire); retireMu guards retireErr, what it refused, and
+	// is taken alone, by the goroutines deleting them and by Wait.
 	retiring  sync.WaitGroup
 	retireMu  sync.Mutex
 	retireErr error
 	// next is where Connect's search for a free /30 of nextPool starts
-	// (under the lock): the links there are, this daemon's and others',
-	// are not tried one by one at every network's birth.
+	// (under mu and the flock): the links there are, this daemon's and
+	// others', are not tried one by one at every network's birth.
 	next     int
 	nextPool netip.Prefix
 }

@@ -40,7 +40,9 @@ type Timer struct {
 	// been handled: run, skipped, or folded into one missed run.
 	through time.Time
 	timer   *time.Timer
-	// next is the time the timer waits for, while armed.
+	// next is the time the timer waits for, while armed: stored by the
+	// workload's loop, which owns every other field, and loaded by any
+	// goroutine (Next).
 	next atomic.Pointer[time.Time]
 	// shown is told of every change of next; nil: disarmed.
 	shown func(next *time.Time)

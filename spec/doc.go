@@ -1,5 +1,8 @@
 // Package spec defines the workload spec: the document that tells flyd what
-// to run and how to keep it running.
+// to run and how to keep it running; and the documents beside workloads
+// (networks, policies, workspaces), each registered in the table of
+// document kinds (RegisterDocKind, DocKinds), and the table of runtimes
+// with what a spec of each may hold.
 //
 // It owns the Go types, strict decoding of YAML and JSON (unknown keys and
 // wrong types are refused with the path of the offending field), defaults and

@@ -51,6 +51,7 @@ type DocKind struct {
 	InDirectory bool
 }
 
+// docKinds is the table of document kinds; mu guards byName and sorted.
 var docKinds struct {
 	mu     sync.Mutex
 	byName map[string]DocKind

@@ -5,7 +5,15 @@
 //
 // Each workload is owned by one goroutine that serialises its lifecycle;
 // the API's calls are messages to it. Drivers only run things; the
-// supervisor never knows how.
+// supervisor never knows how. It also keeps the `after` order between
+// workloads (with package order's rules), groups of replicas and their
+// rolling replace, scheduled workloads, the quarantine of records that do
+// not load, and when a run's hooks (runhook.Chain) acquire and release.
+//
+// It speaks spec and status, never the wire (api); what a run's network,
+// cgroup, log and mounts are is each hook's concern (netplane, usage,
+// logpipe, mounts, health), and documents other than workloads are
+// package documents'.
 package supervisor
 
 import (
@@ -120,6 +128,10 @@ type Supervisor struct {
 	// limits watches the workloads whose spec sets a limit.
 	limits *usage.Limits
 
+	// mu guards workloads and dependents, and orders a workload's
+	// registration against its removal (register, forget); it is never
+	// held while a workload's loop is waited for, and no other lock of the
+	// supervisor's is taken while it is held.
 	mu        sync.Mutex
 	workloads map[string]*workload
 	// dependents are the workloads whose spec names prerequisites: the

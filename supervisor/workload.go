@@ -40,13 +40,17 @@ type workload struct {
 
 	cmds   chan func()
 	exited chan struct{}
-	// hurry tells a stop in progress (stopping) to kill at once: the
-	// loop is busy with it and reads no command until it ends.
+	// hurry tells a stop in progress to kill at once: the loop is busy
+	// with it and reads no command until it ends. stopping says one is
+	// in progress: stored by the loop (stop), loaded by the goroutine of
+	// a kill that would overtake it.
 	hurry    chan struct{}
 	stopping atomic.Bool
 
-	spec    *spec.Workload
-	full    atomic.Pointer[spec.Workload] // spec, for other goroutines: its secrets unredacted
+	spec *spec.Workload
+	// full is spec for other goroutines, its secrets unredacted: stored
+	// by the loop whenever spec changes (setSpec), loaded by any.
+	full    atomic.Pointer[spec.Workload]
 	owner   string
 	by      uint32 // the uid of the caller that applied it
 	ports   []status.PortMapping

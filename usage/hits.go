@@ -12,6 +12,8 @@ import (
 // its cgroup's OOM kill and pids refusal counters said at the last look.
 // Its run's launch and the daemon's every-second look share it.
 type Hits struct {
+	// mu guards known, oom and pids; a baseline reads the counters while
+	// holding it, a look before it takes it.
 	mu        sync.Mutex
 	known     bool
 	oom, pids int

@@ -19,6 +19,8 @@ type Limits struct {
 	cgroups *sandbox.Cgroups // nil: nothing to watch
 	hit     func(name string, newOOM, newPids int, at time.Time)
 
+	// mu guards watched (the map; each Hits locks itself), and is never
+	// held while a Hits' lock is taken or a cgroup read.
 	mu      sync.Mutex
 	watched map[string]*Hits
 }

@@ -28,6 +28,9 @@ type Sampler struct {
 	cgroups   *sandbox.Cgroups // nil: none to read
 	workloads func() []status.Workload
 
+	// mu guards last, and is held through a sample, so that readers who
+	// ask at once share one; the supervisor's lock is taken under it
+	// (workloads), never the other way.
 	mu   sync.Mutex
 	last status.Stats
 }

@@ -35,8 +35,12 @@ type Store interface {
 // Set is the workspace documents in force: read without a lock, replaced
 // whole at each change.
 type Set struct {
-	st  Store
-	mu  sync.Mutex // orders the changes
+	st Store
+	// mu orders the changes: it is held while the next map is made, the
+	// change recorded in st and all replaced. all, by full name, is
+	// replaced whole under mu and loaded without it; a map once stored
+	// never changes.
+	mu  sync.Mutex
 	all atomic.Pointer[map[string]*spec.Workspace]
 }
 

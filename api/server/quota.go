@@ -15,7 +15,7 @@ type quota struct {
 	what            string // "connections", "streams", …, for the refusal
 	max, maxPerUser int
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards total and perUser; nothing is taken under it
 	total   int
 	perUser map[uint32]int
 }

@@ -18,7 +18,7 @@ import (
 // Memory keeps documents of one kind in memory (a documents.Keeper): put
 // documents are listed as they were put, by name.
 type Memory struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards docs
 	docs map[string]spec.Document
 }
 

@@ -80,13 +80,21 @@ type Driver struct {
 	// workload with a named volume cannot start.
 	VolumesDir string
 
-	volMu sync.RWMutex // held by RemoveVolumes against starts
+	// volMu guards no field: a start with named volumes holds it shared
+	// from its container's making until its volumes are made, and
+	// RemoveVolumes exclusive, so that no volume is removed under a
+	// container made meanwhile. mu may be taken while it is held.
+	volMu sync.RWMutex
 
+	// mu guards client and snapshotter, and is held while connecting.
 	mu          sync.Mutex
 	client      *containerd.Client
-	snapshotter string          // chosen on first unpack
-	imported    map[string]bool // archive identities already imported
-	importMu    sync.Mutex
+	snapshotter string // chosen on first unpack
+	// importMu guards imported, the archive identities already imported,
+	// and is held through an import, so that an archive is imported once;
+	// it is never held with mu or volMu.
+	imported map[string]bool
+	importMu sync.Mutex
 }
 
 // New returns a driver for the containerd at socket ("" = DefaultSocket),

@@ -17,10 +17,15 @@ import (
 var exits = &exitWatcher{runs: map[uint64]*process{}}
 
 type exitWatcher struct {
+	// once opens epfd and wake, or sets err, before any watch reads them;
+	// they never change after.
 	once       sync.Once
 	epfd, wake int // wake: an eventfd that makes the loop look again
 	err        error
 
+	// mu guards next, runs and running (and so each run's exitID); no
+	// run's end is called while it is held (each on a goroutine of its
+	// own), and nothing else is taken under it.
 	mu      sync.Mutex
 	next    uint64              // the last registration's id; 0 is wake's
 	runs    map[uint64]*process // registered, their end not yet seen

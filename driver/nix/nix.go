@@ -53,13 +53,20 @@ type Driver struct {
 	// the default one entirely.
 	Env []string
 
+	// mu guards version, keyLock and setup, and is held while the stub
+	// registry is written. keyLock is a lock per environment's identity,
+	// held while that environment is prepared, so that one is built once;
+	// gcMu is taken while one is held (hold), never the other way, and mu
+	// is held with no other lock. An entry of keyLock stays for the
+	// daemon's life.
 	mu      sync.Mutex
 	version string // `nix --version`, once known
 	keyLock map[string]*sync.Mutex
 	setup   bool // stub registry written
 
-	// gcMu orders the collection of unused environments against starts:
-	// held counts the environments being prepared for a start.
+	// gcMu orders the collection of unused environments against starts,
+	// and guards held, which counts the environments being prepared for a
+	// start.
 	gcMu sync.Mutex
 	held map[string]int
 }

@@ -1,5 +1,7 @@
 // Package cli is what flyd's two programs share: the command table, the
-// flag rules and the exit codes. cmd/flyd is the client every user runs;
+// flag rules, the exit codes, the version, the user's paths (Home) and the
+// one notation of a workload's ports (Ports, for `flyd ps` and `flyd
+// top`). cmd/flyd is the client every user runs;
 // cmd/flyd-daemon is the daemon, the registry's server and client and flyd
 // top, which `flyd daemon`, `flyd registry` and `flyd top` exec. They are
 // two programs so that a client call does not pay the others' start-up

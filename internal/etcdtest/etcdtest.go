@@ -40,9 +40,10 @@ type member struct {
 	peerURL   string
 	dataDir   string
 	logPath   string
-	mu        sync.Mutex
-	cmd       *exec.Cmd
-	done      chan struct{}
+	// mu guards cmd and done, the member's process while it runs.
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 // Binary returns the etcd binary, or skips the test (fails it under

@@ -42,8 +42,9 @@ func Name(runDir string) string {
 // RegistryListen is where the daemon of runDir's embedded registry listens
 // unless told: 127.0.0.1:9471 for the default daemon, a port hashed from
 // the run dir above it for any other, the same at every start (the URL
-// given to the workloads stays true across restarts). A port taken anyway
-// is refused at start, naming --registry-listen.
+// given to the workloads stays true across restarts). A port another
+// process holds anyway leaves the daemon's registry on a port the kernel
+// chooses, logged and shown by flyd status (daemon's listenEmbedded).
 func RegistryListen(runDir string) string {
 	port := DefaultRegistryPort
 	if runDir != DefaultRunDir {

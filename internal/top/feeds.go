@@ -42,7 +42,7 @@ type feeds struct {
 	send func(tea.Msg)
 	wg   sync.WaitGroup
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards logCancel
 	logCancel context.CancelFunc
 	// project, when set, is the one project shown (-p).
 	project *string

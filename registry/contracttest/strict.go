@@ -30,11 +30,14 @@ const DefaultTTL = 90 * time.Second
 type Registry struct {
 	key string
 
+	// mu guards instances and down; cmu guards requests and statuses,
+	// and is taken while mu is held (an answer counts itself), never the
+	// other way.
 	mu        sync.Mutex
 	instances map[string]lease
 	down      bool
 
-	cmu      sync.Mutex             // of the counts
+	cmu      sync.Mutex
 	requests map[string]int         // route ("register", "heartbeat", ...) → requests
 	statuses map[string]map[int]int // route → status → answers
 }

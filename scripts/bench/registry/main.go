@@ -70,7 +70,8 @@ func main() {
 // sends one request per instance, as a client of the contract alone does;
 // batched adds the batch extensions, for a registry that takes them.
 type timed struct {
-	cl   *registryclient.Client
+	cl *registryclient.Client
+	// mu guards lat, last, gone and regs.
 	mu   sync.Mutex
 	lat  []time.Duration
 	last map[string]time.Time // the last acknowledged heartbeat or register of each id
@@ -214,9 +215,9 @@ func run(daemon string, registrants, per int, ttl, window time.Duration, mortal 
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	var started struct {
-		sync.Mutex
-		c    *etcdtest.Cluster
-		reps []*exec.Cmd
+		sync.Mutex // guards c and reps
+		c          *etcdtest.Cluster
+		reps       []*exec.Cmd
 	}
 	go func() {
 		if _, ok := <-sigs; !ok {
