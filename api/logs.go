@@ -29,7 +29,7 @@ type LogQuery struct {
 // does not end in a newline then, and the rest comes next). Pos is the
 // position of its first byte in the log, which stays the byte's across
 // rotations and daemon restarts; Time is when it had been written by
-// (see the README's "Logs"). While following, a record without Data says
+// (see docs/daemon.md, "Logs"). While following, a record without Data says
 // that what the log held when the stream began has all been sent.
 type LogRecord struct {
 	Pos  int64

@@ -82,7 +82,7 @@ func TestSystemdHost(t *testing.T) {
 	c := api.NewClient(socket)
 	defer c.Close()
 	w := waitUnit(t, c, "limited", func(w *api.Workload) bool { return w.State == api.StateRunning && w.PID > 0 })
-	// Below the hierarchy's root, beside the unit (see the README's "Where
+	// Below the hierarchy's root, beside the unit (see docs/architecture.md, "Where
 	// the cgroups are"): the unit's own cgroup holds the daemon alone.
 	cg := processCgroup(t, w.PID)
 	if want := "/flyd/limited"; cg != want {

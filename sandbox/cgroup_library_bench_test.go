@@ -20,7 +20,7 @@ import (
 // containerd's cgroups library doing the same work on the same host, so
 // that the choice is measured, not assumed: a cgroup's life with limits,
 // and a run's whole life (create, start a process in it, kill what is
-// left, delete). BENCHMARKS.md has the numbers and README.md the reasons.
+// left, delete). BENCHMARKS.md has the numbers and docs/architecture.md the reasons.
 
 // libResources are benchLimits as the OCI resources the library takes.
 func libResources(l Limits) *specs.LinuxResources {
