@@ -29,11 +29,16 @@ import (
 	"github.com/flyd-dev/flyd/documents"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
+	"github.com/flyd-dev/flyd/events"
 	"github.com/flyd-dev/flyd/internal/instance"
 	"github.com/flyd-dev/flyd/internal/trust"
+	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/metrics"
+	"github.com/flyd-dev/flyd/netplane"
 	"github.com/flyd-dev/flyd/reaper"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/supervisor"
 	"github.com/flyd-dev/flyd/usage"
@@ -73,13 +78,83 @@ type Config struct {
 	RegistryTLSCert, RegistryTLSKey string
 }
 
-// Run runs the daemon until SIGTERM, SIGINT or ctx's end.
+// Run runs the daemon until SIGTERM, SIGINT or ctx's end: its steps in
+// order, each opening what the next ones use and saying how it is closed;
+// then it serves; then everything opened is closed, in the reverse order,
+// on one path, however far the steps went.
 func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
-	// Descriptors the daemon inherited (a CI runner's pipe, a shell's
-	// fds) must not reach workloads, which would hold them open long after
-	// the daemon is gone. Go sets close-on-exec on its own descriptors only.
+	d := &run{ctx: ctx, cfg: cfg, log: log}
+	defer func() {
+		d.close()
+		if d.served {
+			log.Info("flyd daemon stopped")
+		}
+	}()
+	for _, step := range []func() error{
+		d.trustPaths, // the state, run, socket and workloads dirs, judged and made
+		d.lock,       // one daemon per socket and state dir; the reaper
+		d.listen,     // the API's socket
+		d.openState,  // the records and the event bus, closed last
+		d.openRegistry,
+		d.openCgroups,  // the workloads' parent, held
+		d.openRuntimes, // and the log pipes' holder
+		d.openPlane,    // the network plane, its links, rules and reach
+		d.openSupervisor,
+		d.openAPI, // the documents, the workloads directory, the backend and its server
+	} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return d.serve()
+}
+
+// run is one daemon's parts as its steps open them, and what closes each.
+type run struct {
+	ctx    context.Context
+	cfg    Config
+	log    *zap.Logger
+	policy func(server.Peer, *spec.Workload) error // --peer-users; nil without
+
+	// closers close what the steps opened, run last to first.
+	closers []func()
+	served  bool // the daemon served, and stops
+
+	l          net.Listener
+	st         *records.Store
+	bus        *events.Bus
+	publish    func(status.Event)
+	reg        *daemonRegistry
+	cgroups    *sandbox.Cgroups
+	drivers    []driver.Driver
+	pipes      *logpipe.Pipes
+	plane      *netplane.Plane
+	workspaces *workspace.Set
+	started    time.Time
+	sup        *supervisor.Supervisor
+	wd         *declarative.Watcher
+	backend    *Backend
+	srv        *server.Server
+}
+
+// onClose has f run when the daemon closes, before what was opened
+// earlier is closed.
+func (d *run) onClose(f func()) { d.closers = append(d.closers, f) }
+
+func (d *run) close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+// trustPaths judges the daemon's directories and makes those missing.
+// Descriptors the daemon inherited (a CI runner's pipe, a shell's fds)
+// must not reach workloads, which would hold them open long after the
+// daemon is gone: Go sets close-on-exec on its own descriptors only.
+func (d *run) trustPaths() error {
+	cfg := &d.cfg
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		log.Warn("cannot mark inherited descriptors close-on-exec", zap.Error(err))
+		d.log.Warn("cannot mark inherited descriptors close-on-exec", zap.Error(err))
 	}
 	// Checked before anything is made in them, and again once made: a
 	// directory another user made or can write is refused, not used. From
@@ -92,15 +167,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		mode os.FileMode
 	}{{"state dir", &cfg.StateDir, 0o700}, {"run dir", &cfg.RunDir, 0o755},
 		{"socket dir", &sockDir, 0o755}, {"workloads dir", &cfg.WorkloadsDir, 0o755}}
-	for _, d := range dirs {
-		real, err := trust.Dir(d.what, *d.path)
+	for _, dir := range dirs {
+		real, err := trust.Dir(dir.what, *dir.path)
 		if err != nil {
 			return err
 		}
-		if err := os.MkdirAll(real, d.mode); err != nil {
+		if err := os.MkdirAll(real, dir.mode); err != nil {
 			return err
 		}
-		if *d.path, err = trust.Dir(d.what, real); err != nil {
+		if *dir.path, err = trust.Dir(dir.what, real); err != nil {
 			return err
 		}
 	}
@@ -113,177 +188,226 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if cfg.RegistryListen == "" {
 		cfg.RegistryListen = instance.RegistryListen(cfg.RunDir)
 	}
-	policy, err := server.PeerUsersPolicy(cfg.PeerUsers)
-	if err != nil {
+	var err error
+	if d.policy, err = server.PeerUsersPolicy(cfg.PeerUsers); err != nil {
 		return err
 	}
 	if cfg.PeerShares == (server.Shares{}) {
 		cfg.PeerShares = server.DefaultShares
 	}
-	if err := cfg.PeerShares.Check(); err != nil {
-		return err
-	}
-	unlock, err := lockInstance(cfg)
+	return cfg.PeerShares.Check()
+}
+
+// lock takes the instance's locks, and makes the daemon the reaper of its
+// workloads' orphans.
+func (d *run) lock() error {
+	unlock, err := lockInstance(d.cfg)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	d.onClose(unlock)
 	reapCtx, stopReaping := context.WithCancel(context.Background())
-	defer stopReaping()
+	d.onClose(stopReaping)
 	if err := reaper.Become(reapCtx); err != nil {
-		log.Warn("cannot become the reaper of orphaned workload processes", zap.Error(err))
+		d.log.Warn("cannot become the reaper of orphaned workload processes", zap.Error(err))
 	}
+	return nil
+}
 
-	l, err := listen(cfg.Socket, cfg.SocketGroup, log)
+func (d *run) listen() error {
+	l, err := listen(d.cfg.Socket, d.cfg.SocketGroup, d.log)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(cfg.Socket)
+	d.l = l
+	d.onClose(func() { os.Remove(d.cfg.Socket) })
+	d.onClose(func() { l.Close() }) // once served, closed already
+	return nil
+}
 
-	// Closed last: everything below reports into them or reads them.
-	st, bus, err := openState(cfg, log)
+// openState opens the records and the event bus: everything after
+// reports into them or reads them, so they close last.
+func (d *run) openState() error {
+	st, bus, err := openState(d.cfg, d.log)
 	if err != nil {
-		l.Close()
 		return err
 	}
-	defer func() {
+	d.st, d.bus, d.publish = st, bus, publisher(bus, d.log)
+	d.onClose(func() {
 		bus.Close()
 		if err := st.Close(); err != nil {
-			log.Warn("closing the state journal", zap.Error(err))
+			d.log.Warn("closing the state journal", zap.Error(err))
 		}
-	}()
-	publish := publisher(bus, log)
-	reg, err := startRegistry(ctx, cfg, log, registryProblem(publish))
+	})
+	return nil
+}
+
+func (d *run) openRegistry() error {
+	reg, err := startRegistry(d.ctx, d.cfg, d.log, registryProblem(d.publish))
 	if err != nil {
-		l.Close()
 		return err
 	}
-	defer reg.close()
-	cgroups, err := sandbox.NewCgroups(cfg.CgroupParent)
+	d.reg = reg
+	d.onClose(reg.close)
+	return nil
+}
+
+// openCgroups makes and holds the workloads' parent cgroup: held before
+// anything is swept, so that a daemon never deletes, kills or reuses the
+// cgroups of another given the same parent. Without cgroups workloads
+// still run, without limits and with the process group as the only handle
+// on their children.
+func (d *run) openCgroups() error {
+	cgroups, err := sandbox.NewCgroups(d.cfg.CgroupParent)
 	if err != nil {
-		// Workloads still run, without limits and with the process group
-		// as the only handle on their children.
-		log.Warn("no cgroups: resources are refused and a child that leaves its session escapes stop", zap.Error(err))
-		cgroups = nil
+		d.log.Warn("no cgroups: resources are refused and a child that leaves its session escapes stop", zap.Error(err))
+		return nil
 	}
-	if cgroups != nil {
-		// Held before anything is swept: a daemon never deletes, kills or
-		// reuses the cgroups of another given the same parent.
-		release, err := cgroups.Claim()
-		if err != nil {
-			reg.close()
-			l.Close()
-			return err
+	release, err := cgroups.Claim()
+	if err != nil {
+		return err
+	}
+	d.cgroups = cgroups
+	d.onClose(func() {
+		// An empty parent goes with the daemon, however it ends, so that
+		// a host without workloads keeps no cgroup of flyd's; one that
+		// holds workloads stays for them and for the next daemon.
+		if err := cgroups.RemoveParent(); err != nil && !errors.Is(err, errdefs.ErrConflict) {
+			d.log.Warn("cannot remove the workloads' parent cgroup", zap.Error(err))
 		}
-		defer func() {
-			// An empty parent goes with the daemon, however it ends, so
-			// that a host without workloads keeps no cgroup of flyd's;
-			// one that holds workloads stays for them and for the next
-			// daemon.
-			if err := cgroups.RemoveParent(); err != nil && !errors.Is(err, errdefs.ErrConflict) {
-				log.Warn("cannot remove the workloads' parent cgroup", zap.Error(err))
-			}
-			release()
-		}()
+		release()
+	})
+	return nil
+}
+
+// openRuntimes opens the runtimes, and the holder of the log pipes, which
+// closes after the supervisor: the holder keeps the pipes.
+func (d *run) openRuntimes() error {
+	drivers, closeDrivers := runtimes(d.ctx, &d.cfg, d.cgroups, d.log)
+	d.drivers = drivers
+	d.onClose(closeDrivers)
+	if d.pipes = openLogPipes(d.cfg.RunDir, d.log); d.pipes != nil {
+		d.onClose(func() { d.pipes.Close() })
 	}
-	drivers, closeDrivers := runtimes(ctx, &cfg, cgroups, log)
-	defer closeDrivers()
-	pool, fw, err := networkLinks(cfg, log)
+	return nil
+}
+
+// openPlane opens the network plane over its pool and firewall, which
+// waits, after the supervisor's close, for the links of deleted networks
+// to go.
+func (d *run) openPlane() error {
+	pool, fw, err := networkLinks(d.cfg, d.log)
 	if err != nil {
-		l.Close()
 		return err
 	}
-	reachHost, err := hostReach(cfg, fw, cgroups)
+	reachHost, err := hostReach(d.cfg, fw, d.cgroups)
 	if err != nil {
-		l.Close()
 		return err
 	}
-	pipes := openLogPipes(cfg.RunDir, log)
-	if pipes != nil {
-		defer pipes.Close() // after the supervisor's: the holder keeps the pipes
-	}
-	plane, err := openPlane(cfg, st, drivers, pool, fw, cgroups, reachHost, publish, log)
+	plane, err := openPlane(d.cfg, d.st, d.drivers, pool, fw, d.cgroups, reachHost, d.publish, d.log)
 	if err != nil {
-		l.Close()
 		return err
 	}
-	// After the supervisor's close: the links of deleted networks go.
-	defer plane.Wait()
-	workspaces := workspace.Open(st, log.Named("workspaces"))
+	d.plane = plane
+	d.onClose(plane.Wait)
+	d.workspaces = workspace.Open(d.st, d.log.Named("workspaces"))
+	return nil
+}
+
+// openSupervisor builds the supervisor over the parts, which adopts the
+// runs of an earlier daemon; closed, it releases (or stops) the workloads
+// and flushes their state, and the registry's instances go when the
+// workloads were stopped.
+func (d *run) openSupervisor() error {
+	cfg := d.cfg
 	// A project's host workloads share a /dev/shm of its own.
 	shms, err := sandbox.NewShms(filepath.Join(cfg.RunDir, "shm"))
 	if err != nil {
-		log.Warn("projects' workloads share the host's /dev/shm", zap.Error(err))
+		d.log.Warn("projects' workloads share the host's /dev/shm", zap.Error(err))
 		shms = nil
 	}
-	started := time.Now()
+	d.started = time.Now()
 	sup, err := supervisor.New(supervisor.Config{
-		Store:            st,
-		Events:           bus,
-		Net:              plane,
-		Workspaces:       workspaces,
-		LogPipes:         pipes,
-		Registrar:        reg.registrar,
+		Store:            d.st,
+		Events:           d.bus,
+		Net:              d.plane,
+		Workspaces:       d.workspaces,
+		LogPipes:         d.pipes,
+		Registrar:        d.reg.registrar,
 		LogMaxSize:       cfg.LogMaxSize,
 		LogGenerations:   cfg.LogGenerations,
 		StateDir:         cfg.StateDir,
 		RunDir:           cfg.RunDir,
-		Drivers:          drivers,
-		Cgroups:          cgroups,
+		Drivers:          d.drivers,
+		Cgroups:          d.cgroups,
 		Shms:             shms,
-		Logger:           log,
+		Logger:           d.log,
 		StopOnClose:      cfg.StopOnExit,
 		AdvertiseAddress: cfg.AdvertiseAddress,
-		PeerLanes:        policy != nil,
+		PeerLanes:        d.policy != nil,
 		PeerLogBytes:     cfg.PeerShares.WorkloadLogBytes(),
 	})
 	if err != nil {
-		l.Close()
 		return err
 	}
-	reg.sweep(func() []status.Workload { return sup.List(context.Background()) }, log)
-	docs, err := documents.New(documents.Config{Owners: st.Owners(), Events: bus, Logger: log.Named("documents"), Keepers: Keepers(plane, workspaces)})
-	if err != nil {
+	d.sup = sup
+	d.onClose(func() {
 		sup.Close()
-		l.Close()
+		if cfg.StopOnExit {
+			d.reg.flush(d.log)
+		}
+	})
+	d.reg.sweep(func() []status.Workload { return sup.List(context.Background()) }, d.log)
+	return nil
+}
+
+// openAPI opens what serves the supervisor: the documents, the workloads
+// directory's watcher, the backend (its leases) and the API's server.
+func (d *run) openAPI() error {
+	cfg := d.cfg
+	docs, err := documents.New(documents.Config{Owners: d.st.Owners(), Events: d.bus, Logger: d.log.Named("documents"), Keepers: Keepers(d.plane, d.workspaces)})
+	if err != nil {
 		return err
 	}
-	wd, err := declarative.New(declarative.Config{
-		Dir: cfg.WorkloadsDir, Applier: fileApplier{sup, docs}, Logger: log.Named("workloads-dir"), Events: bus,
+	d.wd, err = declarative.New(declarative.Config{
+		Dir: cfg.WorkloadsDir, Applier: fileApplier{d.sup, docs}, Logger: d.log.Named("workloads-dir"), Events: d.bus,
 	})
 	if err != nil {
-		sup.Close()
-		l.Close()
 		return err
 	}
-	gid := lookupGroup(cfg.SocketGroup)
-	backend := NewBackend(sup, docs, Parts{
-		Version: cfg.Version, Started: started, Events: bus, Runtimes: driver.NewRuntimes(drivers), Plane: plane, Files: wd,
-		Usage:     usage.NewSampler(cgroups, func() []status.Workload { return sup.List(context.Background()) }),
-		Registrar: reg.registrar, RegistryURL: reg.url, RegistryKeyFile: reg.keyFile,
-		Leases: st, Publish: publish, Log: log,
+	sup := d.sup
+	d.backend = NewBackend(sup, docs, Parts{
+		Version: cfg.Version, Started: d.started, Events: d.bus, Runtimes: driver.NewRuntimes(d.drivers), Plane: d.plane, Files: d.wd,
+		Usage:     usage.NewSampler(d.cgroups, func() []status.Workload { return sup.List(context.Background()) }),
+		Registrar: d.reg.registrar, RegistryURL: d.reg.url, RegistryKeyFile: d.reg.keyFile,
+		Leases: d.st, Publish: d.publish, Log: d.log,
 	})
-	m := metrics.New(backend)
-	opts := []server.Option{server.WithRootRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(backend))}
-	if policy != nil {
-		opts = append(opts, server.WithSpecPolicy(policy), server.WithShares(cfg.PeerShares))
+	m := metrics.New(d.backend)
+	opts := []server.Option{server.WithRootRoute("GET /metrics", m), server.WithMiddleware(m.Count), server.WithRoute("GET /v1/reach", server.ReachHandler(d.backend))}
+	if d.policy != nil {
+		opts = append(opts, server.WithSpecPolicy(d.policy), server.WithShares(cfg.PeerShares))
 	}
-	srv := server.New(backend, server.PeerPolicy(gid), log.Named("api"), append(opts,
+	d.srv = server.New(d.backend, server.PeerPolicy(lookupGroup(cfg.SocketGroup)), d.log.Named("api"), append(opts,
 		// Profiles, for root's equals: a confined caller would read the
 		// whole daemon, and hold the one CPU profiler.
 		server.WithRootRoute("GET /debug/pprof/", http.HandlerFunc(pprof.Index)),
 		server.WithRootRoute("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile)),
 		server.WithRootRoute("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace)))...)
+	return nil
+}
 
+// serve runs the workloads directory's watcher and the API until a
+// signal, ctx's end or the API's failure, then stops them: the API first,
+// so that nothing changes while the workloads are released (or stopped)
+// and their state flushed by the closers.
+func (d *run) serve() error {
+	cfg, log := d.cfg, d.log
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watched := make(chan error, 1)
-	go func() { watched <- wd.Run(watchCtx) }()
-
-	// The API stops first so that nothing changes while workloads are
-	// released (or stopped) and their state flushed.
+	go func() { watched <- d.wd.Run(watchCtx) }()
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(serveCtx, l) }()
+	go func() { served <- d.srv.Serve(serveCtx, d.l) }()
 	log.Info("flyd daemon ready", zap.String("version", cfg.Version), zap.String("socket", cfg.Socket),
 		zap.String("state_dir", cfg.StateDir), zap.String("run_dir", cfg.RunDir))
 	notify("READY=1\nMAINPID=" + strconv.Itoa(os.Getpid()))
@@ -296,25 +420,24 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	select {
 	case s := <-sigs:
 		log.Info("shutting down", zap.String("signal", s.String()), zap.Bool("stop_workloads", cfg.StopOnExit))
-	case <-ctx.Done():
+	case <-d.ctx.Done():
 		log.Info("shutting down", zap.Bool("stop_workloads", cfg.StopOnExit))
 	case serveErr = <-served:
 		log.Error("API server failed", zap.Error(serveErr))
 	}
 	notify("STOPPING=1")
 	// Before the API stops: the holds it cuts are no clients gone.
-	backend.Close()
+	d.backend.Close()
 	stopServing()
 	if serveErr == nil {
 		<-served
 	}
 	stopWatching()
 	<-watched
-	sup.Close()
-	if cfg.StopOnExit {
-		reg.flush(log)
-	}
-	log.Info("flyd daemon stopped")
+	// What is left closes in the reverse of its opening: the supervisor
+	// (releasing or stopping the workloads), the plane, the pipes, the
+	// runtimes, the cgroups, the registry, the state.
+	d.served = true
 	return serveErr
 }
 
