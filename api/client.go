@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"os/user"
 	"strconv"
 	"syscall"
@@ -22,6 +23,16 @@ import (
 
 // DefaultSocket is where the daemon listens unless told otherwise.
 const DefaultSocket = "/run/flyd/flyd.sock"
+
+// HomeSocket is the socket of FLYD_HOME's daemon when FLYD_HOME is set (a
+// daemon beside the installed one, keeping all it has in one directory),
+// DefaultSocket otherwise.
+func HomeSocket() string {
+	if home := os.Getenv("FLYD_HOME"); home != "" {
+		return filepath.Join(home, "flyd.sock")
+	}
+	return DefaultSocket
+}
 
 // Client talks to a daemon over its Unix socket. It implements
 // server.Backend. It may be used by several goroutines at once.

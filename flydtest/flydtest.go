@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
-	"github.com/flyd-dev/flyd/internal/cli"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/specload"
 )
@@ -132,7 +131,7 @@ func Start(t testing.TB, src Source, opts ...Option) *Project {
 		opt(&o)
 	}
 	if o.socket == "" {
-		o.socket = cli.Home().Socket
+		o.socket = api.HomeSocket()
 	}
 	p := &Project{Name: ProjectName(t.Name()), t: t, c: api.NewClient(o.socket)}
 	docs, err := src(reading{envFiles: o.envFiles})

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 	"github.com/flyd-dev/flyd/logpipe"
 )
 

@@ -9,7 +9,7 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 )
 
 // The main goroutine stays on the main thread until the daemon has

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 	"github.com/flyd-dev/flyd/registry"
 )
 

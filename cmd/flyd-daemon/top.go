@@ -4,8 +4,8 @@ import (
 	"context"
 	"os"
 
-	"github.com/flyd-dev/flyd/internal/cli"
-	"github.com/flyd-dev/flyd/internal/top"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/top"
 )
 
 func init() {

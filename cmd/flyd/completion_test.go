@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 )
 
 // asked records what a completion asked the daemon for, and answers with

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 	"github.com/flyd-dev/flyd/internal/trust"
 )
 

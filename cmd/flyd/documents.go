@@ -8,7 +8,7 @@ import (
 	"slices"
 	"text/tabwriter"
 
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 	"github.com/flyd-dev/flyd/spec"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 )
 
 // Several logs are printed as one, in the order their lines were

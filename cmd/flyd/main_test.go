@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 	"github.com/flyd-dev/flyd/spec"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/flyd-dev/flyd/api"
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 	"github.com/flyd-dev/flyd/spec"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 )
 
 // showProgress prints, on a terminal, what the workloads being applied

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 )
 
 func init() {

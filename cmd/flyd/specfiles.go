@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/flyd-dev/flyd/internal/cli"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/specload"
 )

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/flyd-dev/flyd/carriers"
 	"github.com/flyd-dev/flyd/errdefs"
 )
 
@@ -39,7 +38,7 @@ func LookPathAs(name string, env []string, cred *syscall.Credential) (string, er
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
-	path, _ := carriers.LookupEnv(env, "PATH")
+	path, _ := lookupEnv(env, "PATH")
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue
@@ -97,9 +96,20 @@ func permitted(p string, cred *syscall.Credential) bool {
 func FillEnv(a *Account, env []string) []string {
 	out := append([]string(nil), env...)
 	for _, kv := range [][2]string{{"HOME", a.Home}, {"USER", a.Name}, {"LOGNAME", a.Name}} {
-		if _, set := carriers.LookupEnv(env, kv[0]); kv[1] != "" && !set {
+		if _, set := lookupEnv(env, kv[0]); kv[1] != "" && !set {
 			out = append(out, kv[0]+"="+kv[1])
 		}
 	}
 	return out
+}
+
+// lookupEnv is key's value in env, the last occurrence winning, as
+// execve's consumers read it.
+func lookupEnv(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
 }

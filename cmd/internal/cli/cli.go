@@ -351,9 +351,9 @@ type Paths struct {
 func Home() Paths {
 	home := os.Getenv("FLYD_HOME")
 	if home == "" {
-		return Paths{Config: "/etc/flyd/flyd.yaml", Socket: api.DefaultSocket, StateDir: "/var/lib/flyd",
+		return Paths{Config: "/etc/flyd/flyd.yaml", Socket: api.HomeSocket(), StateDir: "/var/lib/flyd",
 			RunDir: "/run/flyd", WorkloadsDir: "/etc/flyd/workloads.d"}
 	}
-	return Paths{Config: filepath.Join(home, "flyd.yaml"), Socket: filepath.Join(home, "flyd.sock"),
+	return Paths{Config: filepath.Join(home, "flyd.yaml"), Socket: api.HomeSocket(),
 		StateDir: filepath.Join(home, "state"), RunDir: filepath.Join(home, "run"), WorkloadsDir: filepath.Join(home, "workloads.d")}
 }
