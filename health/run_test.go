@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/flyd-dev/flyd/internal/cgtest"
+	"github.com/flyd-dev/flyd/sandbox/cgtest"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"
 )

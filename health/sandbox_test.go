@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flyd-dev/flyd/internal/cgtest"
+	"github.com/flyd-dev/flyd/sandbox/cgtest"
 	"github.com/flyd-dev/flyd/sandbox"
 )
 
