@@ -164,11 +164,11 @@ func TestHookNotify(t *testing.T) {
 func TestHookLog(t *testing.T) {
 	book := logfile.NewBook(t.TempDir(), 0, 1)
 	defer book.Close()
-	log := book.Of("w")
+	log := book.Log("w")
 	if err := log.Append([]byte("listening (an earlier run)\n")); err != nil {
 		t.Fatal(err)
 	}
-	l := newHookLoop(t, HookConfig{Workload: "w", Log: func() *logfile.Log { return book.Of("w") }})
+	l := newHookLoop(t, HookConfig{Workload: "w", Log: func() *logfile.Log { return book.Log("w") }})
 	hs := &spec.Health{Log: "^listening", Timeout: spec.Duration{Duration: time.Minute}}
 	l.on(func() {
 		if err := l.h.Prepare(hs, map[string]string{}); err != nil {

@@ -29,8 +29,8 @@ func NewBook(dir string, maxSize int64, generations int) *Book {
 // Path is where name's live file is.
 func (b *Book) Path(name string) string { return filepath.Join(b.dir, name+".log") }
 
-// Of is name's log.
-func (b *Book) Of(name string) *Log {
+// Log is name's log.
+func (b *Book) Log(name string) *Log {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l, ok := b.logs[name]

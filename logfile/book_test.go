@@ -12,10 +12,10 @@ func TestBook(t *testing.T) {
 	dir := t.TempDir()
 	b := NewBook(dir, 0, 1)
 	defer b.Close()
-	if b.Of("web") != b.Of("web") {
+	if b.Log("web") != b.Log("web") {
 		t.Fatal("two logs of one name")
 	}
-	if err := b.Of("web").Append([]byte("one\n")); err != nil {
+	if err := b.Log("web").Append([]byte("one\n")); err != nil {
 		t.Fatal(err)
 	}
 	if p := b.Path("web"); p != filepath.Join(dir, "web.log") {
@@ -24,14 +24,14 @@ func TestBook(t *testing.T) {
 	if _, err := os.Stat(b.Path("web")); err != nil {
 		t.Fatal(err)
 	}
-	old := b.Of("web")
+	old := b.Log("web")
 	if err := b.Remove("web"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(b.Path("web")); !os.IsNotExist(err) {
 		t.Errorf("the removed log's file: %v", err)
 	}
-	if b.Of("web") == old {
+	if b.Log("web") == old {
 		t.Error("a removed name kept its log")
 	}
 

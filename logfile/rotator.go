@@ -129,7 +129,7 @@ func (r *Rotator) check(c *look, now time.Time) {
 	if now.Before(c.next) {
 		return
 	}
-	l := r.book.Of(c.name)
+	l := r.book.Log(c.name)
 	size, err := l.Mark()
 	if err != nil {
 		r.warn(c.name, "cannot date the log", err)

@@ -62,7 +62,7 @@ func (h *Hook) Prestart(_ context.Context, r *runhook.Run) error {
 	if _, fileOnly := r.Driver.(driver.FileLogs); !fileOnly && h.pipes != nil {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
-		f, err := h.pipes.New(name+"."+hex.EncodeToString(b[:]), sink{h.book.Of(name)})
+		f, err := h.pipes.New(name+"."+hex.EncodeToString(b[:]), sink{h.book.Log(name)})
 		if err == nil {
 			r.Task.Log = f
 			r.Kept.Set(keptPipe, true)
@@ -122,7 +122,7 @@ func (h *Hook) AdoptAll(kept func(workload string) bool) {
 		if i < 0 || !kept(key[:i]) {
 			return nil
 		}
-		return sink{h.book.Of(key[:i])}
+		return sink{h.book.Log(key[:i])}
 	})
 }
 

@@ -111,14 +111,14 @@ func (s *Supervisor) applyLevel(ctx context.Context, level []*spec.Workload, opt
 		outs[i] = Outcome{Name: level[i].Name, Err: err}
 	})
 	var projectErr error
-	if slices.ContainsFunc(pds, func(pd *prepared) bool { return pd != nil && pd.owed }) {
+	if slices.ContainsFunc(pds, func(pd *prepared) bool { return pd != nil && pd.rulesPending }) {
 		projectErr = s.net.Project()
 	}
 	parallel(len(level), func(i int) {
 		var wl *status.Workload
 		var err error
 		switch pd := pds[i]; {
-		case pd != nil && pd.owed && projectErr != nil:
+		case pd != nil && pd.rulesPending && projectErr != nil:
 			pd.release()
 			err = projectErr
 		case pd != nil:

@@ -134,7 +134,7 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 	if err != nil {
 		return nil, err
 	}
-	if pd.owed {
+	if pd.rulesPending {
 		if err := s.net.Project(); err != nil {
 			pd.release()
 			return nil, err
@@ -144,13 +144,13 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 }
 
 // prepared is a spec that passed every check and holds its ports in its
-// network, the rules they change not yet projected when owed: what
+// network, the rules they change not yet projected when rulesPending is set: what
 // finish creates or replaces the workload from.
 type prepared struct {
 	sp      *spec.Workload
 	o       ApplyOptions
 	ports   []status.PortMapping
-	owed    bool
+	rulesPending    bool
 	release func() // the quarantined record's claim
 }
 
@@ -176,7 +176,7 @@ func (s *Supervisor) prepare(ctx context.Context, sp *spec.Workload, o ApplyOpti
 		}
 	}
 	if o.Confined {
-		if err := s.laneOf(sp, o.By); err != nil {
+		if err := s.checkLane(sp, o.By); err != nil {
 			return nil, err
 		}
 		if err := s.replicaNameOf(sp.Name, o.By); err != nil {
@@ -206,12 +206,12 @@ func (s *Supervisor) prepare(ctx context.Context, sp *spec.Workload, o ApplyOpti
 		// Reserve settles those inside it.
 		s.net.ReleaseElsewhere(sp.Name, sp.Network)
 	}
-	ports, owed, err := s.net.Reserve(ctx, sp, o.By)
+	ports, rulesPending, err := s.net.Reserve(ctx, sp, o.By)
 	if err != nil {
 		release()
 		return nil, err
 	}
-	return &prepared{sp: sp, o: o, ports: ports, owed: owed, release: release}, nil
+	return &prepared{sp: sp, o: o, ports: ports, rulesPending: rulesPending, release: release}, nil
 }
 
 // finish creates or replaces the workload of a prepared spec.
@@ -299,7 +299,7 @@ func (s *Supervisor) stop(ctx context.Context, name string, kill bool) (wait fun
 		return func() (*status.Workload, error) { return nil, err }
 	}
 	if kill {
-		w.overtake()
+		w.killStopNow()
 	}
 	c := authz.CallerOf(ctx)
 	done := w.callLater(ctx, func() error {
@@ -338,7 +338,7 @@ func (s *Supervisor) Signal(ctx context.Context, name string, sig syscall.Signal
 	}
 	overtaking := sig == syscall.SIGKILL && w.stopping.Load()
 	if sig == syscall.SIGKILL {
-		w.overtake()
+		w.killStopNow()
 	}
 	c := authz.CallerOf(ctx)
 	err = gone(name, w.call(ctx, func() error {
@@ -370,7 +370,7 @@ func (s *Supervisor) remove(ctx context.Context, name string, c authz.Caller) er
 		return s.removeQuarantined(ctx, name, c, err)
 	}
 	if authz.Decide(c, authz.Remove, w.viewDoc()) == nil {
-		w.overtake()
+		w.killStopNow()
 	}
 	return gone(name, w.call(ctx, func() error {
 		if err := authz.Decide(c, authz.Remove, w.doc()); err != nil {
@@ -390,7 +390,7 @@ func (s *Supervisor) Logs(ctx context.Context, name string, q logfile.Query, out
 	if err := mayAct(ctx, w); err != nil {
 		return err
 	}
-	return s.logs.Of(name).Read(ctx, q, out)
+	return s.logs.Log(name).Read(ctx, q, out)
 }
 
 // Ports is every endpoint's allocation.

@@ -146,7 +146,7 @@ func TestApplyAllProjectsOncePerLevel(t *testing.T) {
 	if len(ports) != 12 || slices.ContainsFunc(ports, func(p status.PortMapping) bool { return p.Workload == "bad" }) {
 		t.Errorf("ports %+v; want one each for the 12, none for bad", ports)
 	}
-	// Applied again unchanged, nothing is owed.
+	// Applied again unchanged, no rules are pending.
 	before = s.net.Projections()
 	if _, err := s.ApplyAll(ctx, changes[:12]); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ func (w *workload) newHealth() *health.Hook {
 		Workload:  w.name,
 		Cgroups:   w.s.cfg.Cgroups,
 		NotifyDir: w.s.notifyDir,
-		Log:       func() *logfile.Log { return w.s.logs.Of(w.name) },
+		Log:       func() *logfile.Log { return w.s.logs.Log(w.name) },
 		Probe:     w.probe,
 		Post: func(f func()) {
 			go func() { _ = w.call(w.s.ctx, func() error { f(); return nil }) }()

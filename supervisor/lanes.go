@@ -23,9 +23,9 @@ import (
 // with root.
 const maxPeerPorts = 256
 
-// laneOf refuses a confined caller's spec that would leave its lane: a
+// checkLane refuses a confined caller's spec that would leave its lane: a
 // network of others, or more ports than its share.
-func (s *Supervisor) laneOf(sp *spec.Workload, by uint32) error {
+func (s *Supervisor) checkLane(sp *spec.Workload, by uint32) error {
 	var doc *spec.Network
 	if sp.Network != spec.NetworkHost {
 		doc = s.net.Doc(sp.Network)
@@ -58,7 +58,7 @@ func (s *Supervisor) laneOf(sp *spec.Workload, by uint32) error {
 	return nil
 }
 
-// portsHeld counts the ports a workload's mappings hold as laneOf counts
+// portsHeld counts the ports a workload's mappings hold as checkLane counts
 // what a spec asks: one an endpoint, and one more for an endpoint that is
 // published on the host.
 func portsHeld(ports []status.PortMapping) int {
@@ -74,7 +74,7 @@ func portsHeld(ports []status.PortMapping) int {
 
 // mayAct refuses the caller of ctx a command to w, from its view: for
 // what must be refused before the workload's loop is asked (a stop's
-// hurry); the loop checks again, as it acts.
+// killNow); the loop checks again, as it acts.
 func mayAct(ctx context.Context, w *workload) error {
 	return authz.Decide(authz.CallerOf(ctx), authz.Act, w.viewDoc())
 }

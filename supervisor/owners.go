@@ -39,7 +39,7 @@ func (w *workload) boundLog(by uint32) {
 // another owner's workload, unless root's document of it opens it to
 // peers (`peers: true`): a caller other than root must not make a network
 // of the name root's workloads join later, and then meet them there.
-// (A confined caller's own rule is laneOf's.)
+// (A confined caller's own rule is checkLane's.)
 func (s *Supervisor) networkOwned(sp *spec.Workload, by uint32) error {
 	if !s.cfg.PeerLanes || sp.Network == spec.NetworkHost || sp.Network == "" {
 		return nil

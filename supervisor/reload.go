@@ -98,7 +98,7 @@ func (w *workload) stopCommand(deadline time.Time) stopOutcome {
 		go func() { res <- p.Check(ctx) }()
 		select {
 		case err = <-res:
-		case <-w.hurry:
+		case <-w.killNow:
 			cancel()
 			<-res
 			w.tellStop(fmt.Sprintf("stop command %s overtaken after %s: killing", argv[0], time.Since(begun).Round(time.Millisecond)))
@@ -144,7 +144,7 @@ func (w *workload) tellStop(msg string) {
 	w.log.Info("stop", zap.String("how", msg))
 	w.update(func(v *status.Workload) { v.Reason = msg })
 	w.publish(status.Event{Type: status.EventState, State: status.Stopping, Message: msg})
-	if err := w.s.logs.Of(w.name).Append([]byte("flyd: " + msg + "\n")); err != nil {
+	if err := w.s.logs.Log(w.name).Append([]byte("flyd: " + msg + "\n")); err != nil {
 		w.log.Warn("cannot write the stop's outcome to the log", zap.Error(err))
 	}
 }

@@ -45,7 +45,7 @@ func (w *workload) restore(rec records.Workload, run *records.Recovered) {
 	})
 	w.boundLog(rec.By)
 	if w.s.drivers[rec.Spec.Kind] == nil {
-		w.rest(status.Failed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
+		w.halt(status.Failed, fmt.Sprintf("this daemon has no %s runtime", rec.Spec.Kind))
 		return
 	}
 	if run != nil {
@@ -109,7 +109,7 @@ func (w *workload) resume() {
 	}
 	if !w.desired {
 		_ = w.stopRun()
-		w.rest(status.Stopped, "")
+		w.halt(status.Stopped, "")
 		return
 	}
 	// Running since the run started, not since this daemon did.
@@ -124,10 +124,10 @@ func (w *workload) resume() {
 // adoptBackoff paces the retries of an adoption whose runtime is down.
 var adoptBackoff = backoff.Policy{Initial: time.Second, Max: 30 * time.Second}
 
-// settle asks again about a run that could not be adopted, so that a
+// adoptPending asks again about a run that could not be adopted, so that a
 // command about the workload acts on what is known: it errs while the run
 // may be alive and cannot be reached.
-func (w *workload) settle() error {
+func (w *workload) adoptPending() error {
 	if w.unadopted == nil {
 		return nil
 	}
@@ -149,7 +149,7 @@ func (w *workload) settle() error {
 
 // retryAdopt is a scheduled attempt at adopting the run again.
 func (w *workload) retryAdopt() {
-	if err := w.settle(); err != nil {
+	if err := w.adoptPending(); err != nil {
 		w.retryLater(err)
 		return
 	}

@@ -28,7 +28,7 @@ func (w *workload) start() {
 	w.cancelTimer()
 	waiting, never := w.s.unready(w.spec.Prerequisites())
 	if never != "" {
-		w.rest(status.Failed, never)
+		w.halt(status.Failed, never)
 		return
 	}
 	if len(waiting) > 0 {
@@ -41,7 +41,7 @@ func (w *workload) start() {
 	if err != nil {
 		w.noteStartFailure(err)
 		if errors.Is(err, driver.ErrExec) || errors.Is(err, errdefs.ErrInvalid) {
-			w.rest(status.Failed, err.Error())
+			w.halt(status.Failed, err.Error())
 			return
 		}
 		w.scheduleRestart(err.Error())
@@ -105,7 +105,7 @@ func (w *workload) noteStartFailure(err error) {
 	w.log.Warn("start failed", zap.Error(err))
 	w.update(func(v *status.Workload) { v.LastError = err.Error() })
 	w.publish(status.Event{Type: status.EventError, Message: err.Error()})
-	if lerr := w.s.logs.Of(w.name).Append([]byte(fmt.Sprintf("flyd: start failed: %v\n", err))); lerr != nil {
+	if lerr := w.s.logs.Log(w.name).Append([]byte(fmt.Sprintf("flyd: start failed: %v\n", err))); lerr != nil {
 		w.log.Warn("cannot write the start failure to the log", zap.Error(lerr))
 	}
 }
@@ -157,18 +157,18 @@ func (w *workload) onExit() {
 // afterExit applies the restart policy to an ended run.
 func (w *workload) afterExit(exit driver.Exit) {
 	if !w.desired {
-		w.rest(status.Stopped, "")
+		w.halt(status.Stopped, "")
 		return
 	}
 	switch w.spec.Restart.Policy {
 	case spec.RestartAlways:
 	case spec.RestartOnFailure:
 		if exit.Success() {
-			w.rest(status.Exited, exit.String())
+			w.halt(status.Exited, exit.String())
 			return
 		}
 	default:
-		w.rest(status.Exited, exit.String())
+		w.halt(status.Exited, exit.String())
 		return
 	}
 	w.scheduleRestart(exit.String())
@@ -179,7 +179,7 @@ func (w *workload) scheduleRestart(reason string) {
 	now := time.Now()
 	n := w.failures.Add(now, r.Window.Duration)
 	if r.MaxRestarts >= 0 && n > r.MaxRestarts {
-		w.rest(status.Failed, fmt.Sprintf("gave up after %d restarts within %s; last: %s", r.MaxRestarts, r.Window.Duration, reason))
+		w.halt(status.Failed, fmt.Sprintf("gave up after %d restarts within %s; last: %s", r.MaxRestarts, r.Window.Duration, reason))
 		return
 	}
 	d := backoff.Policy{Initial: r.Backoff.Initial.Duration, Max: r.Backoff.Max.Duration}.Delay(n)
@@ -210,10 +210,10 @@ func (w *workload) startAgain(why string) {
 	w.start()
 }
 
-// rest puts the workload in a state where nothing runs and nothing will
+// halt puts the workload in a state where nothing runs and nothing will
 // until a user starts it, and remembers that across daemon restarts; the
 // error says it could not remember.
-func (w *workload) rest(st status.State, reason string) error {
+func (w *workload) halt(st status.State, reason string) error {
 	w.cancelTimer()
 	w.desired = false
 	if st == status.Failed {
@@ -230,9 +230,9 @@ func (w *workload) rest(st status.State, reason string) error {
 func (w *workload) stopRun() error { return w.stopWithin(w.spec.Stop.Timeout.Duration) }
 
 // stopWithin ends the current run, killing it once grace has passed (at
-// once for 0), or as soon as someone overtakes the stop (overtake).
+// once for 0), or as soon as someone cuts the stop short (killStopNow).
 func (w *workload) stopWithin(grace time.Duration) error {
-	if err := w.settle(); err != nil {
+	if err := w.adoptPending(); err != nil {
 		return err
 	}
 	w.cancelTimer()
@@ -241,7 +241,7 @@ func (w *workload) stopWithin(grace time.Duration) error {
 	}
 	w.stopHealth()
 	select {
-	case <-w.hurry: // meant for a stop that ended before it looked
+	case <-w.killNow: // meant for a stop that ended before it looked
 	default:
 	}
 	// Stopping before it says so: whoever sees the state stopping and
@@ -292,21 +292,21 @@ func (w *workload) stopGently(grace time.Duration) bool {
 		return true
 	case <-t.C:
 		w.log.Info("grace period over, killing", zap.Duration("timeout", grace))
-	case <-w.hurry:
+	case <-w.killNow:
 		w.log.Info("stop overtaken, killing")
 	}
 	return false
 }
 
-// overtake makes a stop in progress kill at once. It is called from
+// killStopNow makes a stop in progress kill at once. It is called from
 // outside the loop, which is busy with that stop; it does nothing when no
 // stop is in progress.
-func (w *workload) overtake() {
+func (w *workload) killStopNow() {
 	if !w.stopping.Load() {
 		return
 	}
 	select {
-	case w.hurry <- struct{}{}:
+	case w.killNow <- struct{}{}:
 	default:
 	}
 }

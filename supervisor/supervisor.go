@@ -305,7 +305,7 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		group:  sp.ReplicaOf,
 		spec:   sp,
 		cmds:   make(chan func()),
-		hurry:  make(chan struct{}, 1),
+		killNow:  make(chan struct{}, 1),
 		exited: make(chan struct{}),
 		log:    workloadLog{s.log, sp.Name},
 	}
@@ -377,7 +377,7 @@ func (s *Supervisor) Close() {
 	for _, w := range all {
 		// A stop in progress would hold the loop for its grace period:
 		// the daemon going away makes it a kill.
-		w.overtake()
+		w.killStopNow()
 	}
 	detach := func(w *workload) {
 		_ = w.call(context.Background(), func() error { w.detach(s.cfg.StopOnClose); return nil })

@@ -91,7 +91,7 @@ func (a *armedWatch) Command(ctx context.Context, argv []string) (run func(conte
 // Log writes a line into the workload's log, on the loop.
 func (a *armedWatch) Log(ctx context.Context, line string) {
 	_ = a.onLoop(ctx, func() error {
-		if err := a.w.s.logs.Of(a.w.name).Append([]byte(line + "\n")); err != nil {
+		if err := a.w.s.logs.Log(a.w.name).Append([]byte(line + "\n")); err != nil {
 			a.w.log.Warn("cannot write the watch's line to the log", zap.Error(err))
 		}
 		return nil

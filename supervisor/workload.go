@@ -40,11 +40,11 @@ type workload struct {
 
 	cmds   chan func()
 	exited chan struct{}
-	// hurry tells a stop in progress to kill at once: the loop is busy
+	// killNow tells a stop in progress to kill at once: the loop is busy
 	// with it and reads no command until it ends. stopping says one is
 	// in progress: stored by the loop (stop), loaded by the goroutine of
 	// a kill that would overtake it.
-	hurry    chan struct{}
+	killNow    chan struct{}
 	stopping atomic.Bool
 
 	spec *spec.Workload
@@ -354,7 +354,7 @@ func (w *workload) userStart() error {
 // userStop stops the workload with the spec's grace period, or with
 // kill, at once.
 func (w *workload) userStop(kill bool) error {
-	if err := w.settle(); err != nil {
+	if err := w.adoptPending(); err != nil {
 		return err
 	}
 	w.desired = false
@@ -365,11 +365,11 @@ func (w *workload) userStop(kill bool) error {
 	if err := w.stopWithin(grace); err != nil {
 		return err
 	}
-	return w.rest(status.Stopped, reason)
+	return w.halt(status.Stopped, reason)
 }
 
 func (w *workload) signal(sig syscall.Signal) error {
-	if err := w.settle(); err != nil {
+	if err := w.adoptPending(); err != nil {
 		return err
 	}
 	if w.proc == nil {
@@ -427,13 +427,13 @@ func (w *workload) replace(sp *spec.Workload, ports []status.PortMapping, start 
 	if start {
 		return w.applyStart()
 	}
-	return w.rest(status.Stopped, "replaced")
+	return w.halt(status.Stopped, "replaced")
 }
 
 // remove stops the workload and deletes all it owns: its spec, its run
 // record, its logs.
 func (w *workload) remove() error {
-	if err := w.settle(); err != nil {
+	if err := w.adoptPending(); err != nil {
 		return err
 	}
 	w.desired = false
