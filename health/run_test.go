@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/flyd-dev/flyd/sandbox/cgtest"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/sandbox/cgtest"
 	"github.com/flyd-dev/flyd/spec"
 )
 

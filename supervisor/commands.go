@@ -147,11 +147,11 @@ func (s *Supervisor) applyOne(ctx context.Context, sp *spec.Workload, o ApplyOpt
 // network, the rules they change not yet projected when rulesPending is set: what
 // finish creates or replaces the workload from.
 type prepared struct {
-	sp      *spec.Workload
-	o       ApplyOptions
-	ports   []status.PortMapping
-	rulesPending    bool
-	release func() // the quarantined record's claim
+	sp           *spec.Workload
+	o            ApplyOptions
+	ports        []status.PortMapping
+	rulesPending bool
+	release      func() // the quarantined record's claim
 }
 
 // prepare checks a spec, defaulted, valid and qualified, as its apply

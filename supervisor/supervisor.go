@@ -216,7 +216,7 @@ func (s *Supervisor) restore() {
 		by[r.Spec.Name] = r.By
 	}
 	runs := map[string]*records.Recovered{}
-	var keep []string // the carrier directories of runs that live on
+	var keep []string      // the carrier directories of runs that live on
 	var live []mounts.Live // the runs that live on, for their mounts
 	names := s.store.RunNames()
 	found := s.store.RecoverRuns(s.ctx, names, s.drivers.Recover)
@@ -300,14 +300,14 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		return w, false
 	}
 	w := &workload{
-		s:      s,
-		name:   sp.Name,
-		group:  sp.ReplicaOf,
-		spec:   sp,
-		cmds:   make(chan func()),
-		killNow:  make(chan struct{}, 1),
-		exited: make(chan struct{}),
-		log:    workloadLog{s.log, sp.Name},
+		s:       s,
+		name:    sp.Name,
+		group:   sp.ReplicaOf,
+		spec:    sp,
+		cmds:    make(chan func()),
+		killNow: make(chan struct{}, 1),
+		exited:  make(chan struct{}),
+		log:     workloadLog{s.log, sp.Name},
 	}
 	w.sched = schedule.New(w.showNext)
 	w.health = w.newHealth()

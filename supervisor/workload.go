@@ -44,7 +44,7 @@ type workload struct {
 	// with it and reads no command until it ends. stopping says one is
 	// in progress: stored by the loop (stop), loaded by the goroutine of
 	// a kill that would overtake it.
-	killNow    chan struct{}
+	killNow  chan struct{}
 	stopping atomic.Bool
 
 	spec *spec.Workload
