@@ -10,8 +10,8 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"syscall"
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flyd-dev/flyd/sandbox/cgtest"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/sandbox/cgtest"
 	"github.com/flyd-dev/flyd/status"
 )
 

@@ -12,10 +12,10 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/flyd-dev/flyd/api/server"
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
 	"github.com/flyd-dev/flyd/daemon"
 	ctrdriver "github.com/flyd-dev/flyd/driver/containerd"
 	"github.com/flyd-dev/flyd/driver/native"
-	"github.com/flyd-dev/flyd/cmd/internal/cli"
 	"github.com/flyd-dev/flyd/logfile"
 	"github.com/flyd-dev/flyd/spec"
 )

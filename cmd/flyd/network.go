@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/flyd-dev/flyd/api"
-	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/cmd/internal/cli"
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/sandbox"
 	"github.com/flyd-dev/flyd/spec"

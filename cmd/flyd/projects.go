@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/flyd-dev/flyd/api"
-	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/cmd/internal/cli"
+	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
 )
 
