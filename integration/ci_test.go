@@ -277,18 +277,7 @@ restart: {policy: on-failure}
 		t.Fatal(err)
 	}
 	d.waitWorkload(t, "ri.app", "running", func(w *api.Workload) bool { return w.State == api.StateRunning })
-	eventually(t, "the command running", func() error {
-		ws, err := d.client.ListProject(ctx, "ri")
-		if err != nil {
-			return err
-		}
-		for _, w := range ws {
-			if strings.HasPrefix(w.Name, "ri.run-") && w.State == api.StateRunning {
-				return nil
-			}
-		}
-		return fmt.Errorf("not yet")
-	})
+	waitRunCommand(t, d, "ri")
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	_ = cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 130 {

@@ -281,23 +281,29 @@ func TestRunInterrupted(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the command running", func() error {
-		ws, err := d.client.List(ctx)
-		if err != nil {
-			return err
-		}
-		for _, w := range ws {
-			if strings.HasPrefix(w.Name, "ri.run-") && w.State == api.StateRunning {
-				return nil
-			}
-		}
-		return fmt.Errorf("not yet")
-	})
+	waitRunCommand(t, d, "ri")
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	if err := cmd.Wait(); err == nil {
 		t.Error("flyd run exited 0 after SIGINT")
 	}
 	assertNoProjects(t, d, "ri")
+}
+
+// waitRunCommand waits until the command of a `flyd run` of project runs.
+func waitRunCommand(t *testing.T, d *daemon, project string) {
+	t.Helper()
+	eventually(t, "the command running", func() error {
+		ws, err := d.client.ListProject(context.Background(), project)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			if strings.HasPrefix(w.Name, project+".run-") && w.State == api.StateRunning {
+				return nil
+			}
+		}
+		return fmt.Errorf("not yet")
+	})
 }
 
 // TestUpRemovesWhatTheFilesNoLongerHold: up again with a file less

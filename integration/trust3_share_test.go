@@ -45,18 +45,8 @@ func (d *daemon) curlAs(t *testing.T, u peerUser, gid int, method, path, body st
 // peakRSS is the most memory the process pid has held (VmHWM), in bytes.
 func peakRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 1 && f[0] == "VmHWM:" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n << 10
-		}
-	}
-	t.Fatalf("no VmHWM in /proc/%d/status", pid)
-	return 0
+	n, _ := strconv.ParseInt(procStatus(t, pid, "VmHWM"), 10, 64)
+	return n << 10
 }
 
 // logBytes is what the log files of workload name hold on disk: the

@@ -45,18 +45,24 @@ func (d *daemon) as(t *testing.T, u peerUser, gid int, args ...string) (string, 
 // procUID is the real uid of a running workload's process.
 func procUID(t *testing.T, pid int) uint32 {
 	t.Helper()
+	n, _ := strconv.ParseUint(procStatus(t, pid, "Uid"), 10, 32)
+	return uint32(n)
+}
+
+// procStatus is the first value of a line of /proc/PID/status.
+func procStatus(t *testing.T, pid int, key string) string {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
-			n, _ := strconv.ParseUint(f[1], 10, 32)
-			return uint32(n)
+		if f := strings.Fields(l); len(f) > 1 && f[0] == key+":" {
+			return f[1]
 		}
 	}
-	t.Fatalf("no Uid line in /proc/%d/status", pid)
-	return 0
+	t.Fatalf("no %s line in /proc/%d/status", key, pid)
+	return ""
 }
 
 // TestTrustPeerRunsAsItself (issue 49, High 1): a peer that applies a
