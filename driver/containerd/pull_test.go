@@ -23,7 +23,6 @@ import (
 type registry struct {
 	addr  string
 	mu    sync.Mutex
-	blobs int
 	asked []string
 }
 
@@ -93,9 +92,6 @@ func serveRegistry(t *testing.T) *registry {
 				http.Error(w, `{"errors":[{"code":"BLOB_UNKNOWN"}]}`, http.StatusNotFound)
 				return
 			}
-			r.mu.Lock()
-			r.blobs++
-			r.mu.Unlock()
 			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 			if req.Method != http.MethodHead {
 				_, _ = w.Write(b)
@@ -160,11 +156,17 @@ func TestPullFromRegistry(t *testing.T) {
 	if len(prep) != 1 || prep[0] != "pulling "+ref {
 		t.Errorf("preparing: %q, want pulling %s", prep, ref)
 	}
+	// The layers may be in the content store already (an earlier test
+	// imported the same image): the manifest is asked for all the same,
+	// and the image is in the store under its reference.
 	reg.mu.Lock()
-	blobs := reg.blobs
+	asked := len(reg.asked)
 	reg.mu.Unlock()
-	if blobs < 2 {
-		t.Fatalf("the registry served %d blobs (asked %q): want the config and the layer", blobs, reg.asked)
+	if asked == 0 {
+		t.Fatal("the registry was asked nothing")
+	}
+	if _, err := c.GetImage(d.ctx(ctx), ref); err != nil {
+		t.Fatalf("the pulled image is not in the store: %v", err)
 	}
 
 	prep, err = start("again")
@@ -172,10 +174,10 @@ func TestPullFromRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.mu.Lock()
-	again := reg.blobs
+	again := reg.asked[asked:]
 	reg.mu.Unlock()
-	if len(prep) != 0 || again != blobs {
-		t.Errorf("second start: preparing %q, %d more blobs: want the image from the store", prep, again-blobs)
+	if len(prep) != 0 || len(again) != 0 {
+		t.Errorf("second start: preparing %q, the registry asked %q: want the image from the store", prep, again)
 	}
 
 	if _, err := start("missing"); err == nil || !strings.Contains(err.Error(), "pulling it failed") || !strings.Contains(err.Error(), "not found") {
