@@ -50,11 +50,19 @@ func addProjectFlags(fs *flag.FlagSet) *projectFlags {
 	return pf
 }
 
-// projectName is -p's project, or FLYD_PROJECT's, or else the name of the
-// directory of the first file, made a DNS label, as compose names a
+// projectName is -p's project, or FLYD_PROJECT's, or the compose
+// project's name when the first file is compose's, or else the name of
+// the directory of the first file, made a DNS label, as compose names a
 // project after its directory.
 func projectName(c *cli.Env, files []string) (string, error) {
 	name := c.Project
+	if name == "" {
+		// A file compose refuses is named later, as it is read with
+		// --env-file; meanwhile the directory names the project.
+		if n, ok, err := composeProject(files); ok && err == nil {
+			name = n
+		}
+	}
 	if name == "" && len(files) > 0 && files[0] != "-" {
 		dir, err := filepath.Abs(files[0])
 		if err != nil {

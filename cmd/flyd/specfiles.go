@@ -2,12 +2,14 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/flyd-dev/flyd/cmd/internal/cli"
+	"github.com/flyd-dev/flyd/compose"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/specload"
 )
@@ -38,13 +40,20 @@ func loadSelected(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Doc
 		Warn:     func(msg string) { fmt.Fprintf(c.Stderr, "warning: %s\n", msg) },
 	}
 	all := &spec.Documents{}
-	for _, f := range files {
-		d, err := r.ReadPath(f)
-		if err != nil {
+	groups := composeGroups(files)
+	for _, g := range groups {
+		var d *spec.Documents
+		if g.compose != nil {
+			p, err := loadCompose(c, g.compose, envFiles)
+			if err != nil {
+				return nil, nil, err
+			}
+			d = p.Docs
+		} else if d, err = r.ReadPath(g.path); err != nil {
 			return nil, nil, err
 		}
 		if err := inProject(d, c.Project); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", f, err)
+			return nil, nil, fmt.Errorf("%s: %w", g.name(), err)
 		}
 		all.Add(d)
 	}
@@ -79,4 +88,81 @@ func inProject(d *spec.Documents, project string) error {
 // fullName is a document's name as the daemon keys it.
 func fullName(project, name string) string {
 	return spec.FullName(cmp.Or(project, spec.ProjectOf(name)), spec.BareName(name))
+}
+
+// fileGroup is what one or more -f name: a spec file or directory of
+// flyd's, or compose files, which are read together, merged in their
+// order as `docker compose -f a -f b` merges them.
+type fileGroup struct {
+	path    string
+	compose []string
+}
+
+func (g fileGroup) name() string {
+	if g.compose != nil {
+		return strings.Join(g.compose, ", ")
+	}
+	return g.path
+}
+
+// composeGroups sorts the -f paths: a compose file (by its name, or
+// `services:` at its top level) or a directory holding one (with its
+// compose.override.yaml, as docker compose reads it) joins the compose
+// files before it; any other is flyd's, read as apply reads it.
+func composeGroups(files []string) []fileGroup {
+	var out []fileGroup
+	var cf []string
+	for _, f := range files {
+		var these []string
+		if f != "-" {
+			if fi, err := os.Stat(f); err == nil && fi.IsDir() {
+				these = compose.InDir(f)
+			} else if err == nil && compose.IsFile(f) {
+				these = []string{f}
+			}
+		}
+		if these == nil {
+			out = append(out, fileGroup{path: f})
+			continue
+		}
+		if cf == nil {
+			out = append(out, fileGroup{})
+			cf = []string{}
+		}
+		cf = append(cf, these...)
+	}
+	for i := range out {
+		if out[i].path == "" && out[i].compose == nil {
+			out[i].compose = cf
+		}
+	}
+	return out
+}
+
+// loadCompose reads compose files as a compose project, in -p's project
+// when there is one; what it reads without effect is warned of on
+// stderr.
+func loadCompose(c *cli.Env, files, envFiles []string) (*compose.Project, error) {
+	return compose.Load(context.Background(), compose.Options{
+		Files:    files,
+		Name:     c.Project,
+		Environ:  os.Environ(),
+		EnvFiles: envFiles,
+		Warn:     func(msg string) { fmt.Fprintf(c.Stderr, "warning: %s\n", msg) },
+	})
+}
+
+// composeProject is the name of the compose project the -f paths name,
+// when the first of them is compose's: its `name:`,
+// COMPOSE_PROJECT_NAME, or its directory's, as compose names it.
+func composeProject(files []string) (string, bool, error) {
+	gs := composeGroups(files)
+	if len(gs) == 0 || gs[0].compose == nil {
+		return "", false, nil
+	}
+	p, err := compose.Load(context.Background(), compose.Options{Files: gs[0].compose, Environ: os.Environ(), Warn: func(string) {}})
+	if err != nil {
+		return "", true, err
+	}
+	return p.Name, true, nil
 }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/flyd-dev/flyd/cmd/internal/cli"
+)
+
+func init() {
+	cli.Register("config", "print the project the files make, as flyd's documents: what up would apply",
+		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--format yaml|json]", cmdConfig)
+}
+
+// cmdConfig reads the files as up reads them (compose files through the
+// compose package, flyd's own as apply reads them; profiles selected)
+// and prints the documents, resolved: networks and the other kinds
+// first, then the workloads, each with its defaults and in its project,
+// secret values redacted. It asks nothing of the daemon. YAML is one
+// document per `---`; JSON, one array, which apply reads back.
+func cmdConfig(ctx context.Context, c *cli.Env, args []string) error {
+	fs := c.Flags()
+	pf := addProjectFlags(fs)
+	format := fs.String("format", "yaml", "yaml or json")
+	pos, err := c.Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return cli.Usagef("unexpected argument %q", pos[0])
+	}
+	if *format != "yaml" && *format != "json" {
+		return cli.Usagef("--format: yaml or json, not %q", *format)
+	}
+	if len(pf.files) == 0 {
+		return cli.Usagef("-f is required")
+	}
+	if _, err := projectName(c, pf.files); err != nil {
+		return err
+	}
+	// What reading says of its own goes to stderr: stdout is the documents'.
+	quiet := *c
+	quiet.Stdout = c.Stderr
+	d, _, err := loadSelected(&quiet, pf.files, pf.envFiles, pf.profiles)
+	if err != nil {
+		return err
+	}
+	var docs []any
+	for _, doc := range d.Docs {
+		docs = append(docs, doc)
+	}
+	for _, w := range d.Workloads {
+		docs = append(docs, w.Redacted())
+	}
+	if *format == "json" {
+		return printJSON(c.Stdout, docs)
+	}
+	for i, doc := range docs {
+		out, err := yamlOf(doc)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(c.Stdout, "---")
+		}
+		if _, err := c.Stdout.Write(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// yamlOf is v's JSON written as block YAML, its keys in the JSON's order.
+func yamlOf(v any) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil {
+		return nil, err
+	}
+	blockStyle(&n)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), enc.Close()
+}
+
+// blockStyle drops the flow style and quotes JSON gave n's nodes; the
+// encoder quotes what needs it.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
