@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/specload"
 )
 
 // write puts files in a new directory, named after the test's, and
@@ -30,7 +31,7 @@ func write(t *testing.T, files map[string]string) string {
 func load(t *testing.T, dir string, o Options) (*Project, []string, error) {
 	t.Helper()
 	if o.Files == nil {
-		o.Files = InDir(dir)
+		o.Files = specload.ComposeFilesIn(dir)
 	}
 	var warns []string
 	o.Warn = func(msg string) { warns = append(warns, msg) }
@@ -341,11 +342,11 @@ func TestIsFile(t *testing.T) {
 		"compose.yaml": "services: {}\n",
 	})
 	for name, want := range map[string]bool{"stack.yml": true, "flyd.yaml": false, "compose.yaml": true} {
-		if got := IsFile(filepath.Join(dir, name)); got != want {
-			t.Errorf("IsFile(%s) = %v, want %v", name, got, want)
+		if got := specload.IsComposeFile(filepath.Join(dir, name)); got != want {
+			t.Errorf("IsComposeFile(%s) = %v, want %v", name, got, want)
 		}
 	}
-	if got := InDir(dir); len(got) != 1 || filepath.Base(got[0]) != "compose.yaml" {
+	if got := specload.ComposeFilesIn(dir); len(got) != 1 || filepath.Base(got[0]) != "compose.yaml" {
 		t.Errorf("InDir %v", got)
 	}
 }

@@ -1,7 +1,6 @@
 package compose
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,66 +13,6 @@ import (
 
 	"github.com/flyd-dev/flyd/spec"
 )
-
-// FileNames are the names of a compose file in a directory, in the order
-// docker compose looks for them.
-var FileNames = []string{"compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml"}
-
-// OverrideNames are the names of the override file read after it, as
-// docker compose reads the first of them that is there.
-var OverrideNames = []string{"compose.override.yml", "compose.override.yaml", "docker-compose.override.yml", "docker-compose.override.yaml"}
-
-// InDir is the compose file of directory dir and its override file, if
-// it has one: nil when dir holds no compose file.
-func InDir(dir string) []string {
-	for _, n := range FileNames {
-		f := filepath.Join(dir, n)
-		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
-			out := []string{f}
-			for _, o := range OverrideNames {
-				of := filepath.Join(dir, o)
-				if fi, err := os.Stat(of); err == nil && fi.Mode().IsRegular() {
-					return append(out, of)
-				}
-			}
-			return out
-		}
-	}
-	return nil
-}
-
-// IsFile says whether path is a compose file: one of compose's names
-// (FileNames, OverrideNames), or a YAML file whose top level has
-// `services:`, which no flyd document has.
-func IsFile(path string) bool {
-	base := filepath.Base(path)
-	for _, n := range append(FileNames[:len(FileNames):len(FileNames)], OverrideNames...) {
-		if base == n {
-			return true
-		}
-	}
-	switch filepath.Ext(base) {
-	case ".yaml", ".yml":
-	default:
-		return false
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	return HasServices(data)
-}
-
-// HasServices says whether YAML data has `services:` at the top level of
-// a document.
-func HasServices(data []byte) bool {
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		if bytes.HasPrefix(line, []byte("services:")) {
-			return true
-		}
-	}
-	return false
-}
 
 // Options say how a compose project is read.
 type Options struct {

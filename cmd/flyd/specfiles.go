@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
-	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 
+	"github.com/flyd-dev/flyd/api"
 	"github.com/flyd-dev/flyd/cmd/internal/cli"
-	"github.com/flyd-dev/flyd/compose"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/specload"
 )
@@ -48,7 +51,7 @@ func loadSelected(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Doc
 			if err != nil {
 				return nil, nil, err
 			}
-			d = p.Docs
+			d = &spec.Documents{Workloads: p.Documents.Workloads, Docs: p.Documents.Docs}
 		} else if d, err = r.ReadPath(g.path); err != nil {
 			return nil, nil, err
 		}
@@ -116,8 +119,8 @@ func composeGroups(files []string) []fileGroup {
 		var these []string
 		if f != "-" {
 			if fi, err := os.Stat(f); err == nil && fi.IsDir() {
-				these = compose.InDir(f)
-			} else if err == nil && compose.IsFile(f) {
+				these = specload.ComposeFilesIn(f)
+			} else if err == nil && specload.IsComposeFile(f) {
 				these = []string{f}
 			}
 		}
@@ -139,17 +142,51 @@ func composeGroups(files []string) []fileGroup {
 	return out
 }
 
+// composed is a compose project as the daemon program reads it: its
+// name, and flyd's documents.
+type composed struct {
+	Name      string        `json:"name"`
+	Documents api.Documents `json:"documents"`
+}
+
 // loadCompose reads compose files as a compose project, in -p's project
 // when there is one; what it reads without effect is warned of on
-// stderr.
-func loadCompose(c *cli.Env, files, envFiles []string) (*compose.Project, error) {
-	return compose.Load(context.Background(), compose.Options{
-		Files:    files,
-		Name:     c.Project,
-		Environ:  os.Environ(),
-		EnvFiles: envFiles,
-		Warn:     func(msg string) { fmt.Fprintf(c.Stderr, "warning: %s\n", msg) },
-	})
+// stderr. The daemon program reads them (its hidden compose-documents):
+// compose's loader, and what it links, would cost every call of this
+// client its start-up.
+func loadCompose(c *cli.Env, files, envFiles []string) (*composed, error) {
+	return readCompose(c.Stderr, c.Project, files, envFiles)
+}
+
+func readCompose(warnings io.Writer, name string, files, envFiles []string) (*composed, error) {
+	path, err := findDaemon()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"compose-documents"}
+	if name != "" {
+		args = append(args, "--name", name)
+	}
+	for _, f := range envFiles {
+		args = append(args, "--env-file", f)
+	}
+	cmd := exec.Command(path, append(append(args, "--"), files...)...)
+	cmd.Env = termHidden(os.Environ())
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(strings.TrimPrefix(errOut.String(), "flyd compose-documents: "))
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, errors.New(msg)
+	}
+	_, _ = warnings.Write(errOut.Bytes())
+	var p composed
+	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", strings.Join(files, ", "), err)
+	}
+	return &p, nil
 }
 
 // composeProject is the name of the compose project the -f paths name,
@@ -160,7 +197,7 @@ func composeProject(files []string) (string, bool, error) {
 	if len(gs) == 0 || gs[0].compose == nil {
 		return "", false, nil
 	}
-	p, err := compose.Load(context.Background(), compose.Options{Files: gs[0].compose, Environ: os.Environ(), Warn: func(string) {}})
+	p, err := readCompose(io.Discard, "", gs[0].compose, nil)
 	if err != nil {
 		return "", true, err
 	}
