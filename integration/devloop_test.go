@@ -148,3 +148,35 @@ command: [sh, -c, "echo hello from b; exec sleep 600"]
 	}
 	assertNoProjects(t, d, "at")
 }
+
+// TestWatchInclude: a watch entry with include globs restarts its
+// workload for a change they match alone, after its own debounce.
+func TestWatchInclude(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	src := filepath.Join(d.dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := d.writeSpec(t, "inc.yaml", `name: w
+command: ["@PROG@", signals]
+watch:
+  - {path: src, include: ["*.go"], debounce: 50ms}
+`)
+	d.mustCLI(t, "up", "-p", "wi", "-f", file, "--watch", "--wait")
+	pid := d.get(t, "wi.w").PID
+	for _, f := range []string{"README.md", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(src, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	if w := d.get(t, "wi.w"); w.PID != pid {
+		t.Fatalf("a change no include glob matches restarted the workload (pid %d, was %d)", w.PID, pid)
+	}
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte("package main"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitWorkload(t, "wi.w", "restarted by main.go", func(w *api.Workload) bool { return w.PID != pid && w.State == api.StateRunning })
+	d.mustCLI(t, "down", "-p", "wi")
+}
