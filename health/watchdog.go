@@ -59,7 +59,10 @@ func (d *Watchdog) Verdict() (healthy bool, err error, armed bool) {
 	return d.st.missed == nil, d.st.missed, d.st.armed
 }
 
-// Stop ends the watchdog: no onChange call begins after it returns.
+// Stop ends the watchdog: no change is judged after it returns, though an
+// onChange call of a change judged just before may still reach its callee
+// (it is made outside the lock), which therefore asks, on its own loop,
+// whether the watchdog is still the current run's (health.Hook does).
 func (d *Watchdog) Stop() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
