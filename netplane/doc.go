@@ -22,7 +22,7 @@
 //
 // # Locks
 //
-// A Plane has four mutexes, a coalescer and an atomic map:
+// A Plane has five mutexes, a coalescer and an atomic map:
 //
 //   - mu orders making a network against deleting it once unused: it is
 //     held through Reserve, Drop and DeleteNetwork.
@@ -34,6 +34,9 @@
 //   - linkMu guards links; it is held while a network's link is made and
 //     its first rules written (Namespace) and while links are learnt at
 //     start (syncLinks).
+//   - rulesMu has a network's rules computed and written as one (setRules),
+//     so that rules computed later are never overwritten by rules computed
+//     earlier (two replicas of a group turning ready at once).
 //   - declMu guards decls, appliers, members, quarantined, serving and
 //     replicas. Nothing else is taken while it is held.
 //   - guards (a coalescer, with a mutex of its own that is never held
@@ -46,7 +49,7 @@
 //
 // When two are held together, the one on the left was taken first:
 //
-//	mu → a projection (guards) → docMu → linkMu → declMu
+//	mu → a projection (guards) → docMu → linkMu → rulesMu → declMu
 //	docMu → declared.mu;  declared.watch.mu → declared.mu
 //
 // mu is also held while docMu, linkMu and declMu are taken directly, and

@@ -26,8 +26,15 @@ func (p *Plane) allowNetwork(name string, l *sandbox.Link) error {
 	} else if changed {
 		p.log.Info("turned on IPv4 forwarding (net.ipv4.ip_forward=1): a network's traffic goes out through the host")
 	}
-	if err := p.fw.Set(name, p.rulesOf(name, l)); err != nil {
-		return fmt.Errorf("network %s: %w", name, err)
+	return p.setRules(name, l)
+}
+
+// setRules computes network's rules and writes them, as one (rulesMu).
+func (p *Plane) setRules(network string, l *sandbox.Link) error {
+	p.rulesMu.Lock()
+	defer p.rulesMu.Unlock()
+	if err := p.fw.Set(network, p.rulesOf(network, l)); err != nil {
+		return fmt.Errorf("network %s: %w", network, err)
 	}
 	return nil
 }
@@ -89,10 +96,7 @@ func (p *Plane) WriteRules(network string) error {
 	if l == nil || p.fw == nil {
 		return nil
 	}
-	if err := p.fw.Set(network, p.rulesOf(network, l)); err != nil {
-		return fmt.Errorf("network %s: %w", network, err)
-	}
-	return nil
+	return p.setRules(network, l)
 }
 
 // publishedIn lists a network's published ports, by host port.

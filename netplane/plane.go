@@ -74,6 +74,11 @@ type Plane struct {
 	// written (Namespace).
 	linkMu sync.Mutex
 	links  map[string]*sandbox.Link
+	// rulesMu has a network's rules computed and written as one
+	// (rulesOf, then the firewall's Set): rules computed later are never
+	// overwritten by rules computed earlier, as two replicas turning ready
+	// at once would. Taken after linkMu, before declMu.
+	rulesMu sync.Mutex
 	// docMu guards policies, orders the replacements of netDocs, and is
 	// held through every projection written, so that what is in force is
 	// what the documents say. netDocs, the network documents, is replaced
