@@ -218,7 +218,7 @@ command: [%q, "--port", "${PORT_REDIS}", "--bind", "127.0.0.1", "--save", "", "-
 %s
 endpoints: [{name: redis, port: %d}]
 health: {tcp: redis, send: "PING\r\n", expect: "+PONG", interval: 100ms}
-stop: {exec: [sh, -c, 'exec redis-cli -p "$FLYD_PORT_REDIS" shutdown nosave'], signal: SIGKILL, timeout: 10s}
+stop: {exec: [redis-cli, -p, "${PORT_REDIS}", shutdown, nosave], signal: SIGKILL, timeout: 10s}
 `, server, dir, as, port)))
 	d.waitWorkload(t, "redis", "healthy", healthy(true))
 	begun := time.Now()
@@ -226,7 +226,7 @@ stop: {exec: [sh, -c, 'exec redis-cli -p "$FLYD_PORT_REDIS" shutdown nosave'], s
 	took := time.Since(begun)
 	w := d.waitState(t, "redis", api.StateStopped)
 	ev := d.pastEvent(t, func(e api.Event) bool {
-		return e.Workload == "redis" && strings.HasPrefix(e.Message, "stop command sh")
+		return e.Workload == "redis" && strings.HasPrefix(e.Message, "stop command redis-cli")
 	})
 	if !strings.Contains(ev.Message, "exited 0 after") || !strings.HasSuffix(ev.Message, "the run ended, no signal needed") {
 		t.Errorf("the stop's event says %q", ev.Message)
@@ -236,7 +236,7 @@ stop: {exec: [sh, -c, 'exec redis-cli -p "$FLYD_PORT_REDIS" shutdown nosave'], s
 	if e := w.LastExit; e == nil || e.Code != 0 || e.Signal != "" {
 		t.Errorf("last exit %+v, want exit 0 from redis's own shutdown", e)
 	}
-	if !strings.Contains(d.logs(t, "redis"), "flyd: stop command sh exited 0") {
+	if !strings.Contains(d.logs(t, "redis"), "flyd: stop command redis-cli exited 0") {
 		t.Errorf("the workload's log does not tell the stop command")
 	}
 	t.Logf("flyd stop by redis-cli shutdown took %s; the event: %s", took.Round(time.Millisecond), ev.Message)

@@ -31,6 +31,9 @@ func (w *workload) execWith(nw *sandbox.Network, argv []string, inCgroup bool) (
 	if err != nil {
 		return nil, err
 	}
+	if argv, err = pl.Expand("exec", argv); err != nil {
+		return nil, err
+	}
 	var cg *sandbox.Cgroup
 	if inCgroup && w.s.cfg.Cgroups != nil {
 		cg, _ = w.s.cfg.Cgroups.Open(w.name)

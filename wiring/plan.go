@@ -21,6 +21,8 @@ type Plan struct {
 	Args  []string
 	Env   []string        // inline variables
 	Files []carriers.File // values delivered by file
+	// subst are the placeholders' values: ${PORT_…} and ${ADDR_…}.
+	subst map[string]string
 }
 
 // PlaceholderPorts stands in for a spec's ports before they are assigned:
@@ -83,8 +85,56 @@ func PlanRun(w *spec.Workload, runtimeContext string, ports []status.PortMapping
 		// own network, whatever address others reach it on.
 		subst["ADDR_"+key] = "localhost:" + strconv.Itoa(p.Port)
 	}
-	args := make([]string, len(w.Command))
-	for i, a := range w.Command {
+	args, err := expandArgs("command", w.Command, subst)
+	if err != nil {
+		return nil, err
+	}
+	// Every command run for the workload takes the same placeholders:
+	// one naming no endpoint is refused with the command's field.
+	for _, c := range commandsOf(w) {
+		if _, err := expandArgs(c.field, c.argv, subst); err != nil {
+			return nil, err
+		}
+	}
+	public, secret := Configurations(w)
+	env, files := carriers.Build(public, own, w.Env, secret, w.SecretEnv)
+	return &Plan{Args: args, Env: env, Files: files, subst: subst}, nil
+}
+
+// commandsOf are the commands a spec has run beside its run, by field.
+func commandsOf(w *spec.Workload) []struct {
+	field string
+	argv  []string
+} {
+	type command = struct {
+		field string
+		argv  []string
+	}
+	out := []command{{"stop.exec", w.Stop.Exec}}
+	if w.Reload != nil {
+		out = append(out, command{"reload.exec", w.Reload.Exec})
+	}
+	if w.Health != nil {
+		out = append(out, command{"health.exec", w.Health.Exec})
+	}
+	for i, e := range w.Watch {
+		out = append(out, command{fmt.Sprintf("watch[%d].exec", i), e.Exec})
+	}
+	return out
+}
+
+// Expand gives argv, a command run beside the run (field names it: an exec
+// check, a reload's, a stop's, a watch's), the placeholders its command
+// takes: ${PORT_ENDPOINT} and ${ADDR_ENDPOINT}.
+func (p *Plan) Expand(field string, argv []string) ([]string, error) {
+	return expandArgs(field, argv, p.subst)
+}
+
+// expandArgs puts the values of subst in argv's placeholders; one naming
+// no endpoint is an error at field's index.
+func expandArgs(field string, argv []string, subst map[string]string) ([]string, error) {
+	args := make([]string, len(argv))
+	for i, a := range argv {
 		var missing string
 		args[i] = placeholder.ReplaceAllStringFunc(a, func(m string) string {
 			if v, ok := subst[m[2:len(m)-1]]; ok {
@@ -94,13 +144,11 @@ func PlanRun(w *spec.Workload, runtimeContext string, ports []status.PortMapping
 			return m
 		})
 		if missing != "" {
-			return nil, &spec.FieldError{Field: fmt.Sprintf("command[%d]", i),
+			return nil, &spec.FieldError{Field: fmt.Sprintf("%s[%d]", field, i),
 				Msg: missing + " names no endpoint of this workload"}
 		}
 	}
-	public, secret := Configurations(w)
-	env, files := carriers.Build(public, own, w.Env, secret, w.SecretEnv)
-	return &Plan{Args: args, Env: env, Files: files}, nil
+	return args, nil
 }
 
 // Check refuses at apply time what exec would refuse, measuring the

@@ -72,8 +72,29 @@ func TestPlanCommand(t *testing.T) {
 		}
 	}
 
+	// The commands run beside the run take the same placeholders, and a
+	// placeholder of no endpoint in one is refused with its field.
+	w := &spec.Workload{Name: "api", Command: []string{"serve"}, Stop: spec.Stop{Exec: []string{"cli", "-p", "${PORT_HTTP}", "stop"}}}
+	pl, err := PlanRun(w, "native", ports, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pl.Expand("stop.exec", w.Stop.Exec); err != nil || strings.Join(got, " ") != "cli -p 18081 stop" {
+		t.Errorf("stop.exec expanded to %q, %v", got, err)
+	}
+	for _, bad := range []*spec.Workload{
+		{Name: "api", Command: []string{"serve"}, Stop: spec.Stop{Exec: []string{"cli", "${PORT_GRPC}"}}},
+		{Name: "api", Command: []string{"serve"}, Reload: &spec.Reload{Exec: []string{"cli", "${ADDR_GRPC}"}}},
+		{Name: "api", Command: []string{"serve"}, Health: &spec.Health{Exec: []string{"probe", "${PORT_GRPC}"}}},
+		{Name: "api", Command: []string{"serve"}, Watch: []spec.Watch{{Path: "/srv", Action: spec.WatchExec, Exec: []string{"make", "${PORT_GRPC}"}}}},
+	} {
+		if _, err := PlanRun(bad, "native", ports, nil); err == nil || !strings.Contains(err.Error(), "names no endpoint of this workload") {
+			t.Errorf("a placeholder of no endpoint in %+v: %v", bad, err)
+		}
+	}
+
 	big := &spec.Workload{Name: "big", Command: []string{"/bin/true"}, Env: map[string]string{"HUGE": strings.Repeat("x", 200<<10)}}
-	pl, err := PlanRun(big, "native", nil, nil)
+	pl, err = PlanRun(big, "native", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
