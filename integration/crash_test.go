@@ -22,20 +22,7 @@ import (
 func TestCrashDuringUpsAndDowns(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
-	file := d.writeSpec(t, "crash.yaml", `kind: network
-name: net
----
-name: db
-network: net
-command: ["@PROG@", signals]
-endpoints: [{name: tcp, port: 5432}]
----
-name: app
-network: net
-command: ["@PROG@", signals]
-after: [db]
-endpoints: [{name: http, port: 8080}]
-`)
+	file := sleeperStack(t, d) // two workloads, one with an endpoint (registered)
 	const clients = 6
 	// answered is each project's last answered change, while its client
 	// is between two changes; "" while one is on its way.

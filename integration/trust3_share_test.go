@@ -82,19 +82,8 @@ func TestTrustPeerShare(t *testing.T) {
 	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", p1.name,
 		"--peer-max-workloads", "4", "--peer-max-spec-bytes", "48Ki", "--peer-max-body", "64Ki", "--peer-max-log-bytes", "4Mi"))
 	peer := func(args ...string) (string, string, int) { return d.as(t, p1, gid, args...) }
-	mustPeer := func(args ...string) {
-		t.Helper()
-		if _, errOut, code := peer(args...); code != 0 {
-			t.Fatalf("the peer's %v: exit %d, %s", args, code, errOut)
-		}
-	}
-	refused := func(what, want string, args ...string) {
-		t.Helper()
-		out, errOut, code := peer(args...)
-		if code == 0 || !strings.Contains(out+errOut, want) {
-			t.Errorf("%s: exit %d, %s %s; want refused: %s", what, code, out, errOut, want)
-		}
-	}
+	mustPeer := func(args ...string) { t.Helper(); d.mustAs(t, p1, gid, args...) }
+	refused := func(what, want string, args ...string) { t.Helper(); wantRefused(t, what, want, peer, args...) }
 	const share = "a caller other than root holds at most 4, its share (--peer-max-workloads)"
 
 	// Workloads: four that flood their logs, then a fifth, one at a time.

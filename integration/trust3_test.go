@@ -42,6 +42,23 @@ func (d *daemon) as(t *testing.T, u peerUser, gid int, args ...string) (string, 
 	return runAs(t, d.socket, u.uid, u.gid, []uint32{uint32(gid)}, args...)
 }
 
+// mustAs runs the CLI as u and fails the test unless it exits 0.
+func (d *daemon) mustAs(t *testing.T, u peerUser, gid int, args ...string) {
+	t.Helper()
+	if _, errOut, code := d.as(t, u, gid, args...); code != 0 {
+		t.Fatalf("uid %d's %v: exit %d, %s", u.uid, args, code, errOut)
+	}
+}
+
+// wantRefused fails t unless run(args) exits non-zero saying want.
+func wantRefused(t *testing.T, what, want string, run func(args ...string) (string, string, int), args ...string) {
+	t.Helper()
+	out, errOut, code := run(args...)
+	if code == 0 || !strings.Contains(out+errOut, want) {
+		t.Errorf("%s: exit %d, %s %s; want refused: %s", what, code, out, errOut, want)
+	}
+}
+
 // procUID is the real uid of a running workload's process.
 func procUID(t *testing.T, pid int) uint32 {
 	t.Helper()
@@ -184,20 +201,9 @@ func TestTrustPeerClaimsRootNames(t *testing.T) {
 	gid := usersGroup(t)
 	p1, _, _ := peerUsers(t)
 	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", p1.name))
-	peer := func(args ...string) (string, string, int) { return d.as(t, p1, gid, args...) }
-	mustPeer := func(args ...string) {
-		t.Helper()
-		if _, errOut, code := peer(args...); code != 0 {
-			t.Fatalf("the peer's %v: exit %d, %s", args, code, errOut)
-		}
-	}
-	refused := func(what, want string, args ...string) {
-		t.Helper()
-		out, errOut, code := runCLI(t, d.socket, args...)
-		if code == 0 || !strings.Contains(out+errOut, want) {
-			t.Errorf("%s: exit %d, %s %s; want refused: %s", what, code, out, errOut, want)
-		}
-	}
+	mustPeer := func(args ...string) { t.Helper(); d.mustAs(t, p1, gid, args...) }
+	root := func(args ...string) (string, string, int) { return runCLI(t, d.socket, args...) }
+	refused := func(what, want string, args ...string) { t.Helper(); wantRefused(t, what, want, root, args...) }
 	owner := fmt.Sprintf("of uid %d", p1.uid)
 
 	// A network: the peer's listener in ci-shared.
@@ -223,7 +229,7 @@ func TestTrustPeerClaimsRootNames(t *testing.T) {
 
 	// Replica names: root's group rg, and a name the peer takes first.
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "rg.yaml", "name: rg\ncommand: [\"@PROG@\", signals]\nreplicas: 2\n"))
-	if _, errOut, code := peer("apply", "-f", d.writeSpec(t, "rg3.yaml", "name: rg-3\ncommand: [\"@PROG@\", signals]\n")); code != 1 || !strings.Contains(errOut, "rg-3 is a replica name of rg, a workload of uid 0") {
+	if _, errOut, code := d.as(t, p1, gid, "apply", "-f", d.writeSpec(t, "rg3.yaml", "name: rg-3\ncommand: [\"@PROG@\", signals]\n")); code != 1 || !strings.Contains(errOut, "rg-3 is a replica name of rg, a workload of uid 0") {
 		t.Errorf("the peer's rg-3: exit %d, %s; want forbidden", code, errOut)
 	}
 	d.mustCLI(t, "scale", "rg", "3")

@@ -26,7 +26,6 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
-	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/supervisor"
 )
 
@@ -366,17 +365,7 @@ func (p *Projects) prune(ctx context.Context, project string, keep map[string]bo
 
 // has says whether anything is of project.
 func (p *Projects) has(ctx context.Context, project string) bool {
-	of := func(name string) bool { return spec.ProjectOf(name) == project }
-	if slices.ContainsFunc(p.s.List(ctx), func(w status.Workload) bool { return of(w.Name) }) {
-		return true
-	}
-	for _, k := range spec.DocKinds() {
-		names, _, _ := p.docs.Names(ctx, k.Name)
-		if slices.ContainsFunc(names, of) {
-			return true
-		}
-	}
-	return false
+	return len(p.contents(ctx, project)) > 0
 }
 
 // lock holds project's ups and downs apart until unlock: a second waits

@@ -101,15 +101,14 @@ func PlanRun(w *spec.Workload, runtimeContext string, ports []status.PortMapping
 	return &Plan{Args: args, Env: env, Files: files, subst: subst}, nil
 }
 
-// commandsOf are the commands a spec has run beside its run, by field.
-func commandsOf(w *spec.Workload) []struct {
+// command is one of the commands a spec has run beside its run.
+type command struct {
 	field string
 	argv  []string
-} {
-	type command = struct {
-		field string
-		argv  []string
-	}
+}
+
+// commandsOf are the commands a spec has run beside its run, by field.
+func commandsOf(w *spec.Workload) []command {
 	out := []command{{"stop.exec", w.Stop.Exec}}
 	if w.Reload != nil {
 		out = append(out, command{"reload.exec", w.Reload.Exec})
