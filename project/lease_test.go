@@ -71,6 +71,17 @@ func (t *told) of(project string) []string {
 	return out
 }
 
+// wait is of(project) once it says something, or after 5 s: the event of
+// a down comes just after the project is gone.
+func (t *told) wait(project string) []string {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if msgs := t.of(project); len(msgs) > 0 {
+			return msgs
+		}
+	}
+	return t.of(project)
+}
+
 // upOne brings project up with one sleeper and a network.
 func upOne(t *testing.T, p *Projects, project string) {
 	t.Helper()
@@ -145,7 +156,7 @@ func TestLeaseLapses(t *testing.T) {
 	if took < 900*time.Millisecond {
 		t.Errorf("taken down %s after its last hold; its grace is 1s", took)
 	}
-	if msgs := ev.of("ci-1"); len(msgs) != 1 || !strings.Contains(msgs[0], "its client went away") {
+	if msgs := ev.wait("ci-1"); len(msgs) != 1 || !strings.Contains(msgs[0], "its client went away") {
 		t.Errorf("events: %q; want one saying its client went away", msgs)
 	}
 	if len(store.Docs(leaseKind)) != 0 || len(l.List(ctx)) != 0 {
@@ -186,7 +197,7 @@ func TestLeaseAcrossRestart(t *testing.T) {
 	if took := time.Since(start); took < 900*time.Millisecond {
 		t.Errorf("ci-2 taken down %s after the daemon was back; its grace is 1s", took)
 	}
-	if msgs := ev.of("ci-3"); len(msgs) != 1 || !strings.Contains(msgs[0], "its lease ran out") {
+	if msgs := ev.wait("ci-3"); len(msgs) != 1 || !strings.Contains(msgs[0], "its lease ran out") {
 		t.Errorf("ci-3's events: %q", msgs)
 	}
 }

@@ -15,6 +15,7 @@
 package project
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,13 +50,22 @@ type Change struct {
 	Volumes []string
 }
 
+// Runtimes are what an up and a down ask of the daemon's runtimes
+// (driver.Runtimes): whether a kind's workloads can start now, and the
+// named volumes they keep beyond their runs.
+type Runtimes interface {
+	driver.VolumeRemover
+	Available(ctx context.Context, k spec.Kind) error
+}
+
 // Projects ups and downs the projects of one supervisor.
 type Projects struct {
 	s    *supervisor.Supervisor
 	docs *documents.Documents
-	// volumes are the runtimes that keep named volumes beyond their runs
-	// (the daemon's driver.Runtimes), for a down with its volumes.
-	volumes driver.VolumeRemover
+	// runtimes are the daemon's (driver.Runtimes): whether a kind's
+	// workloads can start now, for an up's check, and the named volumes
+	// they keep beyond their runs, for a down with its volumes.
+	runtimes Runtimes
 
 	// mu guards locks and leases, and nothing is taken while it is held:
 	// a project's own lock (a one-slot channel of locks) is waited for
@@ -71,8 +81,8 @@ type Projects struct {
 // New has the projects of s and docs upped and downed through it, their
 // named volumes those of volumes; a daemon has one, so that one project's
 // ups and downs are held apart.
-func New(s *supervisor.Supervisor, docs *documents.Documents, volumes driver.VolumeRemover) *Projects {
-	return &Projects{s: s, docs: docs, volumes: volumes, locks: map[string]chan struct{}{}}
+func New(s *supervisor.Supervisor, docs *documents.Documents, runtimes Runtimes) *Projects {
+	return &Projects{s: s, docs: docs, runtimes: runtimes, locks: map[string]chan struct{}{}}
 }
 
 // Up makes project what docs say: their documents, kind by kind in
@@ -93,7 +103,7 @@ func (p *Projects) Up(ctx context.Context, project string, docs Documents, o sup
 		return nil, err
 	}
 	defer unlock()
-	if err := p.check(ctx, project, docs.Workloads); err != nil {
+	if err := p.check(ctx, project, docs.Workloads, o.Start); err != nil {
 		return nil, err
 	}
 	before := p.contents(ctx, project)
@@ -148,7 +158,7 @@ func (p *Projects) up(ctx context.Context, project string, docs Documents, o sup
 // check refuses an up before anything of it is made: a name twice, a
 // cycle in `after`, an `after` or `uses` that names no workload of the
 // project (in the files, or applied and kept by them).
-func (p *Projects) check(ctx context.Context, project string, ws []*spec.Workload) error {
+func (p *Projects) check(ctx context.Context, project string, ws []*spec.Workload, start bool) error {
 	specs := make([]*spec.Workload, len(ws))
 	have := map[string]bool{}
 	for i, w := range ws {
@@ -169,6 +179,11 @@ func (p *Projects) check(ctx context.Context, project string, ws []*spec.Workloa
 	}
 	var errs []error
 	for _, w := range specs {
+		if start && !w.Disabled {
+			if err := p.runtimes.Available(ctx, cmp.Or(w.Kind, spec.KindNative)); err != nil {
+				errs = append(errs, fmt.Errorf("workload %s: %w", spec.BareName(w.Name), err))
+			}
+		}
 		for i, dep := range spec.AfterNames(w.After) {
 			if !have[dep] {
 				errs = append(errs, fmt.Errorf("workload %s: after[%d]: %q names no workload of project %s", spec.BareName(w.Name), i, spec.BareName(dep), project))
@@ -180,10 +195,14 @@ func (p *Projects) check(ctx context.Context, project string, ws []*spec.Workloa
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w; nothing was made", errdefs.ErrInvalid, errors.Join(errs...))
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	err := errors.Join(errs...)
+	if !errors.Is(err, errdefs.ErrRuntimeUnavailable) {
+		err = fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+	}
+	return fmt.Errorf("%w; nothing was made", err)
 }
 
 // contents are the keys of what project holds: workloads by full name,
@@ -294,13 +313,13 @@ func (p *Projects) leasesOf() *Leases {
 // confined caller is refused them.
 func (p *Projects) removeVolumes(ctx context.Context, project string, confined bool, out *Change) error {
 	if confined {
-		names, err := p.volumes.Volumes(project)
+		names, err := p.runtimes.Volumes(project)
 		if err == nil && len(names) > 0 {
 			err = fmt.Errorf("%w: volumes %s are root's: a caller other than root removes none", errdefs.ErrForbidden, strings.Join(names, ", "))
 		}
 		return err
 	}
-	names, err := p.volumes.RemoveVolumes(ctx, project)
+	names, err := p.runtimes.RemoveVolumes(ctx, project)
 	out.Volumes = append(out.Volumes, names...)
 	return err
 }

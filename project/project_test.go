@@ -192,6 +192,8 @@ type volumeKeeper map[string][]string
 
 func (k volumeKeeper) Volumes(project string) ([]string, error) { return k[project], nil }
 
+func (volumeKeeper) Available(context.Context, spec.Kind) error { return nil }
+
 func (k volumeKeeper) RemoveVolumes(ctx context.Context, project string) ([]string, error) {
 	names := k[project]
 	delete(k, project)
@@ -205,7 +207,7 @@ func (k volumeKeeper) RemoveVolumes(ctx context.Context, project string) ([]stri
 func TestDownVolumes(t *testing.T) {
 	_, p := open(t)
 	vols := volumeKeeper{"p1": {"p1.cache", "p1.data"}}
-	p.volumes = vols
+	p.runtimes = vols
 	ctx := context.Background()
 	if _, err := p.Down(ctx, "p1", supervisor.RemoveOptions{Volumes: true, Confined: true}); !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "p1.cache, p1.data") {
 		t.Fatalf("confined down of p1's volumes: %v, want forbidden naming them", err)
@@ -249,6 +251,16 @@ func TestUpAllOrNothing(t *testing.T) {
 	a.After, b.After = []string{"b"}, []string{"a"}
 	if _, err := p.Up(ctx, "p1", Documents{Workloads: []*spec.Workload{a, b}, Docs: []spec.Document{net}}, supervisor.ApplyOptions{Start: true}); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Errorf("up with a cycle: %v", err)
+	}
+	nothing("p1")
+
+	// A kind this daemon cannot run now: refused before the first level
+	// starts, naming it.
+	ctr := &spec.Workload{Name: "site", Kind: spec.KindContainerd, Containerd: &spec.Containerd{Image: "docker.io/library/nginx:latest"}}
+	ctr.SetDefaults()
+	ctr.After = []string{"db"}
+	if _, err := p.Up(ctx, "p1", Documents{Workloads: []*spec.Workload{sleeper("db"), ctr}}, supervisor.ApplyOptions{Start: true}); !errors.Is(err, errdefs.ErrRuntimeUnavailable) || !strings.Contains(err.Error(), "workload site") || !strings.Contains(err.Error(), "nothing was made") {
+		t.Errorf("up with a containerd workload and no containerd: %v", err)
 	}
 	nothing("p1")
 

@@ -135,7 +135,17 @@ func reportChange(c *cli.Env, ch *api.ProjectChange) error {
 		if err := printJSON(c.Stdout, ch); err != nil {
 			return err
 		}
-	} else {
+	}
+	// In the order it went: workloads applied, then removed, then the
+	// documents and volumes they held.
+	var errs []error
+	if err := report(c, "apply", ch.Applied, nil); err != nil {
+		errs = append(errs, err)
+	}
+	if err := report(c, "remove", ch.Removed, nil); err != nil {
+		errs = append(errs, err)
+	}
+	if !c.JSON {
 		kinds := spec.DocKinds()
 		slices.Reverse(kinds) // as they went
 		for _, k := range kinds {
@@ -146,13 +156,6 @@ func reportChange(c *cli.Env, ch *api.ProjectChange) error {
 		for _, v := range ch.Volumes {
 			fmt.Fprintf(c.Stdout, "volume %s removed\n", v)
 		}
-	}
-	var errs []error
-	if err := report(c, "apply", ch.Applied, nil); err != nil {
-		errs = append(errs, err)
-	}
-	if err := report(c, "remove", ch.Removed, nil); err != nil {
-		errs = append(errs, err)
 	}
 	if err := ch.Err(); err != nil {
 		errs = append(errs, err)
