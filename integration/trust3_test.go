@@ -293,3 +293,39 @@ func TestTrustPathSearchedAsUser(t *testing.T) {
 		t.Errorf("root's run of secret-tool: %+v", w.LastExit)
 	}
 }
+
+// TestTrustAProjectIsOneOwners: a project holding a peer's workload is
+// that peer's. Root's up and run of it are refused, naming the workload,
+// with nothing made and the peer's workload untouched (an up would remove
+// what its files do not name, and a run ends by taking the project
+// down: its hold is refused before anything); another peer's up and down are refused
+// without being told what it holds; its owner's down, or root's, takes it
+// down.
+func TestTrustAProjectIsOneOwners(t *testing.T) {
+	t.Parallel()
+	gid := usersGroup(t)
+	p1, p2, _ := peerUsers(t)
+	d := startDaemon(t, withArgs("--socket-group", "users", "--peer-users", p1.name+","+p2.name))
+	mine := d.writeSpec(t, "pp-mine.yaml", "name: pw\ncommand: [\"@PROG@\", signals]\n")
+	theirs := d.writeSpec(t, "pp-theirs.yaml", "name: rw\ncommand: [\"@PROG@\", signals]\n")
+
+	d.mustAs(t, p1, gid, "up", "-p", "pp", "-f", mine, "--wait")
+	pid := d.waitState(t, "pp.pw", api.StateRunning).PID
+	wantRefused(t, "root's up of a peer's project", "project pp holds workload pw of uid "+strconv.Itoa(int(p1.uid)),
+		func(args ...string) (string, string, int) { return runCLI(t, d.socket, args...) }, "up", "-p", "pp", "-f", theirs)
+	wantRefused(t, "root's run in a peer's project", "a project is one owner's",
+		func(args ...string) (string, string, int) { return runCLI(t, d.socket, args...) }, "run", "-p", "pp", "-f", theirs, "--", "true")
+	asP2 := func(args ...string) (string, string, int) { return d.as(t, p2, gid, args...) }
+	wantRefused(t, "another peer's up", "project pp holds workloads of another user", asP2, "up", "-p", "pp", "-f", mine)
+	wantRefused(t, "another peer's down", "project pp holds workloads of another user", asP2, "down", "-p", "pp")
+	if _, err := d.client.Get(t.Context(), "pp.rw"); err == nil {
+		t.Errorf("a refused up left pp.rw")
+	}
+	if w := d.get(t, "pp.pw"); w.PID != pid || w.State != api.StateRunning {
+		t.Errorf("the peer's pp.pw after the refusals: %s, pid %d (was %d)", w.State, w.PID, pid)
+	}
+	d.mustCLI(t, "down", "-p", "pp")
+	if _, err := d.client.Get(t.Context(), "pp.pw"); err == nil {
+		t.Errorf("root's down left pp.pw")
+	}
+}

@@ -196,6 +196,11 @@ func (l *Leases) take(ctx context.Context, project string, o LeaseOptions, f fun
 		return nil, fmt.Errorf("%w: grace %s: between %s and %s", errdefs.ErrInvalid, grace, MinGrace, MaxGrace)
 	}
 	c := authz.CallerOf(ctx)
+	// A lease takes the project down as its caller: another owner's
+	// project is not bound to it (a run of it would end by removing it).
+	if err := l.p.oneOwner(ctx, project, c.UID, c.Confined, false); err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

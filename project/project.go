@@ -103,6 +103,9 @@ func (p *Projects) Up(ctx context.Context, project string, docs Documents, o sup
 		return nil, err
 	}
 	defer unlock()
+	if err := p.oneOwner(ctx, project, o.By, o.Confined, false); err != nil {
+		return nil, fmt.Errorf("%w; nothing was made", err)
+	}
 	if err := p.check(ctx, project, docs.Workloads, o.Start); err != nil {
 		return nil, err
 	}
@@ -205,6 +208,30 @@ func (p *Projects) check(ctx context.Context, project string, ws []*spec.Workloa
 	return fmt.Errorf("%w; nothing was made", err)
 }
 
+// oneOwner refuses the caller (uid by, confined or not) a project that holds another owner's
+// workload, under --peer-users (with callers root's equals, every project
+// is everyone's). A project is one owner's: an up by another would
+// replace its workloads, remove those its files do not name, and give its
+// one-shot run (flyd run) the use of them. Root may take any project down
+// (down is true), as it may remove any workload; a peer takes down its
+// own alone.
+func (p *Projects) oneOwner(ctx context.Context, project string, by uint32, confined, down bool) error {
+	if !p.s.PeerLanes() || down && !confined {
+		return nil
+	}
+	for _, w := range p.s.List(ctx) {
+		if spec.ProjectOf(w.Name) != project || w.AppliedBy == by {
+			continue
+		}
+		if confined {
+			// A peer is not told what another's project holds.
+			return fmt.Errorf("%w: project %s holds workloads of another user: a project is one owner's; name another", errdefs.ErrForbidden, project)
+		}
+		return fmt.Errorf("%w: project %s holds workload %s of uid %d: a project is one owner's under --peer-users; its owner takes it down, or root with flyd down -p %s", errdefs.ErrForbidden, project, spec.BareName(w.Name), w.AppliedBy, project)
+	}
+	return nil
+}
+
 // contents are the keys of what project holds: workloads by full name,
 // other documents by docKey.
 func (p *Projects) contents(ctx context.Context, project string) map[string]bool {
@@ -281,6 +308,9 @@ func (p *Projects) Down(ctx context.Context, project string, o supervisor.Remove
 		return nil, err
 	}
 	defer unlock()
+	if err := p.oneOwner(ctx, project, o.By, o.Confined, true); err != nil {
+		return nil, fmt.Errorf("%w; nothing was removed", err)
+	}
 	has := p.has(ctx, project)
 	if !has && !o.Volumes {
 		return nil, fmt.Errorf("%w: no project named %q", errdefs.ErrNotFound, project)

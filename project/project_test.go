@@ -30,11 +30,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // open is a real supervisor over the native runtime, and its projects.
 func open(t *testing.T) (*supervisor.Supervisor, *Projects) {
 	t.Helper()
+	return openWith(t, supervisor.Config{})
+}
+
+// openWith is open with cfg's settings beside the paths and the runtime.
+func openWith(t *testing.T, cfg supervisor.Config) (*supervisor.Supervisor, *Projects) {
+	t.Helper()
 	dir := t.TempDir()
-	s, parts := supervisortest.OpenWithParts(t, supervisor.Config{
-		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
-		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
-	})
+	cfg.StateDir, cfg.RunDir = filepath.Join(dir, "state"), filepath.Join(dir, "run")
+	cfg.Drivers, cfg.StopOnClose = []driver.Driver{native.Driver{}}, true
+	s, parts := supervisortest.OpenWithParts(t, cfg)
 	keepers := map[string]documents.Keeper{
 		spec.KindNetwork: documents.Networks(parts.Net), spec.KindPolicy: documents.Policies(parts.Net), spec.KindWorkspace: parts.Workspaces,
 	}
@@ -295,5 +300,55 @@ func TestUpAllOrNothing(t *testing.T) {
 	}
 	if _, err := p.Down(ctx, "p3", supervisor.RemoveOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAProjectIsOneOwners: under --peer-users a project holding a peer's
+// workload is refused root's up (it would replace or remove the peer's
+// workloads) and another peer's up and down, nothing made or removed;
+// root may take it down.
+func TestAProjectIsOneOwners(t *testing.T) {
+	s, p := openWith(t, supervisor.Config{PeerLanes: true})
+	ctx := context.Background()
+	type caller struct {
+		uid      uint32
+		confined bool
+	}
+	root, alice, bob := caller{0, false}, caller{65534, true}, caller{65533, true}
+	up := func(c caller, name string) error {
+		_, err := p.Up(ctx, "pp", Documents{Workloads: []*spec.Workload{sleeper(name)}}, supervisor.ApplyOptions{Start: true, By: c.uid, Confined: c.confined})
+		return err
+	}
+	down := func(c caller) error {
+		_, err := p.Down(ctx, "pp", supervisor.RemoveOptions{By: c.uid, Confined: c.confined})
+		return err
+	}
+	if err := up(alice, "w"); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, s, "pp.w")
+	err := up(root, "x")
+	if !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "holds workload w of uid 65534") || !strings.Contains(err.Error(), "nothing was made") {
+		t.Errorf("root's up of a peer's project: %v", err)
+	}
+	err = up(bob, "w")
+	if !errors.Is(err, errdefs.ErrForbidden) || strings.Contains(err.Error(), "65534") || strings.Contains(err.Error(), " w ") {
+		t.Errorf("another peer's up of a peer's project (refused, and told nothing of what it holds): %v", err)
+	}
+	if err := down(bob); !errors.Is(err, errdefs.ErrForbidden) {
+		t.Errorf("another peer's down of a peer's project: %v", err)
+	}
+	if got := p.contents(ctx, "pp"); len(got) != 1 || !got["pp.w"] {
+		t.Errorf("the refusals changed the project: %v", got)
+	}
+	// Its owner ups it again; root takes it down.
+	if err := up(alice, "w"); err != nil {
+		t.Errorf("the owner's up again: %v", err)
+	}
+	if err := down(root); err != nil {
+		t.Errorf("root's down of a peer's project: %v", err)
+	}
+	if p.has(ctx, "pp") {
+		t.Errorf("root's down left %v", p.contents(ctx, "pp"))
 	}
 }

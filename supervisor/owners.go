@@ -15,6 +15,10 @@ import (
 // later as root's. Without it every caller is root's equal, and so are
 // their names.
 
+// PeerLanes says whether --peer-users holds callers other than root to
+// lanes of their own (Config.PeerLanes).
+func (s *Supervisor) PeerLanes() bool { return s.cfg.PeerLanes }
+
 // ownerOf is the uid that applied w, as names resolve: 0 for every
 // workload while callers are root's equals.
 func (s *Supervisor) ownerOf(w *workload) uint32 {
