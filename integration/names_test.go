@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flyd-dev/flyd/api"
 )
 
 // TestNamesInNetwork: a workload reaches another of its network by the
@@ -52,6 +54,36 @@ command: [sh, -c, 'cat /etc/hosts; echo end of hosts; exec sleep 600']
 	if got := d.waitLog(t, "nm.onhost", "end of hosts"); !strings.HasPrefix(got, string(own)) {
 		t.Errorf("a run of the host's network sees\n%s\nnot the host's /etc/hosts\n%s", got, own)
 	}
+
+	// A daemon killed and started again adopts the runs with their file,
+	// and removes one no run binds; a workload added to the network is
+	// named in the file the running client reads (its mount namespace's,
+	// through /proc/PID/root).
+	ghost := filepath.Join(d.stateDir, "hosts", "ghost.net")
+	if err := os.WriteFile(ghost, []byte("left\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.kill(t)
+	d = startDaemon(t, inDir(d.dir))
+	client := d.waitState(t, "nm.client", api.StateRunning)
+	if _, err := os.Stat(ghost); !os.IsNotExist(err) {
+		t.Errorf("a hosts file no run binds outlives the daemon's start: %v", err)
+	}
+	more := d.writeSpec(t, "more.yaml", `name: cache
+network: net
+command: [sleep, "600"]
+`)
+	d.mustCLI(t, "up", "-p", "nm", "-f", file, "-f", more, "--wait")
+	eventually(t, "the client's /etc/hosts naming cache", func() error {
+		seen, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/hosts", client.PID))
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(seen), "127.0.0.1\tcache nm.cache\n") {
+			return fmt.Errorf("it says\n%s", seen)
+		}
+		return nil
+	})
 	d.mustCLI(t, "down", "-p", "nm")
 	if _, err := os.Stat(hosts); !os.IsNotExist(err) {
 		t.Errorf("the network's hosts file outlives its down: %v", err)
