@@ -42,7 +42,8 @@ type Task struct {
 	// Mounts are the directories a host runtime binds in the run's own
 	// mount namespace (sandbox.StartWithMounts): its project's /dev/shm,
 	// which the project's runs share and no one else sees, and its own
-	// /tmp; none leaves the host's.
+	// /tmp; none leaves the host's. Its network's /etc/hosts (Hosts) is
+	// bound in a container too.
 	Mounts sandbox.Mounts
 	// Limits are the spec's resources, parsed once: what Cgroup holds, and
 	// what a runtime that makes its own cgroup must apply.

@@ -23,6 +23,10 @@ type Mounts struct {
 	// Tmp holds the run's own /tmp (Tmp/tmp) and /var/tmp (Tmp/var-tmp),
 	// as systemd's PrivateTmp=.
 	Tmp string
+	// Hosts is a file bound read-only at /etc/hosts: its network's, which
+	// names the workloads in it (package mounts). The host's stays where
+	// it has none.
+	Hosts string
 }
 
 // StartWithMounts is Start with m bound in the child's mount namespace:
@@ -36,10 +40,20 @@ func StartWithMounts(m Mounts, nw *Network, g *Cgroup, attr *syscall.SysProcAttr
 	if m == (Mounts{}) {
 		return Start(nw, g, attr, start)
 	}
-	binds := []struct{ from, at string }{{m.Shm, "/dev/shm"}}
+	type bind struct {
+		from, at string
+		file     bool // a file, bound read-only
+	}
+	binds := []bind{{from: m.Shm, at: "/dev/shm"}}
 	if m.Tmp != "" {
-		binds = append(binds, struct{ from, at string }{filepath.Join(m.Tmp, "tmp"), "/tmp"},
-			struct{ from, at string }{filepath.Join(m.Tmp, "var-tmp"), "/var/tmp"})
+		binds = append(binds, bind{from: filepath.Join(m.Tmp, "tmp"), at: "/tmp"},
+			bind{from: filepath.Join(m.Tmp, "var-tmp"), at: "/var/tmp"})
+	}
+	if m.Hosts != "" {
+		// A host without /etc/hosts has nothing to bind over.
+		if _, err := os.Stat("/etc/hosts"); err == nil {
+			binds = append(binds, bind{from: m.Hosts, at: "/etc/hosts", file: true})
+		}
 	}
 	return onThrowawayThread(func() error {
 		// unshare(CLONE_NEWNS) moves only this thread, whose fs
@@ -58,7 +72,11 @@ func StartWithMounts(m Mounts, nw *Network, g *Cgroup, attr *syscall.SysProcAttr
 			if b.from == "" {
 				continue
 			}
-			fd, err := unix.Open(b.from, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			flags := unix.O_PATH | unix.O_CLOEXEC
+			if !b.file {
+				flags |= unix.O_DIRECTORY
+			}
+			fd, err := unix.Open(b.from, flags, 0)
 			if err != nil {
 				return fmt.Errorf("bind %s at %s: %w", b.from, b.at, err)
 			}
@@ -71,6 +89,12 @@ func StartWithMounts(m Mounts, nw *Network, g *Cgroup, attr *syscall.SysProcAttr
 			}
 			if err := unix.Mount(fmt.Sprintf("/proc/thread-self/fd/%d", fds[i]), b.at, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 				return fmt.Errorf("bind %s at %s: %w", b.from, b.at, err)
+			}
+			if b.file {
+				// Its network's runs share it: none may change it.
+				if err := unix.Mount("", b.at, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+					return fmt.Errorf("bind %s at %s read-only: %w", b.from, b.at, err)
+				}
 			}
 		}
 		if nw != nil {

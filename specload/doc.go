@@ -15,7 +15,9 @@
 // It reads env files with github.com/joho/godotenv (ParseEnv): the .env
 // beside the spec files and --env-file for the variables, and a workload's
 // env_file, whose variables go into its env, env winning. It selects
-// workloads by profile (Select).
+// workloads by profile (Select). It reads several -f as one (ReadPaths):
+// a later file's document of an earlier one's kind and name changes the
+// fields it sets, as docker compose merges an override file (merge.go).
 //
 // It reports variables by name and files by path, never a value: a
 // variable may hold a secret.

@@ -38,41 +38,93 @@ type Client struct {
 // ClientVars' for its directory (the file's, the directory itself, or the
 // current one for stdin), and env_file entries are relative to it.
 func (c Client) ReadPath(path string) (*spec.Documents, error) {
-	dir, files := ".", []string{path}
-	if path != "-" {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return nil, err
-		}
-		if !fi.IsDir() {
-			dir = filepath.Dir(path)
-		} else {
-			dir, files = path, nil
-			entries, err := os.ReadDir(path)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				if !e.IsDir() && IsSpecFile(e.Name()) {
-					files = append(files, filepath.Join(path, e.Name()))
-				}
-			}
-		}
-	}
-	vars, err := ClientVars(c.Environ, c.EnvFiles, dir)
+	s, err := c.pathSet(path)
 	if err != nil {
 		return nil, err
+	}
+	return c.parseSet(s, nil)
+}
+
+// pathSet is what one -f names: its spec files, read as one set (a name
+// twice among them is an error), and the directory their relative paths
+// and .env are found in.
+type pathSet struct {
+	dir   string   // as given: the file's, the directory itself, "." for stdin
+	files []string // "-" is stdin
+}
+
+func (c Client) pathSet(path string) (pathSet, error) {
+	s := pathSet{dir: ".", files: []string{path}}
+	if path == "-" {
+		return s, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return s, err
+	}
+	if !fi.IsDir() {
+		s.dir = filepath.Dir(path)
+		return s, nil
+	}
+	s.dir, s.files = path, nil
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return s, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() && IsSpecFile(e.Name()) {
+			s.files = append(s.files, filepath.Join(path, e.Name()))
+		}
+	}
+	return s, nil
+}
+
+// options are how the files of directory dir are read: its variables,
+// the client's warnings, env_file entries relative to it.
+func (c Client) options(dir string) (Options, error) {
+	vars, err := ClientVars(c.Environ, c.EnvFiles, dir)
+	if err != nil {
+		return Options{}, err
 	}
 	absDir, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, err
+		return Options{}, err
 	}
-	o := Options{Vars: vars, Warn: c.Warn, Dir: absDir, ReadEnvFile: func(entry string) (map[string]string, error) {
+	return Options{Vars: vars, Warn: c.Warn, Dir: absDir, ReadEnvFile: func(entry string) (map[string]string, error) {
 		if !filepath.IsAbs(entry) {
 			entry = filepath.Join(dir, entry)
 		}
 		return ReadEnvFile(entry)
-	}}
+	}}, nil
+}
+
+// fileName is how messages name a file of a set.
+func fileName(f string) string {
+	if f == "-" {
+		return "stdin"
+	}
+	return f
+}
+
+// readFile is a set's file's content.
+func (c Client) readFile(f string) ([]byte, error) {
+	if f == "-" {
+		if c.Stdin == nil {
+			return nil, nil
+		}
+		return io.ReadAll(c.Stdin)
+	}
+	return os.ReadFile(f)
+}
+
+// parseSet parses the files of s, their content data[i] when data is
+// given (else read here).
+func (c Client) parseSet(s pathSet, data [][]byte) (*spec.Documents, error) {
+	o, err := c.options(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	files := s.files
 	// The files are read and parsed on every core, a directory of a
 	// thousand specs at once; what they give, warnings and errors too,
 	// comes in the files' order.
@@ -88,16 +140,14 @@ func (c Client) ReadPath(path string) (*spec.Documents, error) {
 		if o.Warn != nil {
 			fo.Warn = func(msg string) { p.warns = append(p.warns, msg) }
 		}
-		var data []byte
-		name := f
-		if f == "-" {
-			name = "stdin"
-			data, p.err = io.ReadAll(c.Stdin)
+		var b []byte
+		if data != nil {
+			b = data[i]
 		} else {
-			data, p.err = os.ReadFile(f)
+			b, p.err = c.readFile(f)
 		}
 		if p.err == nil {
-			p.docs, p.err = Parse(name, data, fo)
+			p.docs, p.err = Parse(fileName(f), b, fo)
 		}
 	})
 	out := &spec.Documents{}
@@ -110,7 +160,7 @@ func (c Client) ReadPath(path string) (*spec.Documents, error) {
 		}
 		out.Add(p.docs)
 	}
-	if err := resolveWatch(out, dir); err != nil {
+	if err := resolveWatch(out, s.dir); err != nil {
 		return nil, err
 	}
 	return out, nil

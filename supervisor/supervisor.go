@@ -192,7 +192,7 @@ func New(cfg Config) (*Supervisor, error) {
 		s.log.Warn("quiet logs are looked at every few seconds instead of when written", zap.Error(err))
 	}
 	s.logHook = logpipe.NewHook(cfg.LogPipes, s.logs, s.rotator, s.log)
-	s.mountHook = mounts.NewHook(cfg.Shms, filepath.Join(cfg.StateDir, "tmp"), s.log)
+	s.mountHook = mounts.NewHook(cfg.Shms, cfg.StateDir, s.net.InNetwork, s.log)
 	s.hooks = runhook.Chain{s.net.Hook(), s.cgroupHook, s.logHook, s.mountHook}
 	s.restore()
 	s.wg.Add(3)

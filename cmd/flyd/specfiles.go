@@ -19,8 +19,10 @@ import (
 
 // loadSpecs reads the documents of every -f path as apply takes them: the
 // values given their variables (the environment, then --env-file or the
-// .env beside each path), each workload's env_file read into its env, and
-// the workloads selected by --profile (or FLYD_PROFILES). Warnings (a
+// .env beside each path), each workload's env_file read into its env, a
+// later path's document changing an earlier one's of its kind and name
+// (specload.ReadPaths), and the workloads selected by --profile (or
+// FLYD_PROFILES). Warnings (a
 // variable not set, a profile no workload has) go to stderr; the
 // workloads left out by profile are said on stdout, or on stderr with
 // --json, where stdout is the results alone.
@@ -43,8 +45,7 @@ func loadSelected(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Doc
 		Warn:     func(msg string) { fmt.Fprintf(c.Stderr, "warning: %s\n", msg) },
 	}
 	all := &spec.Documents{}
-	groups := composeGroups(files)
-	for _, g := range groups {
+	for _, g := range flydTogether(composeGroups(files)) {
 		var d *spec.Documents
 		if g.compose != nil {
 			p, err := loadCompose(c, g.compose, envFiles)
@@ -52,7 +53,7 @@ func loadSelected(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Doc
 				return nil, nil, err
 			}
 			d = &spec.Documents{Workloads: p.Documents.Workloads, Docs: p.Documents.Docs}
-		} else if d, err = r.ReadPath(g.path); err != nil {
+		} else if d, err = r.ReadPaths(g.paths); err != nil {
 			return nil, nil, err
 		}
 		if err := inProject(d, c.Project); err != nil {
@@ -97,7 +98,7 @@ func fullName(project, name string) string {
 // flyd's, or compose files, which are read together, merged in their
 // order as `docker compose -f a -f b` merges them.
 type fileGroup struct {
-	path    string
+	paths   []string
 	compose []string
 }
 
@@ -105,7 +106,27 @@ func (g fileGroup) name() string {
 	if g.compose != nil {
 		return strings.Join(g.compose, ", ")
 	}
-	return g.path
+	return strings.Join(g.paths, ", ")
+}
+
+// flydTogether puts the paths of flyd's own groups in one, where the
+// first of them is: they are read together, a later one's document
+// changing an earlier one's of its kind and name (specload.ReadPaths).
+func flydTogether(groups []fileGroup) []fileGroup {
+	var out []fileGroup
+	at := -1
+	for _, g := range groups {
+		switch {
+		case g.compose != nil:
+			out = append(out, g)
+		case at < 0:
+			at = len(out)
+			out = append(out, g)
+		default:
+			out[at].paths = append(out[at].paths, g.paths...)
+		}
+	}
+	return out
 }
 
 // composeGroups sorts the -f paths: a compose file (by its name, or
@@ -125,7 +146,7 @@ func composeGroups(files []string) []fileGroup {
 			}
 		}
 		if these == nil {
-			out = append(out, fileGroup{path: f})
+			out = append(out, fileGroup{paths: []string{f}})
 			continue
 		}
 		if cf == nil {
@@ -135,7 +156,7 @@ func composeGroups(files []string) []fileGroup {
 		cf = append(cf, these...)
 	}
 	for i := range out {
-		if out[i].path == "" && out[i].compose == nil {
+		if out[i].paths == nil && out[i].compose == nil {
 			out[i].compose = cf
 		}
 	}

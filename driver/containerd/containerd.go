@@ -214,6 +214,13 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 	if err != nil {
 		return nil, err
 	}
+	if t.Mounts.Hosts != "" {
+		// Its network's /etc/hosts (package mounts), which names the
+		// network's workloads, bound read-only over the one written into
+		// its root; a volume at /etc/hosts comes after it, and wins.
+		mounts = append([]specs.Mount{{Destination: "/etc/hosts", Type: "bind", Source: t.Mounts.Hosts,
+			Options: []string{"rbind", "rprivate", "ro"}}}, mounts...)
+	}
 	hosts, err := hostsFile(t.Network)
 	if err != nil {
 		return nil, fmt.Errorf("%w: /etc/hosts: %v", driver.ErrExec, err)
@@ -233,7 +240,8 @@ func (d *Driver) Start(ctx context.Context, t *driver.Task) (_ driver.Process, r
 	if t.Spec.User != "" {
 		opts = append(opts, oci.WithUser(t.Spec.User), oci.WithAdditionalGIDs(t.Spec.User))
 	}
-	// /etc/hosts is written into the container's root (prepareRootfs).
+	// /etc/hosts is written into the container's root (prepareRootfs),
+	// and in an isolated network its network's is bound over it.
 	if t.Network == nil {
 		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostResolvconf)
 	} else {
