@@ -24,7 +24,9 @@ import (
 const outputGrace = 100 * time.Millisecond
 
 // Exec runs argv with env (a KEY=VALUE slice, and nothing of the daemon's
-// own environment) inside nw and cgroup cg (either may be nil): healthy
+// own environment) inside nw and cgroup cg (either may be nil), seeing m
+// in place of the host's as the run it checks does (its /dev/shm, /tmp,
+// and its network's /etc/hosts; empty keeps the host's): healthy
 // when it exits 0. A bare program name is looked up in env's PATH. The
 // command gets a process group of its own, which is killed when ctx ends
 // and, after the command exits, so that nothing it started in the
@@ -36,13 +38,14 @@ const outputGrace = 100 * time.Millisecond
 // The command runs with cred (the workload's user; nil is the daemon's
 // own), and is the daemon's child: a reaper of the daemon's orphans must
 // not wait for it, or the check loses the exit status and fails.
-func Exec(nw *sandbox.Network, cg *sandbox.Cgroup, cred *syscall.Credential, argv, env []string) Probe {
-	return execProbe{nw: nw, cg: cg, cred: cred, argv: argv, env: env}
+func Exec(nw *sandbox.Network, cg *sandbox.Cgroup, m sandbox.Mounts, cred *syscall.Credential, argv, env []string) Probe {
+	return execProbe{nw: nw, cg: cg, m: m, cred: cred, argv: argv, env: env}
 }
 
 type execProbe struct {
 	nw   *sandbox.Network
 	cg   *sandbox.Cgroup
+	m    sandbox.Mounts
 	cred *syscall.Credential
 	argv []string
 	env  []string
@@ -67,7 +70,7 @@ func (p execProbe) Check(ctx context.Context) error {
 	return finish(ctx, name, proc, out, p.env)
 }
 
-// start forks the command, born inside its network and cgroup, with its
+// start forks the command, born inside its network, cgroup and mounts, with its
 // output on a pipe whose read end it returns.
 func (p execProbe) start(path string) (*os.Process, *os.File, error) {
 	devnull, err := os.Open(os.DevNull)
@@ -84,16 +87,18 @@ func (p execProbe) start(path string) (*os.Process, *os.File, error) {
 	if env == nil {
 		env = []string{} // nil would hand over the daemon's environment
 	}
-	attr := &syscall.SysProcAttr{
-		Credential: p.cred,
-		Setpgid:    true,
-		// A probe has no business outliving the daemon that waits for it.
-		Pdeathsig: syscall.SIGKILL,
+	attr := &syscall.SysProcAttr{Credential: p.cred, Setpgid: true}
+	if p.m == (sandbox.Mounts{}) {
+		// A probe has no business outliving the daemon that waits for
+		// it. The signal comes when the thread that forked it exits, and
+		// the thread of a start with mounts is thrown away at once: such
+		// a probe runs to its own end when the daemon dies.
+		attr.Pdeathsig = syscall.SIGKILL
 	}
 	var proc *os.Process
 	// Spawn keeps the daemon's reaper of orphans away from this child.
 	err = reaper.Spawn(func() (int, error) {
-		err := sandbox.Start(p.nw, p.cg, attr, func() error {
+		err := sandbox.StartWithMounts(p.m, p.nw, p.cg, attr, func() error {
 			var err error
 			proc, err = os.StartProcess(path, p.argv, &os.ProcAttr{
 				Env:   env,

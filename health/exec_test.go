@@ -15,6 +15,7 @@ import (
 
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/testenv"
+	"github.com/flyd-dev/flyd/sandbox"
 )
 
 var testEnv = []string{"PATH=/usr/bin:/bin"}
@@ -100,7 +101,7 @@ func TestExec(t *testing.T) {
 				env = tt.env
 			}
 			timeout := cmp(tt.timeout, 2*time.Second)
-			err, took := check(Exec(nil, nil, nil, tt.argv, env), timeout)
+			err, took := check(Exec(nil, nil, sandbox.Mounts{}, nil, tt.argv, env), timeout)
 			t.Logf("Check = %v (%s)", err, took)
 			if len(tt.wantErr) == 0 && err != nil {
 				t.Fatalf("Check = %v, want healthy", err)
@@ -137,7 +138,7 @@ func TestExec(t *testing.T) {
 func TestExecEscapedOutputHolder(t *testing.T) {
 	const marker = "5.0105"
 	argv := []string{"sh", "-c", "setsid sleep " + marker + " & sleep 0.1; exit 0"}
-	err, took := check(Exec(nil, nil, nil, argv, testEnv), 2*time.Second)
+	err, took := check(Exec(nil, nil, sandbox.Mounts{}, nil, argv, testEnv), 2*time.Second)
 	t.Cleanup(func() {
 		for _, p := range pidsWith(marker) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
@@ -219,10 +220,10 @@ func TestExecRunsAsItsUser(t *testing.T) {
 	testenv.RequireRoot(t, "the check changes its user")
 	nobody := &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
 	argv := []string{"/bin/sh", "-c", `test "$(id -u):$(id -g):$(id -G)" = "65534:65534:65534"`}
-	if err, _ := check(Exec(nil, nil, nobody, argv, testEnv), 2*time.Second); err != nil {
+	if err, _ := check(Exec(nil, nil, sandbox.Mounts{}, nobody, argv, testEnv), 2*time.Second); err != nil {
 		t.Fatalf("as nobody: %v", err)
 	}
-	if err, _ := check(Exec(nil, nil, nil, argv, testEnv), 2*time.Second); err == nil {
+	if err, _ := check(Exec(nil, nil, sandbox.Mounts{}, nil, argv, testEnv), 2*time.Second); err == nil {
 		t.Fatal("without credentials the check ran as nobody too")
 	}
 }

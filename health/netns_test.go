@@ -44,8 +44,8 @@ func TestProbesInNetwork(t *testing.T) {
 		{"tcp on the host", TCP(nil, addr), false},
 		{"http inside", HTTP(nw, url, 204), true},
 		{"http on the host", HTTP(nil, url, 204), false},
-		{"exec inside", Exec(nw, nil, nil, inNS, nil), true},
-		{"exec on the host", Exec(nil, nil, nil, inNS, nil), false},
+		{"exec inside", Exec(nw, nil, sandbox.Mounts{}, nil, inNS, nil), true},
+		{"exec on the host", Exec(nil, nil, sandbox.Mounts{}, nil, inNS, nil), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

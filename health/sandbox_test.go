@@ -2,6 +2,8 @@ package health
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,7 +45,7 @@ func TestExecSandboxed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			argv := []string{"/bin/sh", "-c", script, "sh", ns, g.CgroupsPath(), tt.want}
-			if err, _ := check(Exec(tt.nw, tt.cg, nil, argv, testEnv), 2*time.Second); err != nil {
+			if err, _ := check(Exec(tt.nw, tt.cg, sandbox.Mounts{}, nil, argv, testEnv), 2*time.Second); err != nil {
 				t.Fatalf("Check = %v, want the command born in %s (network/cgroup)", err, tt.want)
 			}
 		})
@@ -54,5 +56,23 @@ func TestExecSandboxed(t *testing.T) {
 	}
 	if len(procs) > 0 {
 		t.Fatalf("processes left in the cgroup: %v", procs)
+	}
+}
+
+// TestExecSeesTheRunsMounts: a check sees what its run sees in place of
+// the host's: the network's /etc/hosts, here naming db; the host's stays
+// as it was.
+func TestExecSeesTheRunsMounts(t *testing.T) {
+	requireRoot(t)
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1\tlocalhost\n127.0.0.1\tdb-of-the-check\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{"/bin/sh", "-c", "grep -q db-of-the-check /etc/hosts"}
+	if err, _ := check(Exec(nil, nil, sandbox.Mounts{Hosts: hosts}, nil, argv, testEnv), 2*time.Second); err != nil {
+		t.Errorf("a check given the run's hosts file does not see it: %v", err)
+	}
+	if err, _ := check(Exec(nil, nil, sandbox.Mounts{}, nil, argv, testEnv), 2*time.Second); err == nil {
+		t.Errorf("a check given no mounts sees the run's hosts file: the host's /etc/hosts names db-of-the-check")
 	}
 }

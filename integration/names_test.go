@@ -13,7 +13,8 @@ import (
 // TestNamesInNetwork: a workload reaches another of its network by the
 // name its project gives it, as under docker compose (`db:8080`), and by
 // its full name: each run of an isolated network has the network's
-// /etc/hosts, read-only; a run of the host's network keeps the host's;
+// /etc/hosts, read-only, and so has its exec check (up --wait waits for
+// the client's `getent hosts db`); a run of the host's network keeps the host's;
 // the file goes with the project's down.
 func TestNamesInNetwork(t *testing.T) {
 	requireRoot(t)
@@ -32,6 +33,7 @@ name: client
 network: net
 after: [db]
 command: [sh, -c, 'getent hosts db; getent hosts nm.db; "@PROG@" get db:8080; echo x >> /etc/hosts || echo read-only; exec sleep 600']
+health: {exec: [getent, hosts, db], interval: 100ms}
 ---
 name: onhost
 command: [sh, -c, 'cat /etc/hosts; echo end of hosts; exec sleep 600']

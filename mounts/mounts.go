@@ -138,18 +138,23 @@ func (h *Hook) Prestart(ctx context.Context, r *runhook.Run) error {
 }
 
 // Adopt counts a run an earlier daemon started, which holds its
-// project's /dev/shm in its mount namespace, and its own /tmp.
+// project's /dev/shm in its mount namespace, its own /tmp and its
+// network's /etc/hosts, and tells the run where they are, for what runs
+// beside it as it sees them (its exec checks).
 func (h *Hook) Adopt(_ context.Context, r *runhook.Run) {
 	if p := h.project(r); p != "" {
 		h.shms.Hold(p)
+		r.Task.Mounts.Shm = h.shms.Dir(p)
 	}
 	if dir := h.tmpOf(r); dir != "" {
 		h.hold(dir)
+		r.Task.Mounts.Tmp = dir
 	}
 	if n := h.hostsOf(r); n != "" {
 		if err := h.hosts.hold(n); err != nil {
 			h.log.Warn("a network's /etc/hosts is not written again", zap.String("network", n), zap.Error(err))
 		}
+		r.Kept.Get(keptHosts, &r.Task.Mounts.Hosts)
 	}
 }
 

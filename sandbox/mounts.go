@@ -187,6 +187,17 @@ func (s *Shms) Hold(project string) {
 	s.refs[project]++
 }
 
+// Dir is project's /dev/shm as a run binds it: "" when no tmpfs of it is
+// mounted here (an earlier daemon's run keeps its own in its mount
+// namespace).
+func (s *Shms) Dir(project string) string {
+	dir := filepath.Join(s.dir, project)
+	if !dnslabel.Valid(project) || !isMountPoint(dir) {
+		return ""
+	}
+	return dir
+}
+
 // Release lets go of one run's hold; after the last, the project's tmpfs
 // is unmounted and its files are gone.
 func (s *Shms) Release(project string) error {

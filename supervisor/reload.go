@@ -16,7 +16,9 @@ import (
 )
 
 // execIn is argv run for the workload as its exec check is: inside its
-// network and cgroup, as its user, with its environment.
+// network and cgroup, seeing what its run sees in place of the host's
+// (its mounts: the network's /etc/hosts, the project's /dev/shm, its own
+// /tmp), as its user, with its environment.
 func (w *workload) execIn(nw *sandbox.Network, argv []string) (health.Probe, error) {
 	return w.execWith(nw, argv, true)
 }
@@ -50,7 +52,11 @@ func (w *workload) execWith(nw *sandbox.Network, argv []string, inCgroup bool) (
 	if err != nil {
 		return nil, err
 	}
-	return health.Exec(nw, cg, cred, argv, env), nil
+	var m sandbox.Mounts
+	if w.run != nil {
+		m = w.run.Task.Mounts
+	}
+	return health.Exec(nw, cg, m, cred, argv, env), nil
 }
 
 // command is argv run for the workload as execIn runs it, inside its
