@@ -1,113 +1,24 @@
 package containerd
 
 import (
-	"archive/tar"
 	"context"
-	"encoding/json"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/flyd-dev/flyd/driver/containerd/ctrtest"
 	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/spec"
 )
 
-// registry is an OCI distribution registry on loopback that serves one
-// repository, bbox, with the test's busybox image as its tag latest, and
-// counts what it is asked for.
-type registry struct {
-	addr  string
-	mu    sync.Mutex
-	asked []string
-}
-
-func serveRegistry(t *testing.T) *registry {
+// serveRegistry serves the test's busybox image on loopback as
+// bbox:latest, until the test ends.
+func serveRegistry(t *testing.T, opts ...ctrtest.RegistryOption) *ctrtest.Registry {
 	t.Helper()
-	f, err := os.Open(archive)
+	r, err := ctrtest.ServeRegistry(archive, []string{"bbox"}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	files := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name] = b
-	}
-	var index struct {
-		Manifests []struct {
-			MediaType string `json:"mediaType"`
-			Digest    string `json:"digest"`
-		} `json:"manifests"`
-	}
-	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
-		t.Fatalf("index.json: %v", err)
-	}
-	manifest := index.Manifests[0]
-	blob := func(digest string) ([]byte, bool) {
-		b, ok := files["blobs/sha256/"+strings.TrimPrefix(digest, "sha256:")]
-		return b, ok && strings.HasPrefix(digest, "sha256:")
-	}
-	r := &registry{}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v2/", func(w http.ResponseWriter, req *http.Request) {
-		r.mu.Lock()
-		r.asked = append(r.asked, req.Method+" "+req.URL.Path)
-		r.mu.Unlock()
-		path := strings.TrimPrefix(req.URL.Path, "/v2/")
-		switch {
-		case path == "":
-			w.WriteHeader(http.StatusOK)
-		case strings.HasPrefix(path, "bbox/manifests/"):
-			ref := strings.TrimPrefix(path, "bbox/manifests/")
-			if ref != "latest" && ref != manifest.Digest {
-				http.Error(w, `{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}`, http.StatusNotFound)
-				return
-			}
-			b, _ := blob(manifest.Digest)
-			w.Header().Set("Content-Type", manifest.MediaType)
-			w.Header().Set("Docker-Content-Digest", manifest.Digest)
-			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-			if req.Method != http.MethodHead {
-				_, _ = w.Write(b)
-			}
-		case strings.HasPrefix(path, "bbox/blobs/"):
-			b, ok := blob(strings.TrimPrefix(path, "bbox/blobs/"))
-			if !ok {
-				http.Error(w, `{"errors":[{"code":"BLOB_UNKNOWN"}]}`, http.StatusNotFound)
-				return
-			}
-			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-			if req.Method != http.MethodHead {
-				_, _ = w.Write(b)
-			}
-		default:
-			http.Error(w, `{"errors":[{"code":"NAME_UNKNOWN","message":"repository name not known to registry"}]}`, http.StatusNotFound)
-		}
-	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	r.addr = l.Addr().String()
+	t.Cleanup(func() { _ = r.Close() })
 	return r
 }
 
@@ -122,7 +33,7 @@ func TestPullFromRegistry(t *testing.T) {
 		testenv.Skip(t, skipReason)
 	}
 	reg := serveRegistry(t)
-	ref := reg.addr + "/bbox:latest"
+	ref := reg.Addr + "/bbox:latest"
 	ctx := context.Background()
 	c, err := d.conn()
 	if err != nil {
@@ -159,9 +70,7 @@ func TestPullFromRegistry(t *testing.T) {
 	// The layers may be in the content store already (an earlier test
 	// imported the same image): the manifest is asked for all the same,
 	// and the image is in the store under its reference.
-	reg.mu.Lock()
-	asked := len(reg.asked)
-	reg.mu.Unlock()
+	asked := len(reg.Asked())
 	if asked == 0 {
 		t.Fatal("the registry was asked nothing")
 	}
@@ -173,9 +82,7 @@ func TestPullFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.mu.Lock()
-	again := reg.asked[asked:]
-	reg.mu.Unlock()
+	again := reg.Asked()[asked:]
 	if len(prep) != 0 || len(again) != 0 {
 		t.Errorf("second start: preparing %q, the registry asked %q: want the image from the store", prep, again)
 	}
