@@ -350,3 +350,51 @@ func TestIsFile(t *testing.T) {
 		t.Errorf("InDir %v", got)
 	}
 }
+
+// TestModelYAML: the compose model is printed as compose resolved it
+// (the override merged, .env's values in), with the services of the
+// profiles asked for, '$' written '$$' so compose reads it back the same,
+// and x-flyd's secrets redacted.
+func TestModelYAML(t *testing.T) {
+	dir := write(t, map[string]string{
+		"compose.yaml": `services:
+  web:
+    image: web:1
+    command: [sh, -c, 'echo $$HOME ${GREETING}']
+    x-flyd: {kind: native, command: [/bin/true], secret_env: {TOKEN: hunter2}}
+  debug:
+    image: busybox
+    profiles: [debug]
+`,
+		"compose.override.yaml": "services:\n  web:\n    environment: {EXTRA: over}\n",
+		".env":                  "GREETING=hi\n",
+	})
+	p, _, err := load(t, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.ModelYAML(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	for _, want := range []string{"echo $$HOME hi", "EXTRA: over", "TOKEN: <redacted>", "name: my_shop"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the model has no %q:\n%s", want, text)
+		}
+	}
+	for _, not := range []string{"hunter2", "debug:"} {
+		if strings.Contains(text, not) {
+			t.Errorf("the model has %q:\n%s", not, text)
+		}
+	}
+	if ext := p.Model.Services["web"].Extensions[Extension].(map[string]any); ext["secret_env"].(map[string]any)["TOKEN"] != "hunter2" {
+		t.Errorf("redacting changed the project's own model: %v", ext)
+	}
+	for _, profiles := range [][]string{{"debug"}, {AllProfiles}} {
+		out, err := p.ModelYAML(profiles)
+		if err != nil || !strings.Contains(string(out), "debug:") {
+			t.Errorf("profiles %v: no debug service (%v):\n%s", profiles, err, out)
+		}
+	}
+}
