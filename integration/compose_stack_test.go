@@ -182,9 +182,8 @@ done
 `,
 }
 
-// shopDir writes the shop's files into a directory of the daemon's: the
-// compose file, its override file, the .env that says where the
-// registry, the programs and the data are, and what the services read.
+// shopDir writes the shop's files into a directory of the daemon's, for
+// the programs of this host.
 func shopDir(t *testing.T, d *daemon, registry string) string {
 	t.Helper()
 	pgBin, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
@@ -196,8 +195,16 @@ func shopDir(t *testing.T, d *daemon, registry string) string {
 	need(t, "nginx", "nginx-light")
 	need(t, "psql", "postgresql-client")
 	need(t, "curl", "curl")
-	dir := filepath.Join(d.dir, "shop")
-	data := filepath.Join(d.dir, "data")
+	return writeShop(t, d.dir, registry, filepath.Dir(pgBin[0]))
+}
+
+// writeShop writes the shop's files into base/shop: the compose file, its
+// override file, the .env that says where the registry, PostgreSQL's
+// programs and the data (base/data) are, and what the services read.
+func writeShop(t *testing.T, base, registry, pgBin string) string {
+	t.Helper()
+	dir := filepath.Join(base, "shop")
+	data := filepath.Join(base, "data")
 	for _, p := range []string{filepath.Join(dir, "migrations"), data} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
@@ -211,7 +218,7 @@ func shopDir(t *testing.T, d *daemon, registry string) string {
 		"compose.yaml":          shopCompose,
 		"compose.override.yaml": shopOverride,
 		".env": fmt.Sprintf("REGISTRY=%s\nDB_HOST=127.0.0.1\nDB_PASSWORD=not-used\nREDIS_HOST=127.0.0.1\nGREETING=from-dotenv\nPGBIN=%s\nDATA=%s\n",
-			registry, filepath.Dir(pgBin[0]), data),
+			registry, pgBin, data),
 		"nginx.conf": fmt.Sprintf(`error_log stderr;
 events {}
 http {
