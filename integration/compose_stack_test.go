@@ -265,6 +265,7 @@ func TestComposeShop(t *testing.T) {
 	dir := shopDir(t, d, reg.Addr)
 	compose, override := filepath.Join(dir, "compose.yaml"), filepath.Join(dir, "compose.override.yaml")
 
+	events := startStream(t, d.socket, "events")
 	started := time.Now()
 	for _, p := range []struct{ name, profile string }{{"shop-a", ""}, {"shop-b", "debug"}} {
 		args := []string{"up", "--wait", "-p", p.name, "-f", compose, "-f", override}
@@ -288,6 +289,10 @@ func TestComposeShop(t *testing.T) {
 	if asked := reg.Asked(); len(asked) == 0 {
 		t.Error("the registry was asked nothing: the static image was not pulled")
 	}
+	// The pull is shown while the workload prepares: its layers and bytes.
+	events.waitLine(t, "shop-a.static preparing, its pull's progress told", func(l string) bool {
+		return strings.Contains(l, "shop-a.static") && strings.Contains(l, "preparing") && strings.Contains(l, "/shop/static:latest: 1/1 layers, ")
+	})
 
 	for i, p := range []string{"shop-a", "shop-b"} {
 		for _, name := range []string{"db", "redis", "web", "worker-1", "worker-2", "static", "proxy"} {
