@@ -398,3 +398,27 @@ func TestModelYAML(t *testing.T) {
 		}
 	}
 }
+
+// A field compose's loader refuses is named with its file and line: of
+// the file that gives it, an override file's own.
+func TestComposeErrorsLocated(t *testing.T) {
+	for _, tc := range []struct {
+		files map[string]string
+		want  string
+	}{
+		{map[string]string{"compose.yaml": "services:\n  a:\n    image: x\n    ports: {p: q}\n"}, "compose.yaml:4: services.a.ports: must be a array"},
+		{map[string]string{"compose.yaml": "services:\n  a:\n    image: x\n\n    bogus: 1\n"}, "compose.yaml:5: services.a.bogus: compose does not know this field"},
+		{map[string]string{"compose.yaml": "services:\n  a:\n    image: x\n    volumes:\n      - type: bind\n        sourc: /x\n        target: /y\n"}, "compose.yaml:5: services.a.volumes.0: additional properties 'sourc' not allowed"},
+		{map[string]string{"compose.yaml": "services:\n  a:\n    image: x\n    deploy: {replicas: many}\n"}, `compose.yaml:4: services.a.deploy.replicas: failed to cast to expected type`},
+		{map[string]string{
+			"compose.yaml":          "services:\n  a:\n    image: x\n    healthcheck: {interval: 1s}\n",
+			"compose.override.yaml": "services:\n  a:\n    healthcheck:\n      interval: forever\n",
+		}, `compose.override.yaml:4: services.a.healthcheck.interval: time: invalid duration "forever"`},
+	} {
+		dir := write(t, tc.files)
+		_, _, err := load(t, dir, Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v\n  got %v\n  want an error with %q", tc.files, err, tc.want)
+		}
+	}
+}
