@@ -39,7 +39,11 @@ func TestComposeConfigBesideDockerCompose(t *testing.T) {
 	override := filepath.Join(dir, "compose.override.yaml")
 
 	// 1.29's copy of the file, without what 1.29 refuses.
-	v1 := shopCompose
+	base, err := os.ReadFile(filepath.Join(dir, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := string(base)
 	for _, cut := range []string{"name: shop\n", ", restart: true"} {
 		if !strings.Contains(v1, cut) {
 			t.Fatalf("the shop's compose file has no %q to leave out for docker-compose 1.29", cut)

@@ -15,173 +15,6 @@ import (
 	"github.com/flyd-dev/flyd/driver/containerd/ctrtest"
 )
 
-// shopCompose is a web shop's compose file as docker compose runs it,
-// with x-flyd beside each image so that flyd runs the service natively
-// from the host's packages: PostgreSQL (initdb on its first start, as
-// the image's entrypoint does), Redis, a one-shot migration, a web app,
-// workers that take jobs from Redis into PostgreSQL, nginx in front, a
-// container of static files whose image is pulled from a registry, and
-// a debugging service of a profile. ${…} come from .env.
-const shopCompose = `name: shop
-services:
-  db:
-    image: docker.io/library/postgres:15
-    environment:
-      POSTGRES_PASSWORD: ${DB_PASSWORD}
-      POSTGRES_HOST_AUTH_METHOD: trust
-    ports: ["5432"]
-    volumes: [pgdata:/var/lib/postgresql/data]
-    healthcheck:
-      test: [CMD, pg_isready, -h, 127.0.0.1, -p, "5432", -U, postgres]
-      interval: 200ms
-      retries: 100
-    stop_signal: SIGINT
-    stop_grace_period: 20s
-    x-flyd:
-      kind: native
-      user: postgres
-      command: [/bin/sh, -c, 'd="${DATA}/pg-$$FLYD_NETWORK"; [ -s "$$d/PG_VERSION" ] || { ${PGBIN}/initdb -D "$$d" -U postgres --auth=trust -E UTF8 >/dev/null && echo "host all all all trust" >> "$$d/pg_hba.conf"; } || exit 1; exec ${PGBIN}/postgres -D "$$d" -p 5432 -c listen_addresses=127.0.0.1 -c unix_socket_directories=']
-      stop: {signal: SIGINT, timeout: 20s, mode: main}
-
-  redis:
-    image: docker.io/library/redis:7
-    ports: ["6379"]
-    healthcheck:
-      test: [CMD, redis-cli, -p, "6379", ping]
-      interval: 200ms
-      retries: 100
-    x-flyd:
-      kind: native
-      command: [redis-server, --port, "6379", --bind, 127.0.0.1, --protected-mode, "no", --save, "", --appendonly, "no", --dir, /tmp]
-
-  migrate:
-    image: docker.io/library/postgres:15
-    environment: &pg
-      PGHOST: ${DB_HOST}
-      PGUSER: postgres
-    command: [psql, -v, ON_ERROR_STOP=1, -f, /migrations/001.sql]
-    volumes: [./migrations:/migrations:ro]
-    depends_on:
-      db: {condition: service_healthy}
-    x-flyd:
-      kind: native
-      command: [psql, -q, -v, ON_ERROR_STOP=1, -f, migrations/001.sql]
-
-  web:
-    image: docker.io/library/python:3.11
-    command: [python3, app.py]
-    working_dir: /app
-    volumes: [.:/app:ro]
-    environment:
-      <<: *pg
-      REDIS_HOST: ${REDIS_HOST}
-      GREETING: ${GREETING:-hello}
-    expose: ["8000"]
-    healthcheck:
-      test: [CMD, curl, -fsS, http://127.0.0.1:8000/healthz]
-      interval: 200ms
-      retries: 100
-    restart: on-failure
-    depends_on:
-      migrate: {condition: service_completed_successfully}
-      redis: {condition: service_healthy, restart: true}
-    x-flyd:
-      kind: native
-      command: [python3, app.py]
-
-  worker:
-    image: docker.io/library/python:3.11
-    command: [sh, worker.sh]
-    working_dir: /app
-    volumes: [.:/app:ro]
-    environment:
-      <<: *pg
-      REDIS_HOST: ${REDIS_HOST}
-    restart: on-failure
-    deploy: {replicas: 1}
-    depends_on:
-      migrate: {condition: service_completed_successfully}
-      redis: {condition: service_healthy}
-    x-flyd:
-      kind: native
-      command: [/bin/sh, worker.sh]
-
-  static:
-    image: ${REGISTRY}/shop/static:latest
-    entrypoint: [/bin/sh, -c]
-    command: ['echo "static of $$GREETING" > /www/index.html || exit 1; trap "exit 0" TERM; httpd -f -p 8081 -h /www & wait']
-    environment:
-      GREETING: ${GREETING:-hello}
-    volumes: [assets:/www]
-    healthcheck:
-      test: [CMD, wget, -q, -O, /dev/null, http://127.0.0.1:8081/]
-      interval: 200ms
-      retries: 100
-
-  proxy:
-    image: docker.io/library/nginx:1.25
-    ports: ["8080"]
-    volumes: [./nginx.conf:/etc/nginx/nginx.conf:ro]
-    healthcheck:
-      test: [CMD, curl, -fsS, http://127.0.0.1:8080/healthz]
-      interval: 200ms
-      retries: 100
-    depends_on:
-      web: {condition: service_healthy}
-      static: {condition: service_healthy}
-    stop_signal: SIGQUIT
-    x-flyd:
-      kind: native
-      command: [/bin/sh, -c, 'exec nginx -c "$$(pwd)/nginx.conf" -e stderr -g "daemon off; pid ${DATA}/nginx-$$FLYD_NETWORK.pid;"']
-      stop: {signal: SIGQUIT, mode: main}
-
-  debug:
-    image: docker.io/library/redis:7
-    profiles: [debug]
-    command: [sleep, infinity]
-    x-flyd: {kind: native, command: [sleep, "600"]}
-
-volumes:
-  pgdata: {}
-  assets: {}
-`
-
-// shopOverride is the override file: two workers, and the web app's
-// greeting.
-const shopOverride = `services:
-  worker:
-    deploy: {replicas: 2}
-  web:
-    environment:
-      GREETING: from-override
-`
-
-var shopFiles = map[string]string{
-	"migrations/001.sql": `create table if not exists jobs_done (job text primary key, worker text not null);
-`,
-	"app.py": `import http.server, os, subprocess
-def run(*argv):
-    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        if self.path == "/healthz":
-            body = b"ok\n"
-        else:
-            jobs = run("psql", "-Atc", "select count(*) from jobs_done")
-            hits = run("redis-cli", "-h", os.environ["REDIS_HOST"], "incr", "hits")
-            body = ("%s jobs=%s hits=%s\n" % (os.environ["GREETING"], jobs, hits)).encode()
-        self.send_response(200); self.end_headers(); self.wfile.write(body)
-    def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
-`,
-	"worker.sh": `set -e
-while true; do
-  job=$(redis-cli -h "$REDIS_HOST" --raw brpop jobs 0 | tail -n 1)
-  psql -q -v ON_ERROR_STOP=1 -c "insert into jobs_done values ('$job', '$FLYD_WORKLOAD')"
-done
-`,
-}
-
 // shopDir writes the shop's files into a directory of the daemon's, for
 // the programs of this host.
 func shopDir(t *testing.T, d *daemon, registry string) string {
@@ -198,47 +31,31 @@ func shopDir(t *testing.T, d *daemon, registry string) string {
 	return writeShop(t, d.dir, registry, filepath.Dir(pgBin[0]))
 }
 
-// writeShop writes the shop's files into base/shop: the compose file, its
-// override file, the .env that says where the registry, PostgreSQL's
-// programs and the data (base/data) are, and what the services read.
+// writeShop copies the shop (testdata/shop) into base/shop and writes
+// its .env, which says where the registry, PostgreSQL's programs and the
+// data (base/data) are, and its nginx.conf.
 func writeShop(t *testing.T, base, registry, pgBin string) string {
 	t.Helper()
 	dir := filepath.Join(base, "shop")
 	data := filepath.Join(base, "data")
-	for _, p := range []string{filepath.Join(dir, "migrations"), data} {
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.CopyFS(dir, os.DirFS("testdata/shop")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	// Each copy's postgres makes its cluster here, as the postgres user.
 	if err := os.Chmod(data, 0o1777); err != nil {
 		t.Fatal(err)
 	}
+	tmpl, err := os.ReadFile(filepath.Join(dir, "nginx.conf.in"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	files := map[string]string{
-		"compose.yaml":          shopCompose,
-		"compose.override.yaml": shopOverride,
 		".env": fmt.Sprintf("REGISTRY=%s\nDB_HOST=127.0.0.1\nDB_PASSWORD=not-used\nREDIS_HOST=127.0.0.1\nGREETING=from-dotenv\nPGBIN=%s\nDATA=%s\n",
 			registry, pgBin, data),
-		"nginx.conf": fmt.Sprintf(`error_log stderr;
-events {}
-http {
-	access_log off;
-	client_body_temp_path %[1]s/body;
-	proxy_temp_path %[1]s/proxy;
-	fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi;
-	scgi_temp_path %[1]s/scgi;
-	server {
-		listen 127.0.0.1:8080;
-		location = /healthz { return 200 "ok\n"; }
-		location /static/ { proxy_pass http://127.0.0.1:8081/; }
-		location / { proxy_pass http://127.0.0.1:8000; }
-	}
-}
-`, data),
-	}
-	for name, text := range shopFiles {
-		files[name] = text
+		"nginx.conf": strings.NewReplacer("@DATA@", data, "@LISTEN@", "127.0.0.1:8080", "@WEB@", "127.0.0.1:8000", "@STATIC@", "127.0.0.1:8081").Replace(string(tmpl)),
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
