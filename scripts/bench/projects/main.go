@@ -18,7 +18,8 @@
 // fails loudly if something is. On exit, interrupted or not, every project
 // is taken down, the daemon stopped, and whatever is still there of it
 // (processes, cgroups, its nftables table, links, mounts) removed and
-// reported, then the directory. Root only.
+// reported, then the directory. Root only. With -shop DIR it measures the
+// shop's compose files instead (shop.go).
 package main
 
 import (
@@ -882,9 +883,13 @@ func (b *bench) printTable(ns []int, rounds, runs int, res map[int]*result, dire
 		fmt.Printf("| `flyd up --wait`, %s | %s | %s | %s | %s · %s |\n", copies(n), ms(p50(r.ups)), ms(slowest(r.ups)),
 			ratio(slowest(r.ups), slowest(res[one].ups)), ms(r.flydUp/time.Duration(r.copies)), ms(r.workloads/time.Duration(r.copies)))
 	}
+	down := "`flyd down`"
+	if b.shop != nil {
+		down = "`flyd down --volumes`"
+	}
 	for _, n := range ns {
 		r := res[n]
-		fmt.Printf("| `flyd down`, %s | %s | %s | %s | %s |\n", copies(n), ms(p50(r.downs)), ms(slowest(r.downs)),
+		fmt.Printf("| %s, %s | %s | %s | %s | %s |\n", down, copies(n), ms(p50(r.downs)), ms(slowest(r.downs)),
 			ratio(slowest(r.downs), slowest(res[one].downs)), ms(r.flydDown/time.Duration(r.copies)))
 	}
 	if b.compose != nil {
