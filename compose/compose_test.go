@@ -350,3 +350,75 @@ func TestIsFile(t *testing.T) {
 		t.Errorf("InDir %v", got)
 	}
 }
+
+// TestModelYAML: the compose model is printed as compose resolved it
+// (the override merged, .env's values in), with the services of the
+// profiles asked for, '$' written '$$' so compose reads it back the same,
+// and x-flyd's secrets redacted.
+func TestModelYAML(t *testing.T) {
+	dir := write(t, map[string]string{
+		"compose.yaml": `services:
+  web:
+    image: web:1
+    command: [sh, -c, 'echo $$HOME ${GREETING}']
+    x-flyd: {kind: native, command: [/bin/true], secret_env: {TOKEN: hunter2}}
+  debug:
+    image: busybox
+    profiles: [debug]
+`,
+		"compose.override.yaml": "services:\n  web:\n    environment: {EXTRA: over}\n",
+		".env":                  "GREETING=hi\n",
+	})
+	p, _, err := load(t, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.ModelYAML(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	for _, want := range []string{"echo $$HOME hi", "EXTRA: over", "TOKEN: <redacted>", "name: my_shop"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the model has no %q:\n%s", want, text)
+		}
+	}
+	for _, not := range []string{"hunter2", "debug:"} {
+		if strings.Contains(text, not) {
+			t.Errorf("the model has %q:\n%s", not, text)
+		}
+	}
+	if ext := p.Model.Services["web"].Extensions[Extension].(map[string]any); ext["secret_env"].(map[string]any)["TOKEN"] != "hunter2" {
+		t.Errorf("redacting changed the project's own model: %v", ext)
+	}
+	for _, profiles := range [][]string{{"debug"}, {AllProfiles}} {
+		out, err := p.ModelYAML(profiles)
+		if err != nil || !strings.Contains(string(out), "debug:") {
+			t.Errorf("profiles %v: no debug service (%v):\n%s", profiles, err, out)
+		}
+	}
+}
+
+// A field compose's loader refuses is named with its file and line: of
+// the file that gives it, an override file's own.
+func TestComposeErrorsLocated(t *testing.T) {
+	for _, tc := range []struct {
+		files map[string]string
+		want  string
+	}{
+		{map[string]string{"compose.yaml": "services:\n  a:\n    image: x\n    ports: {p: q}\n"}, "compose.yaml:4: services.a.ports: must be a array"},
+		{map[string]string{"compose.yaml": "services:\n  a:\n    image: x\n\n    bogus: 1\n"}, "compose.yaml:5: services.a.bogus: compose does not know this field"},
+		{map[string]string{"compose.yaml": "services:\n  a:\n    image: x\n    volumes:\n      - type: bind\n        sourc: /x\n        target: /y\n"}, "compose.yaml:5: services.a.volumes.0: additional properties 'sourc' not allowed"},
+		{map[string]string{"compose.yaml": "services:\n  a:\n    image: x\n    deploy: {replicas: many}\n"}, `compose.yaml:4: services.a.deploy.replicas: failed to cast to expected type`},
+		{map[string]string{
+			"compose.yaml":          "services:\n  a:\n    image: x\n    healthcheck: {interval: 1s}\n",
+			"compose.override.yaml": "services:\n  a:\n    healthcheck:\n      interval: forever\n",
+		}, `compose.override.yaml:4: services.a.healthcheck.interval: time: invalid duration "forever"`},
+	} {
+		dir := write(t, tc.files)
+		_, _, err := load(t, dir, Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v\n  got %v\n  want an error with %q", tc.files, err, tc.want)
+		}
+	}
+}

@@ -71,7 +71,7 @@ func Load(ctx context.Context, o Options) (*Project, error) {
 	}
 	model, err := po.LoadProject(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", strings.Join(o.Files, ", "), err)
+		return nil, located(err, o.Files)
 	}
 	m := &mapper{model: model, warn: o.Warn, files: readRaw(model.ComposeFiles)}
 	if m.warn == nil {

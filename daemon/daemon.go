@@ -351,6 +351,7 @@ func (d *run) openSupervisor() error {
 		return err
 	}
 	d.sup = sup
+	callersOfPulls(d.drivers, sup)
 	d.onClose(func() {
 		sup.Close()
 		if cfg.StopOnExit {

@@ -12,6 +12,7 @@ import (
 	"github.com/flyd-dev/flyd/driver/native"
 	"github.com/flyd-dev/flyd/driver/nix"
 	"github.com/flyd-dev/flyd/sandbox"
+	"github.com/flyd-dev/flyd/supervisor"
 )
 
 // runtimes makes the daemon's driver of every kind (spec.Kinds) this host
@@ -33,4 +34,21 @@ func runtimes(ctx context.Context, cfg *Config, cgroups *sandbox.Cgroups, log *z
 		log.Info("containerd does not answer: kind containerd is refused until it does", zap.Error(err))
 	}
 	return append(drivers, containerd), func() { containerd.Close() }
+}
+
+// callersOfPulls tells the containerd driver who applied each workload:
+// an image is pulled with the credentials of that caller's
+// ~/.docker/config.json.
+func callersOfPulls(drivers []driver.Driver, sup *supervisor.Supervisor) {
+	for _, drv := range drivers {
+		if c, ok := drv.(*ctrdriver.Driver); ok {
+			c.SetCallerOf(func(workload string) (uint32, bool) {
+				w, err := sup.Get(context.Background(), workload)
+				if err != nil {
+					return 0, false
+				}
+				return w.AppliedBy, true
+			})
+		}
+	}
 }

@@ -150,4 +150,15 @@ func TestComposeFileRefused(t *testing.T) {
 			t.Errorf("%s was applied from a refused file", w.Name)
 		}
 	}
+
+	// config --format compose prints compose's model: of compose files
+	// alone, and of a valid one.
+	own := d.writeSpec(t, "own.yaml", "name: own\ncommand: [/bin/sleep, '600']\n")
+	if _, errOut, code := runCLI(t, d.socket, "config", "--format", "compose", "-f", own); code != 2 || !strings.Contains(errOut, "--format compose: "+own+" is not a compose file") {
+		t.Errorf("config --format compose of flyd's own file: exit %d, %q", code, errOut)
+	}
+	invalid := d.writeSpec(t, "docker-compose.yml", "services:\n  web:\n    image: x\n    ports: {a: b}\n")
+	if _, errOut, code := runCLI(t, d.socket, "config", "--format", "compose", "-f", invalid); code == 0 || !strings.Contains(errOut, "docker-compose.yml") || !strings.Contains(errOut, "services.web.ports") {
+		t.Errorf("config --format compose of an invalid file: exit %d, %q", code, errOut)
+	}
 }

@@ -5,15 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/flyd-dev/flyd/cmd/internal/cli"
+	"github.com/flyd-dev/flyd/specload"
 )
 
 func init() {
 	cli.Register("config", "print the project the files make, as flyd's documents: what up would apply",
-		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--format yaml|json]", cmdConfig)
+		"[-p PROJECT] -f FILE|DIR [-f ...] [--profile P] [--env-file F] [--format yaml|json|compose]", cmdConfig)
 }
 
 // cmdConfig reads the files as up reads them (compose files through the
@@ -21,11 +23,13 @@ func init() {
 // and prints the documents, resolved: networks and the other kinds
 // first, then the workloads, each with its defaults and in its project,
 // secret values redacted. It asks nothing of the daemon. YAML is one
-// document per `---`; JSON, one array, which apply reads back.
+// document per `---`; JSON, one array, which apply reads back. --format
+// compose prints compose files' project as compose resolved it, as
+// `docker compose config` does, before flyd maps it.
 func cmdConfig(ctx context.Context, c *cli.Env, args []string) error {
 	fs := c.Flags()
 	pf := addProjectFlags(fs)
-	format := fs.String("format", "yaml", "yaml or json")
+	format := fs.String("format", "yaml", "yaml, json, or compose (the compose model of compose files)")
 	pos, err := c.Parse(fs, args)
 	if err != nil {
 		return err
@@ -33,14 +37,17 @@ func cmdConfig(ctx context.Context, c *cli.Env, args []string) error {
 	if len(pos) > 0 {
 		return cli.Usagef("unexpected argument %q", pos[0])
 	}
-	if *format != "yaml" && *format != "json" {
-		return cli.Usagef("--format: yaml or json, not %q", *format)
+	if *format != "yaml" && *format != "json" && *format != "compose" {
+		return cli.Usagef("--format: yaml, json or compose, not %q", *format)
 	}
 	if len(pf.files) == 0 {
 		return cli.Usagef("-f is required")
 	}
 	if _, err := projectName(c, pf.files); err != nil {
 		return err
+	}
+	if *format == "compose" {
+		return printComposeModel(c, pf)
 	}
 	// What reading says of its own goes to stderr: stdout is the documents'.
 	quiet := *c
@@ -72,6 +79,28 @@ func cmdConfig(ctx context.Context, c *cli.Env, args []string) error {
 		}
 	}
 	return nil
+}
+
+// printComposeModel prints the compose project of the -f files, which
+// must all be compose's, as compose resolved it, with the services of the
+// profiles asked for.
+func printComposeModel(c *cli.Env, pf *projectFlags) error {
+	groups := composeGroups(pf.files)
+	for _, g := range groups {
+		if g.compose == nil {
+			return cli.Usagef("--format compose: %s is not a compose file", g.name())
+		}
+	}
+	profiles, err := specload.Profiles(pf.profiles, os.Getenv("FLYD_PROFILES"))
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	out, err := readComposeModel(c.Stderr, c.Project, groups[0].compose, pf.envFiles, profiles)
+	if err != nil {
+		return err
+	}
+	_, err = c.Stdout.Write(out)
+	return err
 }
 
 // yamlOf is v's JSON written as block YAML, its keys in the JSON's order.

@@ -180,6 +180,31 @@ func loadCompose(c *cli.Env, files, envFiles []string) (*composed, error) {
 }
 
 func readCompose(warnings io.Writer, name string, files, envFiles []string) (*composed, error) {
+	out, err := composeDocuments(warnings, name, files, envFiles, nil)
+	if err != nil {
+		return nil, err
+	}
+	var p composed
+	if err := json.Unmarshal(out, &p); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", strings.Join(files, ", "), err)
+	}
+	return &p, nil
+}
+
+// readComposeModel is the compose project of the files as compose
+// resolved it, YAML, with the services of profiles (nil: those without
+// profiles).
+func readComposeModel(warnings io.Writer, name string, files, envFiles, profiles []string) ([]byte, error) {
+	if profiles == nil {
+		profiles = []string{}
+	}
+	return composeDocuments(warnings, name, files, envFiles, profiles)
+}
+
+// composeDocuments runs the daemon program's compose-documents on the
+// files: flyd's documents, JSON, or with profiles not nil the compose
+// model, YAML. Its warnings are written to warnings.
+func composeDocuments(warnings io.Writer, name string, files, envFiles, profiles []string) ([]byte, error) {
 	path, err := findDaemon()
 	if err != nil {
 		return nil, err
@@ -190,6 +215,12 @@ func readCompose(warnings io.Writer, name string, files, envFiles []string) (*co
 	}
 	for _, f := range envFiles {
 		args = append(args, "--env-file", f)
+	}
+	if profiles != nil {
+		args = append(args, "--model")
+		for _, p := range profiles {
+			args = append(args, "--profile", p)
+		}
 	}
 	cmd := exec.Command(path, append(append(args, "--"), files...)...)
 	cmd.Env = termHidden(os.Environ())
@@ -203,11 +234,7 @@ func readCompose(warnings io.Writer, name string, files, envFiles []string) (*co
 		return nil, errors.New(msg)
 	}
 	_, _ = warnings.Write(errOut.Bytes())
-	var p composed
-	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", strings.Join(files, ", "), err)
-	}
-	return &p, nil
+	return out.Bytes(), nil
 }
 
 // composeProject is the name of the compose project the -f paths name,

@@ -44,6 +44,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -95,6 +96,9 @@ type Driver struct {
 	// it is never held with mu or volMu.
 	imported map[string]bool
 	importMu sync.Mutex
+	// callerOf says who applied a workload, for its pull's credentials
+	// (credentials.go).
+	callerOf atomic.Pointer[func(workload string) (uint32, bool)]
 }
 
 // New returns a driver for the containerd at socket ("" = DefaultSocket),

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	cerrdefs "github.com/containerd/errdefs"
@@ -24,7 +23,7 @@ func (d *Driver) image(ctx context.Context, c *containerd.Client, t *driver.Task
 	}
 	img, err := c.GetImage(ctx, cs.Image)
 	if cerrdefs.IsNotFound(err) && cs.Archive == "" {
-		img, err = d.pull(ctx, c, cs.Image, t.Preparing)
+		img, err = d.pull(ctx, c, cs.Image, t.Workload, t.Preparing)
 	}
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
@@ -38,25 +37,6 @@ func (d *Driver) image(ctx context.Context, c *containerd.Client, t *driver.Task
 		return nil, "", err
 	}
 	return img, sn, nil
-}
-
-// pullTimeout bounds a pull: a registry that does not answer must not
-// keep a workload preparing forever.
-const pullTimeout = 2 * time.Minute
-
-// pull fetches an image the store does not have from its registry.
-func (d *Driver) pull(ctx context.Context, c *containerd.Client, ref string, preparing func(string)) (containerd.Image, error) {
-	if preparing != nil {
-		preparing("pulling " + ref)
-	}
-	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
-	defer cancel()
-	img, err := c.Pull(ctx, ref)
-	if err != nil {
-		return nil, fmt.Errorf("%w: image %q is not in containerd namespace %q, and pulling it failed: %v",
-			driver.ErrExec, ref, d.ns(), err)
-	}
-	return img, nil
 }
 
 func (d *Driver) importArchive(ctx context.Context, c *containerd.Client, archive string, preparing func(string)) error {

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,7 +86,7 @@ volumes:
 `
 
 // rootPackages are the stack's programs, from Debian, in the image.
-var rootPackages = "postgresql,postgresql-client,redis-server,redis-tools,nginx-light,python3"
+var rootPackages = "postgresql,postgresql-client,redis-server,redis-tools,nginx-light,python3,curl"
 
 // buildRoot makes the image's root with mmdebstrap, from this machine's
 // apt sources.
@@ -219,7 +220,7 @@ func (c *composer) upAll(ctx context.Context, projects []string, timeout time.Du
 		return nil, err
 	}
 	return c.timedAll(ctx, projects, func(p string) error {
-		c.used.Store(p, true)
+		c.used.Store(p, []string{"-f", file})
 		if _, err := c.runIn(ctx, p, timeout, c.compose, "-f", file, "up", "-d"); err != nil {
 			return err
 		}
@@ -245,9 +246,13 @@ func (c *composer) upAll(ctx context.Context, projects []string, timeout time.Du
 // downAll takes the projects down at once, timed, then checks each left
 // nothing.
 func (c *composer) downAll(ctx context.Context, projects []string) ([]time.Duration, error) {
-	file := filepath.Join(c.dir, "compose.yaml")
+	return c.downWith(ctx, projects, []string{"-f", filepath.Join(c.dir, "compose.yaml")})
+}
+
+// downWith is downAll of the projects of files (-f arguments).
+func (c *composer) downWith(ctx context.Context, projects []string, files []string) ([]time.Duration, error) {
 	times, err := c.timedAll(ctx, projects, func(p string) error {
-		_, err := c.runIn(ctx, p, 5*time.Minute, c.compose, "-f", file, "down", "--volumes")
+		_, err := c.runIn(ctx, p, 5*time.Minute, c.compose, append(slices.Clone(files), "down", "--volumes")...)
 		return err
 	})
 	if err != nil {
@@ -307,8 +312,9 @@ func get(ctx context.Context, addr string) (string, error) {
 func (c *composer) cleanup() error {
 	var errs []error
 	ctx := context.Background()
-	c.used.Range(func(k, _ any) bool {
-		if _, err := c.runIn(ctx, k.(string), 5*time.Minute, c.compose, "-f", filepath.Join(c.dir, "compose.yaml"), "down", "--volumes"); err != nil {
+	c.used.Range(func(k, v any) bool {
+		files, _ := v.([]string)
+		if _, err := c.runIn(ctx, k.(string), 5*time.Minute, c.compose, append(slices.Clone(files), "down", "--volumes")...); err != nil {
 			errs = append(errs, fmt.Errorf("cleanup: %w", err))
 		}
 		return true

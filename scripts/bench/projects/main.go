@@ -18,7 +18,8 @@
 // fails loudly if something is. On exit, interrupted or not, every project
 // is taken down, the daemon stopped, and whatever is still there of it
 // (processes, cgroups, its nftables table, links, mounts) removed and
-// reported, then the directory. Root only.
+// reported, then the directory. Root only. With -shop DIR it measures the
+// shop's compose files instead (shop.go).
 package main
 
 import (
@@ -59,6 +60,7 @@ func main() {
 	base := flag.String("dir", "", "where the temporary directory goes (default /dev/shm, else the system's)")
 	withCompose := flag.Bool("compose", false, "the same stack under docker compose too, side by side (compose.go)")
 	composeRoot := flag.String("compose-root", "", "with -compose, the image's Debian root tarball, instead of making one with mmdebstrap")
+	shopDir := flag.String("shop", "", "the shop's compose files (integration/testdata/shop), measured instead of the five-service stack (shop.go)")
 	flag.Parse()
 	if *flydBin == "" {
 		fmt.Fprintln(os.Stderr, "-flyd is required")
@@ -85,7 +87,7 @@ func main() {
 	// stay caught until the end, so a second Ctrl-C cannot cut it short.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	b := &bench{flyd: *flydBin, timeout: *timeout, pool: *pool, withCompose: *withCompose, composeRoot: *composeRoot}
+	b := &bench{flyd: *flydBin, timeout: *timeout, pool: *pool, withCompose: *withCompose, composeRoot: *composeRoot, shopSrc: *shopDir}
 	err := b.run(ctx, *base, ns, *rounds, *runs)
 	if cerr := b.cleanup(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -107,6 +109,8 @@ type bench struct {
 	withCompose bool
 	composeRoot string
 	compose     *composer // the engine, once started
+	shopSrc     string
+	shop        *shop // the shop's copy, its containerd and registry, with -shop
 
 	dir, sock, runDir, cgParent string
 	stack, small                string
@@ -196,27 +200,42 @@ func (b *bench) run(ctx context.Context, base string, ns []int, rounds, runs int
 	if err := b.writeStack(progs); err != nil {
 		return err
 	}
+	if b.shopSrc != "" {
+		if err := b.startShop(b.shopSrc, progs); err != nil {
+			return err
+		}
+	}
 	if err := b.startDaemon(ctx); err != nil {
 		return err
+	}
+	up, down, answers := b.upAll, b.downAll, b.answers
+	composeUp := func(projects []string) ([]time.Duration, error) { return b.compose.upAll(ctx, projects, b.timeout) }
+	composeDown := func(projects []string) ([]time.Duration, error) { return b.compose.downAll(ctx, projects) }
+	if b.shop != nil {
+		up, down, answers = b.shopUpAll, b.shopDownAll, b.shopAnswers
+		composeUp = func(projects []string) ([]time.Duration, error) {
+			return b.compose.shopUpAll(ctx, b.shop, projects, b.timeout)
+		}
+		composeDown = func(projects []string) ([]time.Duration, error) { return b.compose.shopDownAll(ctx, b.shop, projects) }
 	}
 	if b.withCompose {
 		if err := b.startCompose(ctx, b.composeRoot); err != nil {
 			return err
 		}
 		logf("compose warm-up: one copy up and down, untimed")
-		if _, err := b.compose.upAll(ctx, []string{"bench-warm"}, b.timeout); err != nil {
+		if _, err := composeUp([]string{"bench-warm"}); err != nil {
 			return err
 		}
-		if _, err := b.compose.downAll(ctx, []string{"bench-warm"}); err != nil {
+		if _, err := composeDown([]string{"bench-warm"}); err != nil {
 			return err
 		}
 	}
 
 	logf("warm-up: one copy up and down, untimed")
-	if _, _, err := b.upAll(ctx, []string{"bench-warm"}); err != nil {
+	if _, _, err := up(ctx, []string{"bench-warm"}); err != nil {
 		return err
 	}
-	if _, _, err := b.downAll(ctx, []string{"bench-warm"}); err != nil {
+	if _, _, err := down(ctx, []string{"bench-warm"}); err != nil {
 		return err
 	}
 	res := map[int]*result{}
@@ -231,27 +250,27 @@ func (b *bench) run(ctx context.Context, base string, ns []int, rounds, runs int
 			}
 			c := res[n]
 			s0 := b.cpu()
-			u, cliUp, err := b.upAll(ctx, projects)
+			u, cliUp, err := up(ctx, projects)
 			if err != nil {
 				return err
 			}
 			s1 := b.cpu()
-			if err := b.answers(ctx, projects); err != nil {
+			if err := answers(ctx, projects); err != nil {
 				return err
 			}
 			s2 := b.cpu()
-			d, cliDown, err := b.downAll(ctx, projects)
+			d, cliDown, err := down(ctx, projects)
 			if err != nil {
 				return err
 			}
 			s3 := b.cpu()
 			c.ups, c.downs = append(c.ups, u), append(c.downs, d)
 			if b.compose != nil {
-				cu, err := b.compose.upAll(ctx, projects, b.timeout)
+				cu, err := composeUp(projects)
 				if err != nil {
 					return err
 				}
-				cd, err := b.compose.downAll(ctx, projects)
+				cd, err := composeDown(projects)
 				if err != nil {
 					return err
 				}
@@ -267,6 +286,10 @@ func (b *bench) run(ctx context.Context, base string, ns []int, rounds, runs int
 		}
 	}
 
+	if b.shop != nil {
+		b.printTable(ns, rounds, runs, res, nil, nil, nil)
+		return nil
+	}
 	logf("flyd run -- true against true and up --wait + down, %d runs each, interleaved", runs)
 	direct, updown, runTrue, err := b.runOverhead(ctx, runs)
 	if err != nil {
@@ -466,6 +489,9 @@ func (b *bench) startDaemon(ctx context.Context) error {
 		// Should this program be killed outright, the daemon is told to
 		// go (Pdeathsig) and takes its workloads with it.
 		"--stop-workloads-on-exit")
+	if b.shop != nil {
+		cmd.Args = append(cmd.Args, "--containerd-socket", b.shop.ctrd.Socket)
+	}
 	cmd.Dir = b.dir
 	cmd.Env = b.cliEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -681,25 +707,9 @@ func (b *bench) gone(ctx context.Context, project string) error {
 func (b *bench) answers(ctx context.Context, projects []string) error {
 	seen := map[int]string{}
 	for _, p := range projects {
-		out, err := b.cli(ctx, 30*time.Second, "ports", "-p", p, "--json")
+		port, err := b.published(ctx, p, p+".web")
 		if err != nil {
 			return err
-		}
-		var ports []struct {
-			Workload  string `json:"workload"`
-			Published int    `json:"published"`
-		}
-		if err := json.Unmarshal(out, &ports); err != nil {
-			return fmt.Errorf("flyd ports -p %s --json: %v: %s", p, err, out)
-		}
-		port := 0
-		for _, m := range ports {
-			if m.Workload == p+".web" && m.Published != 0 {
-				port = m.Published
-			}
-		}
-		if port == 0 {
-			return fmt.Errorf("%s.web publishes no port: %s", p, out)
 		}
 		if other, dup := seen[port]; dup {
 			return fmt.Errorf("%s and %s publish the same host port %d", p, other, port)
@@ -720,6 +730,27 @@ func (b *bench) answers(ctx context.Context, projects []string) error {
 		}
 	}
 	return nil
+}
+
+// published is the host port project p's workload publishes.
+func (b *bench) published(ctx context.Context, p, workload string) (int, error) {
+	out, err := b.cli(ctx, 30*time.Second, "ports", "-p", p, "--json")
+	if err != nil {
+		return 0, err
+	}
+	var ports []struct {
+		Workload  string `json:"workload"`
+		Published int    `json:"published"`
+	}
+	if err := json.Unmarshal(out, &ports); err != nil {
+		return 0, fmt.Errorf("flyd ports -p %s --json: %v: %s", p, err, out)
+	}
+	for _, m := range ports {
+		if m.Workload == workload && m.Published != 0 {
+			return m.Published, nil
+		}
+	}
+	return 0, fmt.Errorf("%s publishes no port: %s", workload, out)
 }
 
 // runOverhead times, interleaved, `true` run directly, `flyd up --wait`
@@ -838,8 +869,13 @@ func (b *bench) printTable(ns []int, rounds, runs int, res map[int]*result, dire
 	ver, _ := b.cli(context.Background(), 10*time.Second, "version")
 	fmt.Printf("machine: %d cores, kernel %s, %s; %s\n", nproc(), unix.ByteSliceToString(uts.Release[:]),
 		time.Now().UTC().Format("2006-01-02T15:04Z"), strings.TrimSpace(string(ver)))
-	fmt.Printf("%d rounds at each number of copies; the small project: %d runs of each, interleaved; load average %s at the start, %s at the end\n\n",
-		rounds, runs, b.loadStart, loadavg())
+	if b.shop != nil {
+		fmt.Printf("the shop's compose files (%s); %d rounds at each number of copies; load average %s at the start, %s at the end\n\n",
+			b.shopSrc, rounds, b.loadStart, loadavg())
+	} else {
+		fmt.Printf("%d rounds at each number of copies; the small project: %d runs of each, interleaved; load average %s at the start, %s at the end\n\n",
+			rounds, runs, b.loadStart, loadavg())
+	}
 	fmt.Println("| | p50 ms | max ms | ratio | CPU ms a copy: flyd · workloads |")
 	fmt.Println("| --- | ---: | ---: | ---: | ---: |")
 	for _, n := range ns {
@@ -847,9 +883,13 @@ func (b *bench) printTable(ns []int, rounds, runs int, res map[int]*result, dire
 		fmt.Printf("| `flyd up --wait`, %s | %s | %s | %s | %s · %s |\n", copies(n), ms(p50(r.ups)), ms(slowest(r.ups)),
 			ratio(slowest(r.ups), slowest(res[one].ups)), ms(r.flydUp/time.Duration(r.copies)), ms(r.workloads/time.Duration(r.copies)))
 	}
+	down := "`flyd down`"
+	if b.shop != nil {
+		down = "`flyd down --volumes`"
+	}
 	for _, n := range ns {
 		r := res[n]
-		fmt.Printf("| `flyd down`, %s | %s | %s | %s | %s |\n", copies(n), ms(p50(r.downs)), ms(slowest(r.downs)),
+		fmt.Printf("| %s, %s | %s | %s | %s | %s |\n", down, copies(n), ms(p50(r.downs)), ms(slowest(r.downs)),
 			ratio(slowest(r.downs), slowest(res[one].downs)), ms(r.flydDown/time.Duration(r.copies)))
 	}
 	if b.compose != nil {
@@ -863,6 +903,9 @@ func (b *bench) printTable(ns []int, rounds, runs int, res map[int]*result, dire
 			fmt.Printf("| `docker-compose down --volumes`, %s | %s | %s | %s · %s flyd's | |\n", copies(n), ms(p50(r.composeDowns)), ms(slowest(r.composeDowns)),
 				ratio(slowest(r.composeDowns), slowest(res[one].composeDowns)), ratio(slowest(r.composeDowns), slowest(r.downs)))
 		}
+	}
+	if len(direct) == 0 {
+		return
 	}
 	mt, mu, mr := median(direct), median(updown), median(runTrue)
 	fmt.Printf("| `true`, run directly | %s | %s | | |\n", ms(mt), ms(slices.Max(direct)))
@@ -943,6 +986,9 @@ func (b *bench) cleanup() error {
 			_ = b.daemon.Process.Kill()
 			<-b.daemonDone
 		}
+	}
+	if b.shop != nil {
+		b.shop.close()
 	}
 	if b.compose != nil {
 		if err := b.compose.cleanup(); err != nil {

@@ -1,0 +1,1 @@
+create table if not exists jobs_done (job text primary key, worker text not null);
