@@ -38,7 +38,13 @@ func requireRoot(tb testing.TB) {
 func newTestNetworks(tb testing.TB) *Networks {
 	tb.Helper()
 	requireRoot(tb)
-	dir := tb.TempDir()
+	return newTestNetworksIn(tb, tb.TempDir())
+}
+
+// newTestNetworksIn is newTestNetworks over dir, which the caller removes
+// (its cleanup registered before this one's, so that it runs after).
+func newTestNetworksIn(tb testing.TB, dir string) *Networks {
+	tb.Helper()
 	n, err := NewNetworks(dir)
 	if err != nil {
 		tb.Fatal(err)

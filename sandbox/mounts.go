@@ -55,6 +55,18 @@ func StartWithMounts(m Mounts, nw *Network, g *Cgroup, attr *syscall.SysProcAttr
 			binds = append(binds, bind{from: m.Hosts, at: "/etc/hosts", file: true})
 		}
 	}
+	// The network is opened before anything is bound: its namespace may
+	// be kept under a directory a bind hides (a run dir under /tmp or
+	// /dev/shm).
+	nsfd := -1
+	if nw != nil {
+		fd, err := openNamespace(nw.Name, nw.Path)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		nsfd = fd
+	}
 	return onThrowawayThread(func() error {
 		// unshare(CLONE_NEWNS) moves only this thread, whose fs
 		// attributes (CLONE_FS, implied) become its own.
@@ -97,9 +109,9 @@ func StartWithMounts(m Mounts, nw *Network, g *Cgroup, attr *syscall.SysProcAttr
 				}
 			}
 		}
-		if nw != nil {
-			if err := nw.Enter(); err != nil {
-				return err
+		if nsfd >= 0 {
+			if err := unix.Setns(nsfd, unix.CLONE_NEWNET); err != nil {
+				return fmt.Errorf("enter network %q: %w", nw.Name, err)
 			}
 		}
 		if g != nil {

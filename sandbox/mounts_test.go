@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,5 +73,38 @@ func TestStartWithMountsHosts(t *testing.T) {
 	}
 	if now, _ := os.ReadFile("/etc/hosts"); string(now) != string(own) {
 		t.Errorf("the host's /etc/hosts changed:\n%s", now)
+	}
+}
+
+// TestStartWithMountsNetworkUnderABind: a network whose namespace is kept
+// under a directory the run's mounts hide (a run dir under /tmp, with a
+// private /tmp) is still the one the child joins: its namespace is opened
+// before anything is bound.
+func TestStartWithMountsNetworkUnderABind(t *testing.T) {
+	requireRoot(t)
+	dir, err := os.MkdirTemp("/tmp", "flyd-netns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	nw, err := newTestNetworksIn(t, dir).Ensure("hidden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := MakeTmp(t.TempDir(), "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("readlink", "/proc/self/ns/net")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := StartWithMounts(Mounts{Tmp: tmp}, nw, nil, &syscall.SysProcAttr{}, cmd.Start); err != nil {
+		t.Fatalf("a start in network %s, kept under %s, with /tmp bound: %v", nw.Name, dir, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if got, want := strings.TrimSpace(out.String()), nsID(t, nw.Path); got != want {
+		t.Errorf("the child is in %s, want the network's %s", got, want)
 	}
 }
