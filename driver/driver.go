@@ -13,6 +13,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -152,6 +153,18 @@ type Process interface {
 	// Release stops watching the run and leaves it running, for a daemon that
 	// exits and lets the next one adopt it.
 	Release()
+}
+
+// Execer is a Process whose side commands (an exec health check,
+// stop.exec, reload.exec, a watch's exec) run inside it, as `docker exec`
+// runs them: in the run's namespaces, root and cgroup, as its process's
+// user, with its environment, argv[0] found among the image's programs.
+// A runtime whose runs have no root of their own does not implement it:
+// their side commands run on the host, in the run's network and cgroup.
+type Execer interface {
+	// Exec runs argv, its output to out, until it exits or ctx ends (it
+	// is killed then, and the error is ctx's).
+	Exec(ctx context.Context, argv []string, out io.Writer) (Exit, error)
 }
 
 // Reaped is a Process whose main process may keep its pid for a while

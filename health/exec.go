@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/internal/execenv"
 	"github.com/flyd-dev/flyd/reaper"
@@ -187,4 +188,37 @@ func withOutput(out *tail, env []string) string {
 		return fmt.Sprintf("; output: %q", s)
 	}
 	return ""
+}
+
+// Inside runs argv inside the run ex is, by its runtime (a container's
+// command, as `docker exec` runs it): healthy when it exits 0. Its output
+// is kept as Exec keeps it, an excerpt with env's values hidden (the
+// workload's environment, which the run's holds); an error names argv[0]
+// alone.
+func Inside(ex driver.Execer, argv, env []string) Probe {
+	return insideProbe{ex: ex, argv: argv, env: env}
+}
+
+type insideProbe struct {
+	ex   driver.Execer
+	argv []string
+	env  []string
+}
+
+func (p insideProbe) Check(ctx context.Context) error {
+	if len(p.argv) == 0 || p.argv[0] == "" {
+		return fmt.Errorf("exec probe: empty command: %w", errdefs.ErrInvalid)
+	}
+	name := p.argv[0]
+	out := tailFor(p.env)
+	exit, err := p.ex.Exec(ctx, p.argv, out)
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("exec %s: no result in time, killed%s: %w", name, withOutput(out, p.env), ctx.Err())
+	case err != nil:
+		return fmt.Errorf("exec %s: %w", name, err)
+	case exit.Success():
+		return nil
+	}
+	return fmt.Errorf("exec %s: %s%s", name, exit, withOutput(out, p.env))
 }

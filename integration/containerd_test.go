@@ -18,7 +18,8 @@ import (
 
 // TestContainerdWorkload: an image imported from an archive runs as a
 // container of an isolated network, with flyd's environment, its output in
-// the workload's log; a daemon restart adopts it; stop and rm leave no
+// the workload's log, its exec check run inside it; a daemon restart
+// adopts it, its check still inside; stop and rm leave no
 // container behind.
 func TestContainerdWorkload(t *testing.T) {
 	t.Parallel()
@@ -28,15 +29,27 @@ func TestContainerdWorkload(t *testing.T) {
 name: box
 kind: containerd
 containerd: {image: "docker.io/library/bbox:latest", archive: %s}
-command: ["sh", "-c", "echo ctx=$CODEFLY__RUNTIME_CONTEXT port=$FLYD_PORT_HTTP; exec sleep 1000"]
+command: ["sh", "-c", "touch /.made-inside; echo ctx=$CODEFLY__RUNTIME_CONTEXT port=$FLYD_PORT_HTTP; exec sleep 1000"]
 endpoints: [{name: http, port: ephemeral}]
 network: boxnet
+health: {exec: ["sh", "-c", "test -f /.made-inside"], interval: 100ms}
 `, archive)))
 	w := d.waitState(t, "box", api.StateRunning)
 	if w.ContainerID == "" {
 		t.Fatalf("no container id: %+v", w)
 	}
 	d.waitLog(t, "box", fmt.Sprintf("ctx=container port=%d", w.Ports[0].Port))
+	// Its exec check runs inside the container, as docker exec runs one:
+	// the file its command made is in the container's root alone.
+	healthy := func(d *daemon) func() error {
+		return func() error {
+			if w := d.get(t, "box"); w.Healthy == nil || !*w.Healthy {
+				return fmt.Errorf("box's check has not passed (last error %q)", w.LastError)
+			}
+			return nil
+		}
+	}
+	eventually(t, "box healthy by a check inside it", healthy(d))
 
 	d.terminate(t)
 	d2 := startDaemon(t, inDir(d.dir), withArgs("--containerd-socket", ctrd.Socket))
@@ -44,6 +57,7 @@ network: boxnet
 	if again.ContainerID != w.ContainerID {
 		t.Fatalf("container %s after the restart, want the adopted %s", again.ContainerID, w.ContainerID)
 	}
+	eventually(t, "the adopted box healthy by a check inside it", healthy(d2))
 	d2.mustCLI(t, "rm", "box")
 	out, err := exec.Command("ctr", "--address", ctrd.Socket, "-n", "flyd", "containers", "ls", "-q").CombinedOutput()
 	if err != nil {

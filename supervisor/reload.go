@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/health"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -51,6 +52,10 @@ func (w *workload) execWith(nw *sandbox.Network, argv []string, inCgroup bool) (
 	env, err := pl.CommandEnv(dir)
 	if err != nil {
 		return nil, err
+	}
+	if ex, ok := w.proc.(driver.Execer); ok {
+		// A container's: inside it, with the image's programs.
+		return health.Inside(ex, argv, env), nil
 	}
 	var m sandbox.Mounts
 	if w.run != nil {
