@@ -219,7 +219,7 @@ func TestTrustPeerClaimsRootNames(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(stack, "pg.yaml"), []byte("name: pg\ncommand: [\""+d.prog+"\", signals]\nnetwork: net\nendpoints: [{name: pg, port: 5432}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	refused("root's up -p ci-8", "network ci-8.net holds workload ci-8.squat "+owner, "up", "-p", "ci-8", "-f", stack)
+	refused("root's up -p ci-8", "project ci-8 holds workload squat "+owner, "up", "-p", "ci-8", "-f", stack)
 	if _, err := d.client.Get(t.Context(), "ci-8.pg"); err == nil {
 		t.Errorf("root's ci-8.pg was applied into the peer's network")
 	}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -170,16 +169,12 @@ func TestTemporaryPortCancelledMidRetry(t *testing.T) {
 		}
 	}
 	m.bindLoopback = f.bind
-	start := time.Now()
 	_, err := m.AllocateTemporaryPort(ctx, "host", nil, "w", "http")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 	if n := f.attempts.Load(); n != 2 {
 		t.Errorf("%d attempts, want 2 (none after the cancel)", n)
-	}
-	if d := time.Since(start); d > 20*time.Millisecond {
-		t.Errorf("took %v after cancel, want prompt", d)
 	}
 	// Cancelled before the first attempt: no attempt at all.
 	f.attempts.Store(0)
