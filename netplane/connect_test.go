@@ -1,0 +1,45 @@
+package netplane
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/flyd-dev/flyd/connectmap"
+	"github.com/flyd-dev/flyd/firewall"
+)
+
+func TestConnectEntries(t *testing.T) {
+	inner := netip.MustParseAddr("10.213.0.2")
+	at := func(port uint16) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port) }
+	many := make([]int, connectmap.MaxPorts+1)
+	for i := range many {
+		many[i] = 9000 + i
+	}
+	n := firewall.Net{Inner: inner, Published: []firewall.Forward{
+		{HostPort: 15432, Port: 5432},
+		{HostPort: 18080, Port: 8081, Balance: []int{8081, 8082}, Exposed: true},
+		{HostPort: 18090, Balance: nil},              // a group none of whose replicas has a port yet
+		{HostPort: 18091, Port: 9000, Balance: many}, // more replicas than the map holds
+	}}
+	for _, c := range []struct {
+		name     string
+		declared bool
+		want     map[netip.AddrPort]connectmap.Target
+	}{
+		{"reach off", false, map[netip.AddrPort]connectmap.Target{
+			at(15432): {Addr: inner, Ports: []uint16{5432}},
+			at(18080): {Addr: inner, Ports: []uint16{8081, 8082}},
+		}},
+		{"reach declared: groups stay on nftables", true, map[netip.AddrPort]connectmap.Target{
+			at(15432): {Addr: inner, Ports: []uint16{5432}},
+		}},
+	} {
+		if got := connectEntries(n, c.declared); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := connectEntries(firewall.Net{Published: n.Published}, false); len(got) != 0 {
+		t.Errorf("a network without its address: %v, want none", got)
+	}
+}
