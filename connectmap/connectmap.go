@@ -282,3 +282,75 @@ func OwnNetNS() (uint64, error) {
 	}
 	return c, nil
 }
+
+// Attachment is one connect map attached at a cgroup, as the kernel
+// holds it: its connect4 program and its entries.
+type Attachment struct {
+	Program ebpf.ProgramID
+	Entries map[netip.AddrPort]Target
+}
+
+// Attached lists the connect maps attached at a cgroup, every daemon's:
+// the connect4 programs named as this package names them, with their
+// maps' entries. It is for a check from outside a daemon (its tests, a
+// leftover check): the kernel answers, not a daemon.
+func Attached(cgroup string) ([]Attachment, error) {
+	f, err := os.Open(cgroup)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: ebpf.AttachCGroupInet4Connect})
+	if err != nil {
+		return nil, err
+	}
+	var out []Attachment
+	for _, p := range r.Programs {
+		a, ok, err := attachment(p.ID)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // detached meanwhile
+			}
+			return nil, err
+		}
+		if ok {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+func attachment(id ebpf.ProgramID) (Attachment, bool, error) {
+	prog, err := ebpf.NewProgramFromID(id)
+	if err != nil {
+		return Attachment{}, false, err
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil || info.Name != "flyd_connect4" {
+		return Attachment{}, false, err
+	}
+	ids, _ := info.MapIDs()
+	for _, mid := range ids {
+		m, err := ebpf.NewMapFromID(mid)
+		if err != nil {
+			return Attachment{}, false, err
+		}
+		mi, err := m.Info()
+		if err != nil || mi.Name != "flyd_ports" {
+			m.Close()
+			continue
+		}
+		a := Attachment{Program: id, Entries: map[netip.AddrPort]Target{}}
+		var k [keySize]byte
+		var v [targetSize]byte
+		it := m.Iterate()
+		for it.Next(&k, &v) {
+			a.Entries[parseKey(k)] = parseValue(v)
+		}
+		err = it.Err()
+		m.Close()
+		return a, true, err
+	}
+	return Attachment{}, false, nil
+}

@@ -186,6 +186,9 @@ func TestRewriteAtConnect(t *testing.T) {
 	if err != nil || len(got) != 1 || got[dialled].Addr != a.Addr() || len(got[dialled].Ports) != 1 || got[dialled].Ports[0] != a.Port() {
 		t.Fatalf("map holds %v (%v), want %v → %v", got, err, dialled, a)
 	}
+	if at, err := Attached(dir); err != nil || len(at) != 1 || at[0].Entries[dialled].Addr != a.Addr() || at[0].Program != m.Programs()[0] {
+		t.Fatalf("attached at %s: %+v (%v), want the map's program with %v", dir, at, err, dialled)
+	}
 
 	// Rewritten once at connect: the server answers, and the socket names
 	// the address dialled as its peer.
