@@ -21,9 +21,10 @@ import (
 	"github.com/flyd-dev/flyd/internal/testenv"
 )
 
-// The tests attach the programs at a cgroup of their own, and connect
-// from a copy of the test binary born into it (helper, below): the
-// host's other processes are never rewritten.
+// The kernel does not run this program type under BPF_PROG_TEST_RUN
+// (6.18: "not supported"), so the tests attach the programs at a cgroup
+// of their own and connect from a copy of the test binary born into it
+// (helper, below): the host's other processes are never rewritten.
 
 func TestMain(m *testing.M) {
 	if os.Getenv("CONNECTMAP_HELPER") != "" {
