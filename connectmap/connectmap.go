@@ -41,8 +41,8 @@ import (
 // more replicas is left to nftables.
 const MaxPorts = 16
 
-// Target is where a connection to a key goes: Addr at Ports[0], or at one
-// of Ports picked at random for each connection.
+// Target is where a connection to a key goes: Addr at Ports[0], or at the
+// next of Ports in turn, from the first each time the entry is written.
 type Target struct {
 	Addr  netip.Addr
 	Ports []uint16

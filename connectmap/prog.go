@@ -3,7 +3,9 @@ package connectmap
 // The programs, as instructions, and the maps' layouts.
 //
 // ports: key   addr[4] port[2] pad[2]          (network order)
-//        value addr[4] count u32 ports[16][2]  (addr and ports network order)
+//        value addr[4] count u32 ports[16][2] next u32
+//              (addr and ports network order; next counts the
+//              connections taken, for a group's turn)
 // peers: key   the socket's cookie, u64
 //        value dialled addr[4] port[2] pad[2], went to addr[4] port[2] pad[2]
 //
@@ -21,7 +23,7 @@ import (
 
 const (
 	keySize    = 8
-	targetSize = 8 + 2*MaxPorts
+	targetSize = valueNext + 4
 	peerSize   = 16
 	// maxKeys bounds the published ports of one daemon.
 	maxKeys = 4096
@@ -44,6 +46,7 @@ const (
 	stackCookie  = -32
 	valueCount   = 4
 	valuePorts   = 8
+	valueNext    = valuePorts + 2*MaxPorts
 	peerDialled  = 0
 	peerWentAddr = 8
 	peerWentPort = 12
@@ -83,8 +86,9 @@ func parseValue(v [targetSize]byte) Target {
 
 // connect4 rewrites a TCP connect() made in the network namespace netns,
 // by a socket bound to no address and no device, to an address and port
-// of ports: to its target's address, at its one port or at one of its
-// ports picked at random. It records, by the socket's cookie, what was
+// of ports: to its target's address, at its one port or at the next of
+// its ports in turn (a counter in the entry, taken with an atomic
+// fetch-and-add, Linux 5.12, modulo their number). It records, by the socket's cookie, what was
 // dialled and where it went, for getpeername4.
 //
 // A bound socket is left to nftables: its source, 127.0.0.1 say, cannot
@@ -118,13 +122,13 @@ func connect4(ports, peers int, netns uint64) asm.Instructions {
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, out),
 		asm.Mov.Reg(asm.R7, asm.R0),
-		// The port: the one, or one of count at random.
+		// The port: the one, or the next of count in turn.
 		asm.Mov.Imm(asm.R8, 0),
 		asm.LoadMem(asm.R9, asm.R7, valueCount, asm.Word),
 		asm.JLE.Imm(asm.R9, 1, "chosen"),
-		asm.FnGetPrandomU32.Call(),
-		asm.Mod.Reg(asm.R0, asm.R9),
-		asm.Mov.Reg(asm.R8, asm.R0),
+		asm.Mov.Imm(asm.R8, 1),
+		fetchAdd(asm.R7, valueNext, asm.R8),
+		asm.Mod.Reg(asm.R8, asm.R9),
 		asm.And.Imm(asm.R8, MaxPorts-1).WithSymbol("chosen"),
 		asm.LSh.Imm(asm.R8, 1),
 		asm.Add.Reg(asm.R8, asm.R7),
@@ -181,4 +185,13 @@ func getpeername4(peers int) asm.Instructions {
 		asm.Mov.Imm(asm.R0, 1).WithSymbol(out),
 		asm.Return(),
 	}
+}
+
+// fetchAdd adds src to the word at dst+offset atomically and leaves its
+// value before in src (BPF_ATOMIC with BPF_ADD | BPF_FETCH).
+func fetchAdd(dst asm.Register, offset int16, src asm.Register) asm.Instruction {
+	ins := asm.StoreXAdd(dst, src, asm.Word)
+	ins.Offset = offset
+	ins.Constant = 0x01 // BPF_FETCH
+	return ins
 }

@@ -31,8 +31,8 @@ var hostLoopback = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 
 // connectEntries are the published ports of a network the map takes at
 // connect(): each at 127.0.0.1, where the host's clients dial it, to the
-// network's address at its inner port, or at one of its replicas' ports
-// picked per connection. Left to nftables: a group of more replicas than
+// network's address at its inner port, or at its ready replicas' ports
+// in turn. Left to nftables: a group of more replicas than
 // the map holds, one whose replicas have no port yet, and a group's port
 // in a network under declared reach (its replicas' ports are guarded by
 // their own allow-lists, not the group's). The rest of a network under
