@@ -48,15 +48,18 @@ type Target struct {
 	Ports []uint16
 }
 
-// Map is a daemon's programs, attached, and their map.
+// Map is a daemon's programs, attached, and their map. It is safe for
+// concurrent use.
 type Map struct {
 	cgroup string
-	ports  *ebpf.Map // key → target
-	peers  *ebpf.Map // socket cookie → what it dialled and where it went
-	progs  []*ebpf.Program
-	links  []link.Link
-
-	mu   sync.Mutex
+	// mu guards the fields below; the maps, programs and links are set at
+	// Open and dropped by Close.
+	mu    sync.Mutex
+	ports *ebpf.Map // key → target
+	peers *ebpf.Map // socket cookie → what it dialled and where it went
+	progs []*ebpf.Program
+	links []link.Link
+	// have is what the map holds, as Set wrote it.
 	have map[netip.AddrPort]Target
 }
 
@@ -71,9 +74,10 @@ type Config struct {
 }
 
 // Open loads the programs and attaches them. An error says why the kernel
-// cannot (no CAP_BPF or CAP_NET_ADMIN, no cgroup2, a kernel before 5.7
-// without BPF links for cgroups, or before 5.14 without the namespace
-// cookie of a socket); nothing is left attached then.
+// cannot (no CAP_BPF or CAP_NET_ADMIN, no cgroup2 mounted at its root, a
+// kernel before 5.14: the namespace cookie of a socket, beside BPF links
+// for cgroups, 5.7, and an atomic fetch-and-add, 5.12); nothing is left
+// attached then.
 func Open(cfg Config) (m *Map, err error) {
 	if cfg.Cgroup == "" {
 		if cfg.Cgroup, err = Root(); err != nil {
@@ -138,6 +142,8 @@ func Open(cfg Config) (m *Map, err error) {
 // Close detaches the programs and frees the maps: connections made
 // afterwards go through nftables.
 func (m *Map) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var errs []error
 	for _, l := range m.links {
 		errs = append(errs, l.Close())
@@ -160,6 +166,8 @@ func (m *Map) Cgroup() string { return m.cgroup }
 // Programs are the kernel's ids of the programs, for a check that they are
 // attached (or gone).
 func (m *Map) Programs() []ebpf.ProgramID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var out []ebpf.ProgramID
 	for _, p := range m.progs {
 		if info, err := p.Info(); err == nil {
@@ -182,6 +190,9 @@ func (m *Map) Set(want map[netip.AddrPort]Target) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ports == nil {
+		return errors.New("connectmap: the map is closed")
+	}
 	var errs []error
 	for k := range m.have {
 		if _, ok := want[k]; !ok {
@@ -209,6 +220,11 @@ func (m *Map) Set(want map[netip.AddrPort]Target) error {
 
 // Entries reads the map from the kernel.
 func (m *Map) Entries() (map[netip.AddrPort]Target, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ports == nil {
+		return nil, errors.New("connectmap: the map is closed")
+	}
 	out := map[netip.AddrPort]Target{}
 	var k [keySize]byte
 	var v [targetSize]byte

@@ -305,3 +305,20 @@ func contains(have, want []ebpf.ProgramID) bool {
 	}
 	return true
 }
+
+// TestClosedMapRefuses: a plane that writes after the daemon closed the
+// map is told so, and nothing panics.
+func TestClosedMapRefuses(t *testing.T) {
+	dir, _ := testCgroup(t)
+	m := open(t, dir)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	k := netip.MustParseAddrPort("127.0.0.1:8080")
+	if err := m.Set(map[netip.AddrPort]Target{k: {Addr: netip.MustParseAddr("10.213.0.2"), Ports: []uint16{80}}}); err == nil {
+		t.Error("Set on a closed map succeeded")
+	}
+	if _, err := m.Entries(); err == nil {
+		t.Error("Entries of a closed map succeeded")
+	}
+}
