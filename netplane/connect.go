@@ -11,6 +11,7 @@ package netplane
 import (
 	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -65,19 +66,67 @@ func connectEntries(n firewall.Net, declared bool) map[netip.AddrPort]connectmap
 // setConnect puts network's published ports in the map (n nil: drops
 // them), and says so in the log when the map refuses.
 func (p *Plane) setConnect(network string, n *firewall.Net) {
-	m := p.cfg.Connect
-	if m == nil {
+	if p.cfg.Connect == nil {
 		return
+	}
+	var want map[netip.AddrPort]connectmap.Target
+	if n != nil {
+		want = connectEntries(*n, p.Doc(network).DeclaredReach())
 	}
 	p.connect.mu.Lock()
 	defer p.connect.mu.Unlock()
+	p.writeConnect(network, want)
+}
+
+// drainConnect takes out of the map, before the firewall is written with
+// n, what n no longer forwards: a port gone, and a replica's port no
+// longer balanced over (a replica stopping, which is stopped once the
+// rules are written). What n adds waits for setConnect, after the
+// firewall: the network's own rules for a port come first.
+func (p *Plane) drainConnect(network string, n firewall.Net) {
+	if p.cfg.Connect == nil {
+		return
+	}
+	next := connectEntries(n, p.Doc(network).DeclaredReach())
+	p.connect.mu.Lock()
+	defer p.connect.mu.Unlock()
+	p.writeConnect(network, drained(p.connect.byNet[network], next))
+}
+
+// drained is what of had stays while next is put in force: each entry
+// next keeps, with the ports both have; an entry left with none, or
+// taken elsewhere, goes.
+func drained(had, next map[netip.AddrPort]connectmap.Target) map[netip.AddrPort]connectmap.Target {
+	keep := map[netip.AddrPort]connectmap.Target{}
+	for k, was := range had {
+		is, ok := next[k]
+		if !ok || is.Addr != was.Addr {
+			continue
+		}
+		t := connectmap.Target{Addr: was.Addr}
+		for _, port := range was.Ports {
+			if slices.Contains(is.Ports, port) {
+				t.Ports = append(t.Ports, port)
+			}
+		}
+		if len(t.Ports) > 0 {
+			keep[k] = t
+		}
+	}
+	return keep
+}
+
+// writeConnect makes network's entries want and writes the map; the
+// caller holds connect.mu.
+func (p *Plane) writeConnect(network string, want map[netip.AddrPort]connectmap.Target) {
+	m := p.cfg.Connect
 	if p.connect.byNet == nil {
 		p.connect.byNet = map[string]map[netip.AddrPort]connectmap.Target{}
 	}
-	if n == nil {
+	if want == nil {
 		delete(p.connect.byNet, network)
 	} else {
-		p.connect.byNet[network] = connectEntries(*n, p.Doc(network).DeclaredReach())
+		p.connect.byNet[network] = want
 	}
 	all := map[netip.AddrPort]connectmap.Target{}
 	for _, es := range p.connect.byNet {

@@ -43,3 +43,33 @@ func TestConnectEntries(t *testing.T) {
 		t.Errorf("a network without its address: %v, want none", got)
 	}
 }
+
+// TestDrained: before the firewall stops forwarding to a port, the map
+// stops taking connections to it; what is new waits.
+func TestDrained(t *testing.T) {
+	inner, other := netip.MustParseAddr("10.213.0.2"), netip.MustParseAddr("10.213.0.6")
+	k1, k2 := netip.MustParseAddrPort("127.0.0.1:18080"), netip.MustParseAddrPort("127.0.0.1:18081")
+	had := map[netip.AddrPort]connectmap.Target{
+		k1: {Addr: inner, Ports: []uint16{8081, 8082, 8083}},
+		k2: {Addr: inner, Ports: []uint16{5432}},
+	}
+	for _, c := range []struct {
+		name       string
+		next, want map[netip.AddrPort]connectmap.Target
+	}{
+		{"a replica stopping", map[netip.AddrPort]connectmap.Target{k1: {Addr: inner, Ports: []uint16{8081, 8083}}, k2: had[k2]},
+			map[netip.AddrPort]connectmap.Target{k1: {Addr: inner, Ports: []uint16{8081, 8083}}, k2: had[k2]}},
+		{"a replica turning ready waits", map[netip.AddrPort]connectmap.Target{k1: {Addr: inner, Ports: []uint16{8081, 8082, 8083, 8084}}, k2: had[k2]},
+			had},
+		{"a port gone", map[netip.AddrPort]connectmap.Target{k1: had[k1]},
+			map[netip.AddrPort]connectmap.Target{k1: had[k1]}},
+		{"a port moved elsewhere", map[netip.AddrPort]connectmap.Target{k1: had[k1], k2: {Addr: other, Ports: []uint16{5432}}},
+			map[netip.AddrPort]connectmap.Target{k1: had[k1]}},
+		{"no replica left in common", map[netip.AddrPort]connectmap.Target{k1: {Addr: inner, Ports: []uint16{9000}}},
+			map[netip.AddrPort]connectmap.Target{}},
+	} {
+		if got := drained(had, c.next); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

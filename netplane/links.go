@@ -34,6 +34,7 @@ func (p *Plane) setRules(network string, l *sandbox.Link) error {
 	p.rulesMu.Lock()
 	defer p.rulesMu.Unlock()
 	n := p.rulesOf(network, l)
+	p.drainConnect(network, n)
 	if err := p.fw.Set(network, n); err != nil {
 		return fmt.Errorf("network %s: %w", network, err)
 	}
