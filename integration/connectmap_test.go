@@ -57,6 +57,7 @@ func TestPublishedPortAtConnect(t *testing.T) {
 	if o := d.mustCLI(t, "status"); !strings.Contains(o, "published ports") || !strings.Contains(o, "rewritten at connect()") {
 		t.Errorf("flyd status does not say how published ports go:\n%s", o)
 	}
+	events := startStream(t, d.socket, "events")
 	inner, hp := freePort(t), freePort(t)
 	published := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(hp))
 	d.mustCLI(t, "apply", "-f", d.writeSpec(t, "stack.yaml", fmt.Sprintf(`
@@ -137,6 +138,9 @@ command: ["@PROG@", "dial", "127.0.0.1:%[2]d", "100ms"]
 	// is refused at once.
 	d.waitLog(t, "app", "dial ok")
 	d.requireRefusedAtOnce(t, "side")
+	// Counted at the address the connection reached: the inner port.
+	refused := fmt.Sprintf("undeclared dependency: side → web/http (%d)", inner)
+	events.waitLine(t, "the event naming side", func(l string) bool { return strings.Contains(l, refused) })
 
 	// Killed, the daemon's programs go with it; the port answers through
 	// nftables, from 127.0.0.1.
