@@ -73,3 +73,18 @@ func TestDrained(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishedPath: what flyd status says of the way published ports go.
+func TestPublishedPath(t *testing.T) {
+	for _, c := range []struct {
+		off, want string
+	}{
+		{"", "nftables DNAT"},
+		{"attach BPF program flyd_connect4: operation not permitted", "nftables DNAT (BPF off: attach BPF program flyd_connect4: operation not permitted)"},
+	} {
+		p := &Plane{cfg: Config{ConnectOff: c.off}}
+		if got := p.PublishedPath(); got != c.want {
+			t.Errorf("off %q: %q, want %q", c.off, got, c.want)
+		}
+	}
+}
