@@ -33,7 +33,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -89,11 +88,9 @@ func Open(cfg Config) (m *Map, err error) {
 			return nil, err
 		}
 	}
-	// Kernels before 5.11 count BPF memory against RLIMIT_MEMLOCK; later
-	// ones against the cgroup, and this does nothing.
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("BPF memory limit: %w", err)
-	}
+	// BPF memory is charged to the cgroup (Linux 5.11), never to
+	// RLIMIT_MEMLOCK on the kernels that get this far (5.14): the limit,
+	// which workloads would inherit, is left as it is.
 	made := &Map{cgroup: cfg.Cgroup, have: map[netip.AddrPort]Target{}}
 	defer func() {
 		if err != nil {
