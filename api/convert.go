@@ -90,7 +90,7 @@ func FromDaemon(d status.Daemon) *Status {
 		Version: d.Version, PID: d.PID, StartedAt: d.StartedAt, Workloads: d.Workloads,
 		Uptime:   time.Since(d.StartedAt).Round(time.Second).String(),
 		States:   make(map[State]int, len(d.States)),
-		Runtimes: d.Runtimes, LastEvent: d.LastEvent,
+		Runtimes: d.Runtimes, LastEvent: d.LastEvent, PublishedPorts: d.PublishedPorts,
 		Registry: RegistryStatus{URL: d.Registry.URL, KeyFile: d.Registry.KeyFile, Desired: d.Registry.Desired,
 			Registered: d.Registry.Registered, Failing: d.Registry.Failing, Heartbeats: d.Registry.Heartbeats,
 			Failures: d.Registry.Failures, LastError: d.Registry.LastError},

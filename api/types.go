@@ -211,6 +211,10 @@ type Status struct {
 	// load. Each is kept as it is, its run left alive, until its name is
 	// applied again or removed.
 	Quarantined []Quarantined `json:"quarantined,omitempty"`
+	// PublishedPorts says how a host-local client reaches a published
+	// port: rewritten once at connect() by the daemon's BPF programs, with
+	// nftables' DNAT beneath, or through nftables alone (and why).
+	PublishedPorts string `json:"published_ports,omitempty"`
 }
 
 // RegistryStatus is how heart-beating into the registry goes. An empty URL

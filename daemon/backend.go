@@ -104,6 +104,9 @@ func (b *Backend) Status(ctx context.Context) (*api.Status, error) {
 	st.Registry = b.parts.Registrar.Status(b.parts.RegistryURL, b.parts.RegistryKeyFile)
 	st.LastEvent = b.parts.Events.Last()
 	st.FileProblems = b.parts.Files.FileProblems()
+	if b.parts.Plane != nil {
+		st.PublishedPorts = b.parts.Plane.PublishedPath()
+	}
 	return api.FromDaemon(st), nil
 }
 

@@ -304,7 +304,11 @@ func (d *run) openPlane() error {
 	if err != nil {
 		return err
 	}
-	plane, err := openPlane(d.cfg, d.st, d.drivers, pool, fw, d.cgroups, reachHost, d.publish, d.log)
+	cm, cmOff := openConnectMap(fw, d.log)
+	if cm != nil {
+		d.onClose(func() { _ = cm.Close() }) // after the plane's last write
+	}
+	plane, err := openPlane(d.cfg, d.st, d.drivers, pool, fw, cm, cmOff, d.cgroups, reachHost, d.publish, d.log)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/connectmap"
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/internal/instance"
@@ -51,7 +52,7 @@ func networkLinks(cfg Config, log *zap.Logger) (netip.Prefix, *firewall.Firewall
 // endpoints hash as its capabilities say, and what the plane reports goes
 // on the bus through publish.
 func openPlane(cfg Config, st *records.Store, drivers []driver.Driver, pool netip.Prefix, fw *firewall.Firewall,
-	cgroups *sandbox.Cgroups, reachHost bool, publish func(status.Event), log *zap.Logger) (*netplane.Plane, error) {
+	cm *connectmap.Map, cmOff string, cgroups *sandbox.Cgroups, reachHost bool, publish func(status.Event), log *zap.Logger) (*netplane.Plane, error) {
 	ports := map[spec.Kind]bool{}
 	for _, d := range drivers {
 		ports[d.Kind()] = d.Capabilities().ContainerPorts
@@ -61,5 +62,24 @@ func openPlane(cfg Config, st *records.Store, drivers []driver.Driver, pool neti
 		Pool: pool, Firewall: fw, AdvertiseAddress: cfg.AdvertiseAddress, Logger: log,
 		ContainerPorts: func(k spec.Kind) bool { return ports[k] },
 		Cgroups:        cgroups, HostReach: reachHost, Event: publish,
+		Connect: cm, ConnectOff: cmOff,
 	})
+}
+
+// openConnectMap attaches the programs that take a host-local client of a
+// published port to its network at connect(), when there are published
+// ports (a pool and nf_tables, whose DNAT stays beneath), and says once
+// which way published ports go; off says why it is nftables alone.
+func openConnectMap(fw *firewall.Firewall, log *zap.Logger) (cm *connectmap.Map, off string) {
+	if fw == nil {
+		return nil, ""
+	}
+	cm, err := connectmap.Open(connectmap.Config{})
+	if err != nil {
+		log.Info("published ports go through nftables alone: BPF at connect() is not available", zap.Error(err))
+		return nil, err.Error()
+	}
+	log.Info("published ports are rewritten at connect() for the host's own clients (BPF), nftables DNAT beneath",
+		zap.String("cgroup", cm.Cgroup()))
+	return cm, ""
 }

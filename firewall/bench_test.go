@@ -1,12 +1,16 @@
 package firewall
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/flyd-dev/flyd/connectmap"
 	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/sandbox"
 )
@@ -87,8 +91,11 @@ func linkedNets(b *testing.B) *benchNets {
 
 // servers starts one echo server on the host's loopback, and one on
 // 127.0.0.1 inside a linked network published on a host port: the same
-// server code reached directly and through flyd's published port.
-func servers(b *testing.B) (direct, published string) {
+// server code reached directly, through flyd's published port's nftables
+// DNAT, and through the same port rewritten at connect() by a connect map
+// attached at the unified cgroup root as a daemon attaches it (the map
+// holds the port only while that connection is made).
+func servers(b *testing.B) []echoWay {
 	bn := linkedNets(b)
 	host, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -96,7 +103,50 @@ func servers(b *testing.B) (direct, published string) {
 	}
 	b.Cleanup(func() { host.Close() })
 	go echo(host)
-	return host.Addr().String(), "127.0.0.1:" + strconv.Itoa(bn.hostPort)
+	published := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(bn.hostPort))
+	cm, cmErr := connectmap.Open(connectmap.Config{})
+	if cmErr == nil {
+		b.Cleanup(func() { cm.Close() })
+	}
+	return []echoWay{
+		{name: "direct", addr: host.Addr().String()},
+		{name: "published", addr: published.String()},
+		{name: "published-bpf", addr: published.String(), dial: func() (net.Conn, error) {
+			if cmErr != nil {
+				b.Skipf("no BPF at connect() here: %v", cmErr)
+			}
+			if err := cm.Set(map[netip.AddrPort]connectmap.Target{published: {Addr: bn.serverLink.Inner, Ports: []uint16{uint16(bn.port)}}}); err != nil {
+				return nil, err
+			}
+			defer cm.Set(nil)
+			c, err := net.Dial("tcp", published.String())
+			if err == nil && c.LocalAddr().(*net.TCPAddr).IP.IsLoopback() {
+				c.Close()
+				return nil, fmt.Errorf("the connection to %v was not rewritten (it leaves from %v)", published, c.LocalAddr())
+			}
+			return c, err
+		}},
+	}
+}
+
+// echoWay is one way to the echo server: dial, or a plain dial of addr.
+type echoWay struct {
+	name, addr string
+	dial       func() (net.Conn, error)
+}
+
+func (w echoWay) connect(b *testing.B) net.Conn {
+	var c net.Conn
+	var err error
+	if w.dial != nil {
+		c, err = w.dial()
+	} else {
+		c, err = net.Dial("tcp", w.addr)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 func freeHostPort(b *testing.B) int {
@@ -110,17 +160,15 @@ func freeHostPort(b *testing.B) int {
 
 // BenchmarkRoundTrip is one 64-byte request answered over an open
 // connection: directly on the host's loopback, and through a published
-// port into a network whose server binds 127.0.0.1.
+// port into a network whose server binds 127.0.0.1, by nftables' DNAT
+// and rewritten at connect().
 func BenchmarkRoundTrip(b *testing.B) {
-	direct, published := servers(b)
-	for _, tt := range []struct{ name, addr string }{{"direct", direct}, {"published", published}} {
-		b.Run(tt.name, func(b *testing.B) {
-			c, err := net.Dial("tcp", tt.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
+	for _, way := range servers(b) {
+		b.Run(way.name, func(b *testing.B) {
+			c := way.connect(b)
 			defer c.Close()
 			buf := make([]byte, 64)
+			defer cpuPerOp(b)()
 			for b.Loop() {
 				if _, err := c.Write(buf); err != nil {
 					b.Fatal(err)
@@ -135,13 +183,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 
 // BenchmarkThroughput is 1 MiB sent and echoed back per op, both ways.
 func BenchmarkThroughput(b *testing.B) {
-	direct, published := servers(b)
-	for _, tt := range []struct{ name, addr string }{{"direct", direct}, {"published", published}} {
-		b.Run(tt.name, func(b *testing.B) {
-			c, err := net.Dial("tcp", tt.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
+	for _, way := range servers(b) {
+		b.Run(way.name, func(b *testing.B) {
+			c := way.connect(b)
 			defer c.Close()
 			pump(b, c)
 		})
@@ -182,11 +226,26 @@ func BenchmarkGuardedThroughput(b *testing.B) {
 	}
 }
 
+// cpuPerOp reports, when called at the end, the CPU time the process
+// spent per op (user and system, the kernel's side of both ends of the
+// connection included: client and servers are this process), a figure a
+// loaded machine's waits do not enter.
+func cpuPerOp(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
+}
+
 // pump sends 1 MiB per op over c and reads it back.
 func pump(b *testing.B, c net.Conn) {
 	const size = 1 << 20
 	out, in := make([]byte, size), make([]byte, size)
 	b.SetBytes(2 * size)
+	defer cpuPerOp(b)()
 	for b.Loop() {
 		done := make(chan error, 1)
 		go func() { _, err := c.Write(out); done <- err }()

@@ -46,6 +46,9 @@
 //     and names written, the last plan); declared.watch.mu guards the
 //     refusals counted, and is held while declared.mu is taken
 //     (noteRefusals → targetOf).
+//   - connect.mu guards the connect map's contents by network, and is held
+//     while the map is written; it is taken last (after rulesMu, or alone)
+//     and nothing is taken under it.
 //
 // When two are held together, the one on the left was taken first:
 //

@@ -33,9 +33,12 @@ func (p *Plane) allowNetwork(name string, l *sandbox.Link) error {
 func (p *Plane) setRules(network string, l *sandbox.Link) error {
 	p.rulesMu.Lock()
 	defer p.rulesMu.Unlock()
-	if err := p.fw.Set(network, p.rulesOf(network, l)); err != nil {
+	n := p.rulesOf(network, l)
+	p.drainConnect(network, n)
+	if err := p.fw.Set(network, n); err != nil {
 		return fmt.Errorf("network %s: %w", network, err)
 	}
+	p.setConnect(network, &n)
 	return nil
 }
 
@@ -45,6 +48,7 @@ func (p *Plane) forgetLink(name string) {
 	delete(p.links, name)
 	p.linkMu.Unlock()
 	if p.fw != nil {
+		p.setConnect(name, nil)
 		if err := p.fw.Remove(name); err != nil {
 			p.log.Warn("cannot remove a network's rules", zap.String("network", name), zap.Error(err))
 		}
@@ -86,6 +90,10 @@ func (p *Plane) syncLinks() {
 	}
 	if err := p.fw.Sync(nets); err != nil {
 		p.log.Warn("cannot write the networks' rules", zap.Error(err))
+		return
+	}
+	for name, n := range nets {
+		p.setConnect(name, &n)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/flyd-dev/flyd/connectmap"
 	"github.com/flyd-dev/flyd/firewall"
 	"github.com/flyd-dev/flyd/netalloc"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -50,6 +51,11 @@ type Config struct {
 	Cgroups   *sandbox.Cgroups
 	HostReach bool
 	Event     func(status.Event)
+	// Connect takes host-local clients of published ports to their
+	// networks at connect() (connect.go); nil leaves them to nftables,
+	// ConnectOff saying why.
+	Connect    *connectmap.Map
+	ConnectOff string
 }
 
 // Plane owns flyd's networks: their namespaces and links, the ports
@@ -116,6 +122,9 @@ type Plane struct {
 	// declared is declared reach's state (declared_plane.go), under its
 	// own mutexes.
 	declared reachPlane
+	// connect is the connect map's contents (connect.go), under its own
+	// mutex.
+	connect connectPlane
 }
 
 // Open opens the namespaces and reservations an earlier daemon left; the

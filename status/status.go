@@ -289,6 +289,9 @@ type Daemon struct {
 	LastEvent    uint64 // the number of the last event published
 	FileProblems []FileProblem
 	Quarantined  []Quarantined
+	// PublishedPorts says how a host-local client reaches a published
+	// port: rewritten at connect() (BPF) or nftables alone, and why.
+	PublishedPorts string
 }
 
 // Registry is how heart-beating into the registry goes; an empty URL means

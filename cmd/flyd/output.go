@@ -73,6 +73,9 @@ func printStatus(w io.Writer, st *api.Status) {
 		}
 	}
 	fmt.Fprintf(tw, "runtimes\t%s\n", strings.Join(rts, ", "))
+	if st.PublishedPorts != "" {
+		fmt.Fprintf(tw, "published ports\t%s\n", st.PublishedPorts)
+	}
 	for _, p := range st.FileProblems {
 		fmt.Fprintf(tw, "bad file\t%s: %s\n", p.File, p.Error)
 	}
