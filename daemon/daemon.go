@@ -59,18 +59,21 @@ type Config struct {
 	StateDir, RunDir string
 	WorkloadsDir     string
 	StopOnExit       bool
-	LogMaxSize       int64
-	LogGenerations   int
-	AdvertiseAddress string
-	NetworkPool      string
-	ReachHost        string // declared or off (empty): the host network's reach
-	CgroupParent     string // empty: named after the run dir
-	ContainerdSocket string
-	Registry         string
-	RegistryKeyFile  string
-	RegistryCA       string // the CA (PEM) that signed an HTTPS registry's certificate; empty: the system's
-	RegistryListen   string // empty: named after the run dir
-	Version          string
+	// NoPublishAtConnect leaves the host's own clients of a published
+	// port to nftables' DNAT alone, without the BPF rewrite at connect().
+	NoPublishAtConnect bool
+	LogMaxSize         int64
+	LogGenerations     int
+	AdvertiseAddress   string
+	NetworkPool        string
+	ReachHost          string // declared or off (empty): the host network's reach
+	CgroupParent       string // empty: named after the run dir
+	ContainerdSocket   string
+	Registry           string
+	RegistryKeyFile    string
+	RegistryCA         string // the CA (PEM) that signed an HTTPS registry's certificate; empty: the system's
+	RegistryListen     string // empty: named after the run dir
+	Version            string
 
 	// RegistryTLSCert and RegistryTLSKey serve the embedded registry on
 	// HTTPS: its certificate (PEM, the chain after it) and key. Empty:
@@ -304,7 +307,7 @@ func (d *run) openPlane() error {
 	if err != nil {
 		return err
 	}
-	cm, cmOff := openConnectMap(fw, d.log)
+	cm, cmOff := openConnectMap(fw, d.cfg.NoPublishAtConnect, d.log)
 	if cm != nil {
 		d.onClose(func() { _ = cm.Close() }) // after the plane's last write
 	}

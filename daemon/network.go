@@ -69,10 +69,15 @@ func openPlane(cfg Config, st *records.Store, drivers []driver.Driver, pool neti
 // openConnectMap attaches the programs that take a host-local client of a
 // published port to its network at connect(), when there are published
 // ports (a pool and nf_tables, whose DNAT stays beneath), and says once
-// which way published ports go; off says why it is nftables alone.
-func openConnectMap(fw *firewall.Firewall, log *zap.Logger) (cm *connectmap.Map, off string) {
+// which way published ports go; off says why it is nftables alone. With
+// disabled (--publish-at-connect=false) it is nftables alone.
+func openConnectMap(fw *firewall.Firewall, disabled bool, log *zap.Logger) (cm *connectmap.Map, off string) {
 	if fw == nil {
 		return nil, ""
+	}
+	if disabled {
+		log.Info("published ports go through nftables alone: --publish-at-connect=false")
+		return nil, "--publish-at-connect=false"
 	}
 	cm, err := connectmap.Open(connectmap.Config{})
 	if err != nil {

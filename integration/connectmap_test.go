@@ -24,8 +24,9 @@ import (
 // refuses is still refused at once, and one that uses the workload
 // passes. Killed with SIGKILL, the daemon takes its programs with it and
 // the port answers through nftables; the next daemon puts the port back
-// in a map of its own, and after the test no program of the test's
-// daemons is left attached.
+// in a map of its own; one started with --publish-at-connect=false leaves
+// the port to nftables and says so; after the test no program of the
+// test's daemons is left attached.
 func TestPublishedPortAtConnect(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
@@ -168,6 +169,32 @@ command: ["@PROG@", "dial", "127.0.0.1:%[2]d", "100ms"]
 		return nil
 	})
 	through(network.Gateway)
+
+	// Turned off, the port is nftables' alone, and flyd status says why.
+	d.terminate(t)
+	d = startDaemon(t, inDir(d.dir), withArgs("--publish-at-connect=false"))
+	d.waitState(t, "web", api.StateRunning)
+	if st, err := d.client.Status(t.Context()); err != nil || !strings.Contains(st.PublishedPorts, "--publish-at-connect=false") {
+		t.Errorf("flyd status with --publish-at-connect=false: published ports %q, %v", st.PublishedPorts, err)
+	}
+	eventually(t, "no map holding the published port", func() error {
+		if p, ok := mine(); ok {
+			return fmt.Errorf("program %d's map at %s holds %v", p, root, published)
+		}
+		return nil
+	})
+	through("127.0.0.1")
+	d.terminate(t)
+	d = startDaemon(t, inDir(d.dir))
+	d.waitState(t, "web", api.StateRunning)
+	eventually(t, "the port back in a map", func() error {
+		p, ok := mine()
+		if !ok {
+			return fmt.Errorf("no map at %s holds %v", root, published)
+		}
+		progs = append(progs, p)
+		return nil
+	})
 
 	// Withdrawn with its workload.
 	d.mustCLI(t, "rm", "web")

@@ -36,6 +36,7 @@ type daemonConfig struct {
 	runDir                                         string
 	logLevel                                       string
 	stopOnExit                                     bool
+	publishAtConnect                               bool
 	logMaxSize                                     string
 	logGens                                        int
 	advertise                                      string
@@ -83,6 +84,7 @@ func daemonFlags(cfg *daemonConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.networkPool, "network-pool", daemon.DefaultNetworkPool, "IPv4 prefix the isolated networks' links take a /30 each from; off leaves them islands with only loopback")
 	fs.StringVar(&cfg.reachHost, "reach-host", "off", "declared: an endpoint on the host's network admits only its own workload, the workloads that use it and every process that is no workload; off admits all")
 	fs.BoolVar(&cfg.stopOnExit, "stop-workloads-on-exit", false, "stop every workload when the daemon exits instead of leaving them running")
+	fs.BoolVar(&cfg.publishAtConnect, "publish-at-connect", true, "take the host's own clients of a published port to its network once, at connect() (BPF), beside nftables' DNAT; false leaves them to nftables alone")
 	return fs
 }
 
@@ -139,7 +141,7 @@ func cmdDaemon(ctx context.Context, c *cli.Env, args []string) error {
 		NetworkPool: cfg.networkPool, ReachHost: cfg.reachHost, CgroupParent: cfg.cgroupParent, ContainerdSocket: cfg.containerdSock,
 		Registry: cfg.registry, RegistryKeyFile: cfg.registryKeyFile, RegistryCA: cfg.registryCA, RegistryListen: cfg.registryListen,
 		RegistryTLSCert: cfg.registryTLSCert, RegistryTLSKey: cfg.registryTLSKey,
-		Version: cli.Version,
+		NoPublishAtConnect: !cfg.publishAtConnect, Version: cli.Version,
 	}, log)
 }
 
