@@ -15,6 +15,7 @@ import (
 	"github.com/flyd-dev/flyd/driver"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/spec"
+	"github.com/flyd-dev/flyd/status"
 )
 
 // fakeDriver is a native runtime without processes, for the
@@ -153,4 +154,30 @@ func fakeSpec(name string, command ...string) *spec.Workload {
 	w := shSpec(name, "")
 	w.Command = command
 	return w
+}
+
+// TestStateSetAgainKeepsItsTime: a state set again with a new reason (a
+// pull's progress while preparing) keeps the time it was entered; another
+// state takes its own.
+func TestStateSetAgainKeepsItsTime(t *testing.T) {
+	s := openFake(t, newFakeDriver())
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Apply(context.Background(), fakeSpec("prep", "run"), ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.lookup("prep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.setState(status.Preparing, "pulling: 1/3 layers")
+	entered := w.snapshot(false).Since
+	time.Sleep(10 * time.Millisecond)
+	w.setState(status.Preparing, "pulling: 2/3 layers")
+	if v := w.snapshot(false); !v.Since.Equal(entered) || v.Reason != "pulling: 2/3 layers" {
+		t.Errorf("preparing again: since %s (entered %s), reason %q", v.Since, entered, v.Reason)
+	}
+	w.setState(status.Stopped, "")
+	if v := w.snapshot(false); !v.Since.After(entered) {
+		t.Errorf("another state kept the time %s of the one before", v.Since)
+	}
 }

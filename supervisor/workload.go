@@ -224,7 +224,9 @@ func (w *workload) publish(ev status.Event) {
 	w.s.publish(ev)
 }
 
-func (w *workload) setState(st status.State, msg string) { w.setStateSince(st, msg, time.Now()) }
+// A state set again, with a new reason (a pull's progress while
+// preparing), keeps the time it was entered.
+func (w *workload) setState(st status.State, msg string) { w.setStateSince(st, msg, time.Time{}) }
 
 // setStateSince is setState for a state entered at another moment than
 // now (an adopted run's start): state and time change in one update, so no
@@ -233,8 +235,13 @@ func (w *workload) setStateSince(st status.State, msg string, since time.Time) {
 	var was status.State
 	w.update(func(v *status.Workload) {
 		was = v.State
+		switch {
+		case !since.IsZero():
+			v.Since = since
+		case was != st || v.Since.IsZero():
+			v.Since = time.Now()
+		}
 		v.State, v.Reason = st, msg
-		v.Since = since
 		if st != status.Backoff {
 			v.NextStart = w.sched.Next()
 		}
