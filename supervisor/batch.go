@@ -209,9 +209,11 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 			// waited for: a stop is a signal and a wait for processes to
 			// end, so none need wait for another's (batchParallel at a
 			// time, a stop of 1,000 took 32 rounds of exits and clean-ups).
+			// Their states at rest are recorded together (records.Group).
 			waits := make([]func() (*status.Workload, error), len(level))
+			members := s.store.Group(len(level))
 			for i, name := range level {
-				waits[i] = s.stop(ctx, name, bt.Force)
+				waits[i] = s.stop(ctx, name, bt.Force, members[i])
 			}
 			outs := make([]Outcome, len(level))
 			for i, wait := range waits {
