@@ -82,10 +82,12 @@ func (s *Supervisor) ApplyAll(ctx context.Context, changes []Change) ([]Outcome,
 	if err != nil {
 		return nil, err
 	}
+	s.settle.hold(len(changes))
 	out := make([]Outcome, 0, len(changes))
 	for _, level := range levels {
 		out = append(out, s.applyLevel(ctx, level, opts)...)
 	}
+	s.settle.after(len(changes))
 	return out, nil
 }
 
@@ -198,6 +200,8 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 		}
 		names = s.memberNames(names)
 	}
+	s.settle.hold(len(names))
+	defer s.settle.after(len(names))
 	outs := make([]Outcome, len(names))
 	if stopping {
 		lanes := [][][]string{{names}}
