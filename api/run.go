@@ -2,10 +2,10 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -46,8 +46,11 @@ func (c *Client) Consumer(ctx context.Context, project, network, dir string, arg
 	default:
 		return nil, fmt.Errorf("%w: project %s has %d networks (%s): name the one to run in", errdefs.ErrInvalid, project, len(nets), strings.Join(nets, ", "))
 	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
+	// A name to tell runs apart, not a secret: the runtime's generator,
+	// seeded at start, without crypto/rand's initialisation in every CLI
+	// call.
+	n := rand.Uint32()
+	b := [3]byte{byte(n), byte(n >> 8), byte(n >> 16)}
 	w := &spec.Workload{Name: "run-" + hex.EncodeToString(b[:]), Project: project, Command: argv, Workdir: dir,
 		Network: network, Uses: uses, Restart: spec.Restart{Policy: spec.RestartNever}}
 	w.SetDefaults()

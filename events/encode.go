@@ -42,25 +42,9 @@ func appendRecord(b []byte, r eventRecord) ([]byte, error) {
 		b = append(b, `,"message":`...)
 		b = appendString(b, r.Message)
 	}
-	if e := r.Exit; e != nil {
-		b = append(b, `,"exit":{"code":`...)
-		b = strconv.AppendInt(b, int64(e.Code), 10)
-		if e.Signal != "" {
-			b = append(b, `,"signal":`...)
-			b = appendString(b, e.Signal)
-		}
-		b = append(b, `,"at":`...)
-		b = appendTime(b, e.At)
-		if e.Unknown {
-			b = append(b, `,"unknown":true`...)
-		}
-		if e.Reason != "" {
-			b = append(b, `,"reason":`...)
-			b = appendString(b, e.Reason)
-		}
-		b = append(b, `,"description":`...)
-		b = appendString(b, e.Description)
-		b = append(b, '}')
+	if r.Exit != nil {
+		b = append(b, `,"exit":`...)
+		b = r.Exit.appendJSON(b)
 	}
 	if r.By != 0 {
 		b = append(b, `,"by":`...)
@@ -68,6 +52,53 @@ func appendRecord(b []byte, r eventRecord) ([]byte, error) {
 	}
 	return append(b, '}'), nil
 }
+
+// AppendJSON appends r as json.Marshal encodes it, for the records that
+// keep an exit beside other fields; what json.Marshal refuses (a time past
+// the year 9999) it refuses too, with b as it was.
+func (r *ExitRecord) AppendJSON(b []byte) ([]byte, error) {
+	if r == nil {
+		return append(b, "null"...), nil
+	}
+	if err := encodable(r.At); err != nil {
+		return b, err
+	}
+	return r.appendJSON(b), nil
+}
+
+// appendJSON is AppendJSON of an encodable record.
+func (r *ExitRecord) appendJSON(b []byte) []byte {
+	b = append(b, `{"code":`...)
+	b = strconv.AppendInt(b, int64(r.Code), 10)
+	if r.Signal != "" {
+		b = append(b, `,"signal":`...)
+		b = appendString(b, r.Signal)
+	}
+	b = append(b, `,"at":`...)
+	b = appendTime(b, r.At)
+	if r.Unknown {
+		b = append(b, `,"unknown":true`...)
+	}
+	if r.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, r.Reason)
+	}
+	b = append(b, `,"description":`...)
+	b = appendString(b, r.Description)
+	return append(b, '}')
+}
+
+// AppendJSONTime appends t as json.Marshal encodes it, or refuses what
+// json.Marshal refuses (a year past 9999), with b as it was.
+func AppendJSONTime(b []byte, t time.Time) ([]byte, error) {
+	if err := encodable(t); err != nil {
+		return b, err
+	}
+	return appendTime(b, t), nil
+}
+
+// AppendJSONString appends s as json.Marshal encodes it.
+func AppendJSONString(b []byte, s string) []byte { return appendString(b, s) }
 
 // encodable is json.Marshal's error for a time it cannot encode.
 func encodable(t time.Time) error {

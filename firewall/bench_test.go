@@ -92,9 +92,10 @@ func linkedNets(b *testing.B) *benchNets {
 // servers starts one echo server on the host's loopback, and one on
 // 127.0.0.1 inside a linked network published on a host port: the same
 // server code reached directly, through flyd's published port's nftables
-// DNAT, and through the same port rewritten at connect() by a connect map
+// DNAT, through the same port rewritten at connect() by a connect map
 // attached at the unified cgroup root as a daemon attaches it (the map
-// holds the port only while that connection is made).
+// holds the port only while that connection is made), and at the
+// network's own address (the host's NAT skipped, the network's kept).
 func servers(b *testing.B) []echoWay {
 	bn := linkedNets(b)
 	host, err := net.Listen("tcp", "127.0.0.1:0")
@@ -111,6 +112,7 @@ func servers(b *testing.B) []echoWay {
 	return []echoWay{
 		{name: "direct", addr: host.Addr().String()},
 		{name: "published", addr: published.String()},
+		{name: "inner", addr: net.JoinHostPort(bn.serverLink.Inner.String(), strconv.Itoa(bn.port))},
 		{name: "published-bpf", addr: published.String(), dial: func() (net.Conn, error) {
 			if cmErr != nil {
 				b.Skipf("no BPF at connect() here: %v", cmErr)
@@ -159,9 +161,9 @@ func freeHostPort(b *testing.B) int {
 }
 
 // BenchmarkRoundTrip is one 64-byte request answered over an open
-// connection: directly on the host's loopback, and through a published
-// port into a network whose server binds 127.0.0.1, by nftables' DNAT
-// and rewritten at connect().
+// connection: directly on the host's loopback, through a published
+// port into a network whose server binds 127.0.0.1, by nftables' DNAT and
+// rewritten at connect(), and to that network's own address.
 func BenchmarkRoundTrip(b *testing.B) {
 	for _, way := range servers(b) {
 		b.Run(way.name, func(b *testing.B) {
@@ -181,7 +183,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
-// BenchmarkThroughput is 1 MiB sent and echoed back per op, both ways.
+// BenchmarkThroughput is 1 MiB sent and echoed back per op, both ways,
+// on the ways of BenchmarkRoundTrip.
 func BenchmarkThroughput(b *testing.B) {
 	for _, way := range servers(b) {
 		b.Run(way.name, func(b *testing.B) {

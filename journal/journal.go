@@ -96,6 +96,8 @@ type Journal struct {
 	// is compacted.
 	tail      int64
 	compactAt int64
+	// commits counts the writes of the log, each with its sync.
+	commits uint64
 }
 
 // batch is the entries one write puts on disk, and what its callers wait
@@ -277,14 +279,44 @@ func (j *Journal) logPath(seq uint64) string {
 	return filepath.Join(j.dir, "log."+strconv.FormatUint(seq, 10))
 }
 
+// encodeEntry appends e's line: the bytes json.Marshal gives an entry
+// whose record is compact, written without reflection. Every record is
+// compact here: Put and PutAll compact what they are given.
 func encodeEntry(buf []byte, e entry) ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return buf, err
+	start := len(buf)
+	buf = append(buf, "00000000 "...)
+	body := len(buf)
+	buf = append(buf, `{"name":`...)
+	buf = appendString(buf, e.Name)
+	if len(e.Record) > 0 {
+		buf = append(buf, `,"record":`...)
+		buf = append(buf, e.Record...)
 	}
-	buf = fmt.Appendf(buf, "%08x ", crc32.Checksum(b, castagnoli))
-	buf = append(buf, b...)
+	if e.Delete {
+		buf = append(buf, `,"delete":true`...)
+	}
+	buf = append(buf, '}')
+	const hex = "0123456789abcdef"
+	sum := crc32.Checksum(buf[body:], castagnoli)
+	for i := 7; i >= 0; i-- {
+		buf[start+i] = hex[sum&0xf]
+		sum >>= 4
+	}
 	return append(buf, '\n'), nil
+}
+
+// appendString is a string's JSON as json.Marshal writes it: printable
+// ASCII that needs no escape as it is, any other through json.Marshal.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			out, _ := json.Marshal(s)
+			return append(b, out...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func decodeEntry(line []byte) (entry, error) {
@@ -309,18 +341,49 @@ func decodeEntry(line []byte) (entry, error) {
 
 // Put sets name's record (JSON) and returns once the change is durable.
 func (j *Journal) Put(name string, record []byte) error {
-	if !json.Valid(record) {
-		return fmt.Errorf("journal: the record of %q is not JSON", name)
-	}
-	return j.change(entry{Name: name, Record: bytes.Clone(record)})
+	return j.PutAll([]Change{{Name: name, Record: record}})
 }
 
 // Delete removes name's record, if any, and returns once that is durable.
 func (j *Journal) Delete(name string) error {
-	return j.change(entry{Name: name, Delete: true})
+	return j.PutAll([]Change{{Name: name, Delete: true}})
 }
 
-func (j *Journal) change(e entry) error {
+// Change is one change of PutAll: name's record set, or with Delete
+// removed.
+type Change struct {
+	Name   string
+	Record []byte
+	Delete bool
+}
+
+// PutAll makes changes, in order, in one write of the log, and returns
+// once they are durable. A record that is not JSON refuses them all
+// before any is made. A crash during the write keeps a prefix of them:
+// each is whole or absent, as a Put's.
+func (j *Journal) PutAll(changes []Change) error {
+	es := make([]entry, len(changes))
+	for i, c := range changes {
+		if c.Name == "" {
+			return errors.New("journal: a change without a name")
+		}
+		es[i] = entry{Name: c.Name, Delete: c.Delete}
+		if c.Delete {
+			continue
+		}
+		// One scan validates the record and makes it the one line it
+		// must be in the log; the result is the journal's own copy.
+		var buf bytes.Buffer
+		buf.Grow(len(c.Record))
+		if err := json.Compact(&buf, c.Record); err != nil {
+			return fmt.Errorf("journal: the record of %q is not JSON", c.Name)
+		}
+		es[i].Record = buf.Bytes()
+	}
+	return j.change(es)
+}
+
+func (j *Journal) change(es []entry) error {
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()
@@ -344,12 +407,15 @@ func (j *Journal) change(e entry) error {
 		j.pending = &batch{done: make(chan struct{})}
 	}
 	b := j.pending
-	var err error
-	if b.buf, err = encodeEntry(b.buf, e); err != nil {
-		j.mu.Unlock()
-		return err
+	size := 0
+	for _, e := range es {
+		size += len(e.Name) + len(e.Record) + 48
 	}
-	b.entries = append(b.entries, e)
+	b.buf = slices.Grow(b.buf, size)
+	for _, e := range es {
+		b.buf, _ = encodeEntry(b.buf, e)
+	}
+	b.entries = append(b.entries, es...)
 	if !j.writing {
 		j.commit(b)
 	}
@@ -377,6 +443,7 @@ func (j *Journal) commit(mine *batch) {
 		j.mu.Unlock()
 		b.err = j.write(b.buf)
 		j.mu.Lock()
+		j.commits++
 		if b.err == nil {
 			j.applyEntries(b.entries)
 			j.logSize += int64(len(b.buf))
@@ -436,6 +503,14 @@ func (j *Journal) write(buf []byte) error {
 		j.mu.Unlock()
 	}
 	return err
+}
+
+// Commits is how many writes of the log, each with its sync, were made
+// since Open.
+func (j *Journal) Commits() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.commits
 }
 
 // Close waits for a commit in progress and closes the log. Changes after

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,5 +212,42 @@ func appendFile(t *testing.T, path string, b []byte) {
 	defer f.Close()
 	if _, err := f.Write(b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEntryEncoding: a line is the checksum and json.Marshal's bytes of
+// its entry, names that need escaping included, and PutAll's changes are
+// stored compact, in order, and read back after a reopen.
+func TestEntryEncoding(t *testing.T) {
+	for _, e := range []entry{
+		{Name: "web", Record: json.RawMessage(`{"a":1}`)},
+		{Name: "network/x<y>&\"z\"\\", Record: json.RawMessage(`[1,"\u003c"]`)},
+		{Name: "ünïcode\x01", Delete: true},
+	} {
+		want, _ := json.Marshal(e)
+		want = append(fmt.Appendf(nil, "%08x ", crc32.Checksum(want, castagnoli)), want...)
+		got, _ := encodeEntry(nil, e)
+		if string(got) != string(want)+"\n" {
+			t.Errorf("encoded %q, want %q", got, want)
+		}
+	}
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.PutAll([]Change{{Name: "a", Record: []byte("{\n  \"x\": 1\n}")}, {Name: "b", Record: []byte(`2`)}, {Name: "a", Delete: true}, {Name: "c", Record: []byte(`"c"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.PutAll([]Change{{Name: "d", Record: []byte(`1`)}, {Name: "e", Record: []byte(`{`)}}); err == nil {
+		t.Error("PutAll took a record that is not JSON")
+	}
+	j.Close()
+	_, recs, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || string(recs["b"]) != "2" || string(recs["c"]) != `"c"` {
+		t.Errorf("reopened: %q", recs)
 	}
 }

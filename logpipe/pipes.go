@@ -303,17 +303,25 @@ func (p *Pipes) loop() {
 			case idHolder:
 				p.holderGone()
 			default:
-				p.read(id)
+				p.read(id, ev.Events)
 			}
 		}
 	}
 }
 
-func (p *Pipes) read(id uint64) {
+func (p *Pipes) read(id uint64, events uint32) {
 	p.mu.Lock()
 	pp := p.pipes[id]
 	p.mu.Unlock()
 	if pp == nil || pp.paused {
+		return
+	}
+	if events&unix.EPOLLIN == 0 && events&unix.EPOLLHUP != 0 {
+		// Its writers are gone and nothing is left in it: it ends
+		// without its log being opened (after a daemon's restart a log
+		// is opened at its first bytes, and a stop of thousands opened
+		// each one to learn that nothing came).
+		p.end(id, pp)
 		return
 	}
 	p.busy.Store(time.Now().UnixNano())

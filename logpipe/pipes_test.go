@@ -2,13 +2,18 @@ package logpipe
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/internal/testenv"
 	"github.com/flyd-dev/flyd/logfile"
@@ -373,5 +378,51 @@ func TestBurstOutlivesItsHolder(t *testing.T) {
 	}
 	if held := heldKeys(t, p, cfg); len(held) != n+1 || !held["first.1"] {
 		t.Fatalf("the new holder keeps %d pipes, want the %d of the round and first.1", len(held), n)
+	}
+}
+
+// takes counts the takes asked of it, and reads what is there.
+type takes struct{ n atomic.Int32 }
+
+func (s *takes) Take(fd int, max int) (int, error) {
+	s.n.Add(1)
+	b := make([]byte, max)
+	n, err := unix.Read(fd, b)
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// TestQuietPipeEndsWithoutATake: a pipe whose writers close with nothing
+// written ends without its sink being asked for anything (a log after a
+// daemon's restart is opened at its first take); one with bytes left is
+// taken until its end.
+func TestQuietPipeEndsWithoutATake(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "logs.sock")
+	h := &holders{t: t}
+	p, err := Open(Config{Socket: sock, StartHolder: h.start(sock)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var quiet, spoke takes
+	q, _ := p.New("quiet.1", &quiet)
+	s, _ := p.New("spoke.1", &spoke)
+	s.Write([]byte("bye\n"))
+	q.Close()
+	s.Close()
+	waitFor(t, "both pipes to end", func() bool { return p.Count() == 0 })
+	if n := quiet.n.Load(); n != 0 {
+		t.Errorf("the quiet pipe's sink was asked %d takes, want none", n)
+	}
+	if n := spoke.n.Load(); n == 0 {
+		t.Error("the pipe with bytes left was never taken")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,10 +50,21 @@ func send(c *net.UnixConn, op byte, keys []string, fds []int) error {
 	return err
 }
 
+// recvBufs are recv's buffers, used again: a message may take maxMsg,
+// and one made for each exchange was most of what a batch start left to
+// the collector.
+var recvBufs = sync.Pool{New: func() any { return new(recvBuf) }}
+
+type recvBuf struct {
+	msg [maxMsg + 1]byte
+	oob [(maxFds*4 + 64)]byte
+}
+
 // recv reads one message; its descriptors are the caller's to close.
 func recv(c *net.UnixConn, deadline time.Time) (op byte, keys []string, fds []int, err error) {
-	buf := make([]byte, maxMsg+1)
-	oob := make([]byte, unix.CmsgSpace(maxFds*4))
+	rb := recvBufs.Get().(*recvBuf)
+	defer recvBufs.Put(rb)
+	buf, oob := rb.msg[:], rb.oob[:unix.CmsgSpace(maxFds*4)]
 	_ = c.SetReadDeadline(deadline)
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
 	if err != nil {

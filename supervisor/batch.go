@@ -82,10 +82,12 @@ func (s *Supervisor) ApplyAll(ctx context.Context, changes []Change) ([]Outcome,
 	if err != nil {
 		return nil, err
 	}
+	s.settle.hold(len(changes))
 	out := make([]Outcome, 0, len(changes))
 	for _, level := range levels {
 		out = append(out, s.applyLevel(ctx, level, opts)...)
 	}
+	s.settle.after(len(changes))
 	return out, nil
 }
 
@@ -198,6 +200,8 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 		}
 		names = s.memberNames(names)
 	}
+	s.settle.hold(len(names))
+	defer s.settle.after(len(names))
 	outs := make([]Outcome, len(names))
 	if stopping {
 		lanes := [][][]string{{names}}
@@ -209,9 +213,11 @@ func (s *Supervisor) Batch(ctx context.Context, action Action, bt BatchRequest) 
 			// waited for: a stop is a signal and a wait for processes to
 			// end, so none need wait for another's (batchParallel at a
 			// time, a stop of 1,000 took 32 rounds of exits and clean-ups).
+			// Their states at rest are recorded together (records.Group).
 			waits := make([]func() (*status.Workload, error), len(level))
+			members := s.store.Group(len(level))
 			for i, name := range level {
-				waits[i] = s.stop(ctx, name, bt.Force)
+				waits[i] = s.stop(ctx, name, bt.Force, members[i])
 			}
 			outs := make([]Outcome, len(level))
 			for i, wait := range waits {

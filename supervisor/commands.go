@@ -14,6 +14,7 @@ import (
 	"github.com/flyd-dev/flyd/devwatch"
 	"github.com/flyd-dev/flyd/errdefs"
 	"github.com/flyd-dev/flyd/logfile"
+	"github.com/flyd-dev/flyd/records"
 	"github.com/flyd-dev/flyd/spec"
 	"github.com/flyd-dev/flyd/status"
 	"github.com/flyd-dev/flyd/wiring"
@@ -278,24 +279,29 @@ func (s *Supervisor) Start(ctx context.Context, name string) (*status.Workload, 
 }
 
 func (s *Supervisor) Stop(ctx context.Context, name string) (*status.Workload, error) {
-	return s.stop(ctx, name, false)()
+	return s.stop(ctx, name, false, nil)()
 }
 
 // Kill stops a workload at once: SIGKILL to every process of it, without a
 // grace period, overtaking a stop in progress.
 func (s *Supervisor) Kill(ctx context.Context, name string) (*status.Workload, error) {
-	return s.stop(ctx, name, true)()
+	return s.stop(ctx, name, true, nil)()
 }
 
 // stop sets a workload stopping (killing it, with kill) and returns what
 // waits for the stop to end. The wait is apart so that a batch sets every
-// workload stopping before it waits for any.
-func (s *Supervisor) stop(ctx context.Context, name string, kill bool) (wait func() (*status.Workload, error)) {
+// workload stopping before it waits for any. A batch's member m (nil for
+// a stop on its own) has the state at rest recorded with the batch's
+// others, in one journal write; it is left when the stop records none.
+func (s *Supervisor) stop(ctx context.Context, name string, kill bool, m *records.Member) (wait func() (*status.Workload, error)) {
 	w, err := s.lookup(name)
-	if err != nil {
-		return func() (*status.Workload, error) { return nil, err }
+	if err == nil {
+		err = mayAct(ctx, w)
 	}
-	if err := mayAct(ctx, w); err != nil {
+	if err != nil {
+		if m != nil {
+			m.Leave()
+		}
 		return func() (*status.Workload, error) { return nil, err }
 	}
 	if kill {
@@ -303,12 +309,22 @@ func (s *Supervisor) stop(ctx context.Context, name string, kill bool) (wait fun
 	}
 	c := authz.CallerOf(ctx)
 	done := w.callLater(ctx, func() error {
+		if m != nil {
+			w.member = m
+			defer func() { w.member = nil; m.Leave() }()
+		}
 		if err := authz.Decide(c, authz.Act, w.doc()); err != nil {
 			return err
 		}
 		return w.userStop(kill)
 	})
-	return func() (*status.Workload, error) { return w.result(gone(name, done())) }
+	return func() (*status.Workload, error) {
+		err := gone(name, done())
+		if m != nil {
+			m.Leave() // a stop whose command never ran
+		}
+		return w.result(err)
+	}
 }
 
 func (s *Supervisor) Restart(ctx context.Context, name string) (*status.Workload, error) {

@@ -89,9 +89,12 @@ func (w *workload) launch() (driver.Process, error) {
 	}
 	r.Task.Args, r.Task.Env, r.Task.Files = health.WithWatchdogPID(pl.Args, pl.Env, w.spec.Health), pl.Env, pl.Files
 	p, err := r.Driver.Start(w.s.ctx, &r.Task)
-	// The child holds its own descriptor of its output.
+	// The child holds its own descriptor of its output, and its command
+	// line, environment and files are its own now: the run, kept for its
+	// whole life, keeps none of them.
 	_ = r.Task.Log.Close()
 	r.Task.Log = nil
+	r.Task.Args, r.Task.Env, r.Task.Files = nil, nil, nil
 	if err != nil {
 		w.release()
 		return nil, err

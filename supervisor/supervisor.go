@@ -127,6 +127,9 @@ type Supervisor struct {
 
 	// limits watches the workloads whose spec sets a limit.
 	limits *usage.Limits
+	// settle returns a large batch's garbage to the kernel once at rest
+	// (settle.go).
+	settle settler
 
 	// mu guards workloads and dependents, and orders a workload's
 	// registration against its removal (register, forget); it is never
@@ -402,6 +405,7 @@ func (s *Supervisor) Close() {
 		}
 		wg.Wait()
 	}
+	s.settle.close()
 	s.quarantine.Release()
 	s.cancel()
 	s.wg.Wait()

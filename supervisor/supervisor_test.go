@@ -461,3 +461,47 @@ func TestBatchRefusesANameTwice(t *testing.T) {
 		t.Errorf("web after the refused batches: %+v, %v; want there, never started", w, err)
 	}
 }
+
+// TestBatchStopIsOneJournalWrite: a batch stop records its workloads'
+// states at rest together, in one journal write (two if the machine is
+// slow enough that exits straddle the group's linger), not one each, and
+// every one of them is found stopped by the next daemon.
+func TestBatchStopIsOneJournalWrite(t *testing.T) {
+	d := newDirs(t)
+	fd := newFakeDriver()
+	s, err := newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{fd}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := 3 * batchParallel
+	for i := range n {
+		if _, err := s.Apply(ctx, fakeSpec(fmt.Sprintf("w-%d", i), "run"), ApplyOptions{Start: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := s.store.Commits()
+	outs, err := s.Batch(ctx, ActionStop, BatchRequest{All: true, Parallel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range outs {
+		if o.Err != nil || o.Workload.State != status.Stopped {
+			t.Fatalf("%s: %+v, %v", o.Name, o.Workload, o.Err)
+		}
+	}
+	if got := s.store.Commits() - before; got > 2 {
+		t.Errorf("a batch stop of %d made %d journal writes, want 1", n, got)
+	}
+	shut(s)
+	s, err = newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: []driver.Driver{fd}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shut(s)
+	for i := range n {
+		if w, err := s.Get(ctx, fmt.Sprintf("w-%d", i)); err != nil || w.State != status.Stopped {
+			t.Fatalf("w-%d after a restart: %+v, %v", i, w, err)
+		}
+	}
+}

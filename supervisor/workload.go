@@ -80,6 +80,9 @@ type workload struct {
 	run *runhook.Run
 	// watch is the watch of its spec's watch entries (watch.go).
 	watch devwatch.Follower
+	// member, while the loop runs a batch's command, records the state
+	// the command leaves with the batch's others (records.Group).
+	member *records.Member
 
 	// view is what readers see, copied on write (update): a view once
 	// stored never changes, nor does anything it points to, so a reader
@@ -294,7 +297,11 @@ func (w *workload) persist(rest status.State, reason string) error {
 		rec.Rest, rec.LastError, rec.Reason = rest, v.LastError, reason
 		rec.StartedAt, rec.LastExit, rec.Restarts = v.StartedAt, events.RecordExit(v.LastExit), v.Restarts
 	}
-	if err := w.s.store.SaveWorkload(rec); err != nil {
+	save := w.s.store.SaveWorkload
+	if m := w.member; m != nil {
+		save, w.member = m.SaveWorkload, nil
+	}
+	if err := save(rec); err != nil {
 		w.log.Error("cannot persist desired state", zap.Error(err))
 		return fmt.Errorf("cannot record the desired state of %s (a daemon restart would undo this change): %w", w.name, err)
 	}

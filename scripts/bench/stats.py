@@ -169,6 +169,7 @@ def table(path, n, r, nx=0, nc=0, scale=""):
     out.append(f"| `flyd apply -f DIR` CLI call alone, ms/workload | {g('flyd.applycli')} |")
     out.append(f"| `flyd stop --all` CLI call alone, ms/workload | {g('flyd.stopcli')} |")
     out.append(f"| `flyd rm --all` of {n} stopped, ms/workload | {g('flyd.rm')} |")
+    out.append(f"| the daemon's CPU a workload (its threads' schedstat), start / stop, µs | {g('flyd.startcpu', '{:.1f}')} / {g('flyd.stopcpu', '{:.1f}')} |")
     out.append(f"| a CLI call that asks the daemon (`flyd status`), ms, against a Go hello-world binary, ms | "
                f"{g('flyd.statuscli')} / {g('hello.cli')} ({ratio('flyd.statuscli', 'hello.cli')}) |")
     out.append(f"| `flyd ps` with {n} running, ms | {g('flyd.pscli', '{:.1f}')} |")
@@ -199,8 +200,8 @@ def table(path, n, r, nx=0, nc=0, scale=""):
                    f"{g('go.NetworkLifecycle/island.ns/op', '{:.2f}', ms)} / {g('go.NetworkLifecycle/connected.ns/op', '{:.2f}', ms)} |")
         out.append(f"| 64-byte round trip µs, host loopback direct / through a published port into a network | "
                    f"{g('go.RoundTrip/direct.ns/op', '{:.1f}', us)} / {g('go.RoundTrip/published.ns/op', '{:.1f}', us)} |")
-        out.append(f"| echo throughput MB/s, host loopback direct / through a published port | "
-                   f"{g('go.Throughput/direct.MB/s', '{:,.0f}')} / {g('go.Throughput/published.MB/s', '{:,.0f}')} |")
+        out.append(f"| echo throughput MB/s, host loopback direct / through a published port / to the network's own address (the host's NAT skipped) | "
+                   f"{g('go.Throughput/direct.MB/s', '{:,.0f}')} / {g('go.Throughput/published.MB/s', '{:,.0f}')} / {g('go.Throughput/inner.MB/s', '{:,.0f}')} |")
     if nx or nc:
         out.append("")
         out.append("| nix and containerd | value |")
@@ -223,9 +224,9 @@ def table(path, n, r, nx=0, nc=0, scale=""):
         out.append("")
         out.append("| N | plain start ms/wl | flyd start ms/wl | ratio | plain stop ms/wl | flyd stop ms/wl | ratio "
                    "| flyd RSS MiB | flyd PSS MiB | idle CPU % | idle % from ticks | `flyd ps` ms | `flyd status` ms | restart ms "
-                   "| with an endpoint: start ms/wl | ratio | stop ms/wl | restart ms |")
+                   "| with an endpoint: start ms/wl | ratio | stop ms/wl | restart ms | daemon CPU µs/wl: start | stop |")
         out.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-                   "| ---: | ---: | ---: | ---: |")
+                   "| ---: | ---: | ---: | ---: | ---: | ---: |")
         for sn in scale:
             p = f"scale.{sn}."
             out.append(f"| {sn:,} | {g(p + 'plain.start')} | {g(p + 'flyd.start')} | {ratio(p + 'flyd.start', p + 'plain.start')} "
@@ -234,7 +235,8 @@ def table(path, n, r, nx=0, nc=0, scale=""):
                        f"| {g(p + 'flyd.cputick', '{:.2f}')} | {g(p + 'flyd.pscli', '{:.1f}')} | {g(p + 'flyd.statuscli')} "
                        f"| {g(p + 'flyd.restart', '{:.0f}')} "
                        f"| {g(p + 'ep.flyd.start')} | {ratio(p + 'ep.flyd.start', p + 'plain.start')} "
-                       f"| {g(p + 'ep.flyd.stop')} | {g(p + 'ep.flyd.restart', '{:.0f}')} |")
+                       f"| {g(p + 'ep.flyd.stop')} | {g(p + 'ep.flyd.restart', '{:.0f}')} "
+                       f"| {g(p + 'flyd.startcpu', '{:.1f}')} | {g(p + 'flyd.stopcpu', '{:.1f}')} |")
         lo, hi = min(scale), max(scale)
         a, b = med.get(f"scale.{lo}.flyd.pss"), med.get(f"scale.{hi}.flyd.pss")
         if hi > lo and a is not None and b is not None:
