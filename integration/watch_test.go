@@ -135,7 +135,7 @@ watch:
 		t.Fatalf("web says %q", first)
 	}
 
-	// One save: served anew within a second.
+	// One save: served anew within seconds.
 	n := len(watchEvents("wt.web"))
 	saved := time.Now()
 	write("src/app.py", fmt.Sprintf(server, "web v2"))
@@ -147,7 +147,9 @@ watch:
 	}
 	took := time.Since(saved)
 	t.Logf("an edit of web's source was served %s after the save", took.Round(time.Millisecond))
-	if bound := time.Second * time.Duration(timeScale()); took > bound {
+	// Well within the seconds a hand-made restart takes; how fast it is
+	// belongs to the benchmarks, and a loaded runner must not fail this.
+	if bound := 3 * time.Second * time.Duration(timeScale()); took > bound {
 		t.Errorf("the edit was served %s after the save, over %s", took.Round(time.Millisecond), bound)
 	}
 	if m := waitWatch("wt.web", "restarted", n); !strings.Contains(m, "app.py changed") {

@@ -121,6 +121,14 @@ type Leases struct {
 func (p *Projects) OpenLeases(store LeaseStore, publish func(status.Event), log *zap.Logger) *Leases {
 	l := &Leases{p: p, store: store, publish: publish, log: log, m: map[string]*lease{}}
 	now := time.Now()
+	// The projects' downs find these leases from the first lapse on.
+	p.mu.Lock()
+	p.leases = l
+	p.mu.Unlock()
+	// A lease already due lapses on its timer's goroutine at once, which
+	// reads m: it waits for the rest to be read. (Projects' mu is never
+	// taken under l.mu.)
+	l.mu.Lock()
 	for name, b := range store.Docs(leaseKind) {
 		var rec leaseRecord
 		if err := json.Unmarshal(b, &rec); err != nil || !spec.ValidProject(name) {
@@ -136,9 +144,7 @@ func (p *Projects) OpenLeases(store LeaseStore, publish func(status.Event), log 
 		l.m[name] = ls
 		l.arm(name, ls, due)
 	}
-	p.mu.Lock()
-	p.leases = l
-	p.mu.Unlock()
+	l.mu.Unlock()
 	return l
 }
 
