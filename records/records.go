@@ -9,6 +9,7 @@
 package records
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -456,7 +457,9 @@ func (s *storedSpec) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &sp); err != nil {
 		return err
 	}
-	s.sp, s.raw = &sp, b
+	// Kept past the call, so copied (json.Unmarshaler's rule); the first
+	// save replaces it with the part of the journal's record it is.
+	s.sp, s.raw = &sp, bytes.Clone(b)
 	return nil
 }
 
