@@ -355,6 +355,10 @@ type Change struct {
 	Name   string
 	Record []byte
 	Delete bool
+	// Owned gives the journal Record itself when it is compact: the
+	// caller never changes it again (and may keep reading it). Otherwise
+	// the journal keeps a compact copy.
+	Owned bool
 }
 
 // PutAll makes changes, in order, in one write of the log, and returns
@@ -371,6 +375,10 @@ func (j *Journal) PutAll(changes []Change) error {
 		if c.Delete {
 			continue
 		}
+		if c.Owned && compact(c.Record) && json.Valid(c.Record) {
+			es[i].Record = c.Record
+			continue
+		}
 		// One scan validates the record and makes it the one line it
 		// must be in the log; the result is the journal's own copy.
 		var buf bytes.Buffer
@@ -381,6 +389,25 @@ func (j *Journal) PutAll(changes []Change) error {
 		es[i].Record = buf.Bytes()
 	}
 	return j.change(es)
+}
+
+// compact says whether b, if it is JSON, has no whitespace outside its
+// strings: what json.Compact would leave as it is.
+func compact(b []byte) bool {
+	in, esc := false, false
+	for _, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case in && c == '\\':
+			esc = true
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }
 
 func (j *Journal) change(es []entry) error {

@@ -251,3 +251,30 @@ func TestEntryEncoding(t *testing.T) {
 		t.Errorf("reopened: %q", recs)
 	}
 }
+
+// TestOwnedRecordIsKeptAsGiven: a record given to the journal (Owned)
+// is kept itself when compact, and as a compact copy when it is not;
+// compact tells whitespace in strings from whitespace between values.
+func TestOwnedRecordIsKeptAsGiven(t *testing.T) {
+	j, _ := mustOpen(t, t.TempDir())
+	defer j.Close()
+	tight := []byte(`{"a":"x y\"z \\","b":[1,2]}`)
+	loose := []byte(`{"a": 1}`)
+	if err := j.PutAll([]Change{{Name: "tight", Record: tight, Owned: true}, {Name: "loose", Record: loose, Owned: true}}); err != nil {
+		t.Fatal(err)
+	}
+	j.mu.Lock()
+	kept, copied := j.recs["tight"], j.recs["loose"]
+	j.mu.Unlock()
+	if &kept[0] != &tight[0] {
+		t.Error("a compact owned record was copied")
+	}
+	if string(copied) != `{"a":1}` {
+		t.Errorf("a loose owned record was kept as %q", copied)
+	}
+	for s, want := range map[string]bool{`{"a":"x y"}`: true, `{"a": 1}`: false, `["\" ",1]`: true, "[1,\n2]": false, `"\\" `: false} {
+		if got := compact([]byte(s)); got != want {
+			t.Errorf("compact(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

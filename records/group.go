@@ -65,7 +65,7 @@ func (m *Member) SaveWorkload(r Workload) error {
 		m.g.leave()
 		return err
 	}
-	return m.g.add(journal.Change{Name: r.Spec.Name, Record: b})
+	return m.g.add(journal.Change{Name: r.Spec.Name, Record: b, Owned: true})
 }
 
 // Leave says the member will hand no change: the group no longer waits

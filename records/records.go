@@ -9,6 +9,7 @@
 package records
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -236,14 +237,31 @@ func (s *Store) SaveWorkload(r Workload) error {
 	if err != nil {
 		return err
 	}
-	return s.specs.Put(r.Spec.Name, b)
+	return s.specs.PutAll([]journal.Change{{Name: r.Spec.Name, Record: b, Owned: true}})
 }
 
 // encodeWorkload is r as json.Marshal encodes it, its spec's encoding
 // kept from the last save when the spec is the same, the rest written
 // without reflection (TestSavedRecordIsItsEncoding holds the two to the
-// same bytes).
+// same bytes). The record is the journal's once written (Owned): the
+// spec's encoding kept is then the part of it that it is, not a copy
+// beside it.
 func (s *Store) encodeWorkload(r Workload) ([]byte, error) {
+	b, err := s.appendWorkload(r)
+	if err != nil {
+		return nil, err
+	}
+	s.emu.Lock()
+	if e, ok := s.encoded[r.Spec.Name]; ok && e.spec == r.Spec {
+		e.json = b[len(`{"spec":`) : len(`{"spec":`)+len(e.json)]
+		s.encoded[r.Spec.Name] = e
+	}
+	s.emu.Unlock()
+	return b, nil
+}
+
+// appendWorkload is encodeWorkload's encoding.
+func (s *Store) appendWorkload(r Workload) ([]byte, error) {
 	sp, err := s.encodeSpec(r.Spec)
 	if err != nil {
 		return nil, err
@@ -439,7 +457,9 @@ func (s *storedSpec) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &sp); err != nil {
 		return err
 	}
-	s.sp, s.raw = &sp, b
+	// Kept past the call, so copied (json.Unmarshaler's rule); the first
+	// save replaces it with the part of the journal's record it is.
+	s.sp, s.raw = &sp, bytes.Clone(b)
 	return nil
 }
 

@@ -11,8 +11,9 @@ import (
 // requests, encoded records, the starts' and stops' buffers. Go's
 // collector frees it at its next cycle, which at rest is the one it forces
 // every two minutes, and returns the pages to the kernel only slowly
-// after that, so a daemon that just started 3,000 workloads kept about a
-// third more memory than it needs for minutes. Once batches have stopped
+// after that: a daemon that had just started 2,000 workloads held a third
+// more memory than it needs, and a sixth more two and a half minutes
+// later (BENCHMARKS.md, round seven). Once batches have stopped
 // for settleQuiet, the memory is collected and returned at once: one
 // collection for a burst of batches, and none for small ones.
 const (
