@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,7 +41,10 @@ func helper(arg string) int {
 	mode, addr, _ := strings.Cut(arg, " ")
 	if mode == "netns" {
 		// A namespace of its own: loopback up, and a server of its own at
-		// the address the map rewrites on the host.
+		// the address the map rewrites on the host. Unshared by this
+		// thread alone, which the listen, the ip command and the dial
+		// must all come from.
+		runtime.LockOSThread()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			fmt.Println("error:", err)
 			return 0
