@@ -32,7 +32,7 @@ containerd: {image: "docker.io/library/bbox:latest", archive: %s}
 command: ["sh", "-c", "touch /.made-inside; echo ctx=$CODEFLY__RUNTIME_CONTEXT port=$FLYD_PORT_HTTP; exec sleep 1000"]
 endpoints: [{name: http, port: ephemeral}]
 network: boxnet
-health: {exec: ["sh", "-c", "test -f /.made-inside"], interval: 100ms}
+health: {exec: ["sh", "-c", "test -f /.made-inside"], interval: 100ms, timeout: 10s}
 `, archive)))
 	w := d.waitState(t, "box", api.StateRunning)
 	if w.ContainerID == "" {
