@@ -99,9 +99,10 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		d.listen,     // the API's socket
 		d.openState,  // the records and the event bus, closed last
 		d.openRegistry,
+		d.openLogPipes, // and their holder, in systemd's tree where systemd runs the host
 		d.openCgroups,  // the workloads' parent, held
-		d.openRuntimes, // and the log pipes' holder
-		d.openPlane,    // the network plane, its links, rules and reach
+		d.openRuntimes,
+		d.openPlane, // the network plane, its links, rules and reach
 		d.openSupervisor,
 		d.openAPI, // the documents, the workloads directory, the backend and its server
 	} {
@@ -118,6 +119,9 @@ type run struct {
 	cfg    Config
 	log    *zap.Logger
 	policy func(server.Peer, *spec.Workload) error // --peer-users; nil without
+	// cgroupDefault: no --cgroup-parent was given, and the daemon places
+	// its workloads where the host's manager expects them.
+	cgroupDefault bool
 
 	// closers close what the steps opened, run last to first.
 	closers []func()
@@ -128,6 +132,7 @@ type run struct {
 	bus        *events.Bus
 	publish    func(status.Event)
 	reg        *daemonRegistry
+	place      *placement // systemd's scope for the workloads; nil without
 	cgroups    *sandbox.Cgroups
 	drivers    []driver.Driver
 	pipes      *logpipe.Pipes
@@ -186,6 +191,8 @@ func (d *run) trustPaths() error {
 	// What the daemon makes in the host's shared namespaces is named after
 	// its run dir, so that daemons side by side never meet there.
 	if cfg.CgroupParent == "" {
+		// Under systemd on cgroup v2, the scope instead (openLogPipes).
+		d.cgroupDefault = true
 		cfg.CgroupParent = instance.Name(cfg.RunDir)
 	}
 	if cfg.RegistryListen == "" {
@@ -255,13 +262,42 @@ func (d *run) openRegistry() error {
 	return nil
 }
 
+// openLogPipes reaches the log holder, or starts one. Under systemd on
+// cgroup v2, with no --cgroup-parent given, the holder is what keeps the
+// workloads' scope alive (placement.go): it is placed in it, and the scope
+// made for it if need be.
+func (d *run) openLogPipes() error {
+	if d.cgroupDefault {
+		d.place = systemdPlacement(d.ctx, instance.Name(d.cfg.RunDir), d.log)
+	}
+	if d.pipes = openLogPipes(d.ctx, d.cfg.RunDir, d.place, d.log); d.pipes != nil {
+		d.onClose(func() { d.pipes.Close() })
+	}
+	return nil
+}
+
 // openCgroups makes and holds the workloads' parent cgroup: held before
 // anything is swept, so that a daemon never deletes, kills or reuses the
 // cgroups of another given the same parent. Without cgroups workloads
 // still run, without limits and with the process group as the only handle
 // on their children.
 func (d *run) openCgroups() error {
-	cgroups, err := sandbox.NewCgroups(d.cfg.CgroupParent)
+	if d.place != nil {
+		if err := d.placeInScope(); err != nil {
+			d.place.off.Store(true)
+			d.log.Warn("cannot place the workloads in systemd's tree: their cgroups are under --cgroup-parent from the hierarchy's root", zap.String("scope", d.place.unit), zap.String("cgroup_parent", d.cfg.CgroupParent), zap.Error(err))
+		} else {
+			d.cfg.CgroupParent = d.place.parent
+		}
+	}
+	var cgroups *sandbox.Cgroups
+	var err error
+	scoped := d.place != nil && !d.place.off.Load()
+	if scoped {
+		cgroups, err = sandbox.NewDelegatedCgroups(d.cfg.CgroupParent)
+	} else {
+		cgroups, err = sandbox.NewCgroups(d.cfg.CgroupParent)
+	}
 	if err != nil {
 		d.log.Warn("no cgroups: resources are refused and a child that leaves its session escapes stop", zap.Error(err))
 		return nil
@@ -271,27 +307,41 @@ func (d *run) openCgroups() error {
 		return err
 	}
 	d.cgroups = cgroups
+	d.log.Info("workloads' cgroups", zap.String("parent", "/"+cgroups.Parent()), zap.Bool("systemd_scope", scoped))
 	d.onClose(func() {
 		// An empty parent goes with the daemon, however it ends, so that
 		// a host without workloads keeps no cgroup of flyd's; one that
-		// holds workloads stays for them and for the next daemon.
-		if err := cgroups.RemoveParent(); err != nil && !errors.Is(err, errdefs.ErrConflict) {
-			d.log.Warn("cannot remove the workloads' parent cgroup", zap.Error(err))
+		// holds workloads stays for them and for the next daemon. The
+		// scope is systemd's: it goes once its last process has.
+		if !scoped {
+			if err := cgroups.RemoveParent(); err != nil && !errors.Is(err, errdefs.ErrConflict) {
+				d.log.Warn("cannot remove the workloads' parent cgroup", zap.Error(err))
+			}
 		}
 		release()
 	})
 	return nil
 }
 
-// openRuntimes opens the runtimes, and the holder of the log pipes, which
-// closes after the supervisor: the holder keeps the pipes.
+// placeInScope has the log holder keep the workloads' scope, made if
+// systemd has none running.
+func (d *run) placeInScope() error {
+	if d.pipes == nil {
+		return errors.New("no log holder keeps the scope alive")
+	}
+	pid, err := d.pipes.HolderPID()
+	if err != nil {
+		return err
+	}
+	_, err = d.place.keep(d.ctx, pid)
+	return err
+}
+
+// openRuntimes opens the runtimes.
 func (d *run) openRuntimes() error {
 	drivers, closeDrivers := runtimes(d.ctx, &d.cfg, d.cgroups, d.log)
 	d.drivers = drivers
 	d.onClose(closeDrivers)
-	if d.pipes = openLogPipes(d.cfg.RunDir, d.log); d.pipes != nil {
-		d.onClose(func() { d.pipes.Close() })
-	}
 	return nil
 }
 

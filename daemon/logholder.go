@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -9,9 +10,11 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/reaper"
+	"github.com/flyd-dev/flyd/sandbox"
 )
 
 // holderSocket is the log holder's socket in the run dir.
@@ -20,9 +23,9 @@ func holderSocket(runDir string) string { return filepath.Join(runDir, "logs.soc
 // openLogPipes reaches the run dir's log holder, starting one if none
 // answers. Without it every run writes its log file itself, unbounded
 // against a hostile writer, and the daemon says so.
-func openLogPipes(runDir string, log *zap.Logger) *logpipe.Pipes {
+func openLogPipes(ctx context.Context, runDir string, place *placement, log *zap.Logger) *logpipe.Pipes {
 	socket := holderSocket(runDir)
-	p, err := logpipe.Open(logpipe.Config{Socket: socket, StartHolder: startHolder(socket), Logger: log.Named("logs")})
+	p, err := logpipe.Open(logpipe.Config{Socket: socket, StartHolder: startHolder(ctx, socket, place, log), Logger: log.Named("logs")})
 	if err != nil {
 		log.Error("no log holder: workloads write their log files themselves, and a daemon restart is not covered", zap.Error(err))
 		return nil
@@ -32,8 +35,10 @@ func openLogPipes(runDir string, log *zap.Logger) *logpipe.Pipes {
 
 // startHolder runs `flyd-daemon log-holder` in a session of its own:
 // neither a terminal's signals nor the end of the daemon reach it, and
-// it holds no descriptor of the daemon's but its socket's.
-func startHolder(socket string) func() error {
+// it holds no descriptor of the daemon's but its socket's. Under
+// systemd's placement (place) it is born in its leaf of the workloads'
+// scope, or put there, the scope made for it, when the scope is not.
+func startHolder(ctx context.Context, socket string, place *placement, log *zap.Logger) func() error {
 	return func() error {
 		// The run dir is trusted; a socket there that answers nothing is
 		// a dead holder's.
@@ -49,17 +54,47 @@ func startHolder(socket string) func() error {
 		if err != nil {
 			return err
 		}
-		cmd := exec.Command(exe, "log-holder", "--socket", socket)
-		cmd.Dir = "/"
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		err = reaper.Spawn(func() (int, error) {
-			if err := cmd.Start(); err != nil {
-				return 0, err
+		var cmd *exec.Cmd
+		spawn := func(leaf string) error {
+			cmd = exec.Command(exe, "log-holder", "--socket", socket)
+			cmd.Dir = "/"
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if leaf != "" {
+				fd, err := unix.Open(leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return err
+				}
+				defer unix.Close(fd)
+				cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 			}
-			return cmd.Process.Pid, nil
-		})
+			return reaper.Spawn(func() (int, error) {
+				if err := cmd.Start(); err != nil {
+					return 0, err
+				}
+				return cmd.Process.Pid, nil
+			})
+		}
+		leaf := place.leaf()
+		err = spawn(leaf)
+		if err != nil && leaf != "" {
+			// The scope went meanwhile: born where the daemon is, and
+			// placed below.
+			leaf = ""
+			err = spawn("")
+		}
 		if err != nil {
 			return err
+		}
+		if leaf == "" && place != nil && !place.off.Load() {
+			made, err := place.keep(ctx, cmd.Process.Pid)
+			if err != nil {
+				log.Warn("cannot place the log holder in the workloads' scope", zap.String("scope", place.unit), zap.Error(err))
+			} else if made {
+				// A scope made anew: its children get their controllers.
+				if _, err := sandbox.NewDelegatedCgroups(place.parent); err != nil {
+					log.Warn("cannot enable the controllers of the workloads' scope", zap.String("scope", place.unit), zap.Error(err))
+				}
+			}
 		}
 		// Reaped while this daemon lives; after it, by whoever inherits it.
 		go func() {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,12 +83,15 @@ func TestSystemdHost(t *testing.T) {
 	c := api.NewClient(socket)
 	defer c.Close()
 	w := waitUnit(t, c, "limited", func(w *api.Workload) bool { return w.State == api.StateRunning && w.PID > 0 })
-	// Below the hierarchy's root, beside the unit (see docs/architecture.md, "Where
-	// the cgroups are"): the unit's own cgroup holds the daemon alone.
+	// In the daemon's scope, which systemd delegated to it (see
+	// docs/daemon.md, "Where the cgroups are"): systemd names the unit of
+	// each workload and shows it in its tree, and the unit's own cgroup
+	// holds the daemon alone.
 	cg := processCgroup(t, w.PID)
-	if want := "/flyd/limited"; cg != want {
+	if want := "/" + workloadsScopeDir + "/limited"; cg != want {
 		t.Errorf("limited runs in cgroup %s, want %s", cg, want)
 	}
+	checkScope(t, w.PID)
 	checkUnitHoldsDaemonOnly(t)
 	checkLimits(t, cg)
 	h := waitUnit(t, c, "hog", func(w *api.Workload) bool { return w.State == api.StateExited })
@@ -118,6 +122,7 @@ func TestSystemdHost(t *testing.T) {
 		if w.PID != pid {
 			t.Fatalf("after systemctl %s: limited has pid %d, want %d (adopted)", strings.Join(how, "+"), w.PID, pid)
 		}
+		checkScope(t, pid)
 		checkUnitHoldsDaemonOnly(t)
 		checkLimits(t, cg)
 	}
@@ -145,14 +150,57 @@ func TestSystemdHost(t *testing.T) {
 
 	t.Log(runScript(t, uninstallFile, scriptEnv(), "--purge"))
 	for _, p := range []string{"/usr/local/bin/flyd", "/usr/local/libexec/flyd", "/etc/systemd/system/flyd.service", "/etc/flyd", "/var/lib/flyd", "/run/flyd",
-		"/sys/fs/cgroup/system.slice/flyd.service", "/sys/fs/cgroup/flyd"} {
+		"/sys/fs/cgroup/system.slice/flyd.service", "/sys/fs/cgroup/flyd", "/sys/fs/cgroup/flyd.slice"} {
 		mustExist(t, p, false)
+	}
+	for _, unit := range []string{workloadsScope, "flyd.slice"} {
+		if out, _ := exec.Command("systemctl", "show", "-P", "ActiveState", unit).Output(); strings.TrimSpace(string(out)) != "inactive" {
+			t.Errorf("after uninstall --purge %s is %s, want inactive (gone)", unit, bytes.TrimSpace(out))
+		}
+	}
+	if out, _ := exec.Command("systemctl", "list-units", "--all", "--no-legend", "--plain", "flyd*").Output(); len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("after uninstall --purge systemd still lists:\n%s", out)
 	}
 	if _, err := user.LookupGroup("flyd"); err == nil {
 		t.Error("the group flyd is still there after uninstall --purge")
 	}
 	if out, err := exec.Command("systemctl", "cat", "flyd.service").CombinedOutput(); err == nil {
 		t.Errorf("systemd still knows flyd.service after uninstall --purge:\n%s", out)
+	}
+}
+
+// The installed daemon's scope: its workloads' cgroups are its children.
+const (
+	workloadsScope    = "flyd-workloads.scope"
+	workloadsScopeDir = "flyd.slice/" + workloadsScope
+)
+
+// checkScope: systemd knows the workload pid by its scope, delegated, in
+// flyd.slice; systemd-cgls shows it there; and the scope's own processes
+// are the log holder's alone, in its leaf.
+func checkScope(t *testing.T, pid int) {
+	t.Helper()
+	out, _ := exec.Command("systemctl", "status", "--no-pager", "-n0", strconv.Itoa(pid)).Output()
+	if first, _, _ := strings.Cut(string(out), "\n"); !strings.Contains(first, workloadsScope) {
+		t.Errorf("systemctl status %d names no %s:\n%s", pid, workloadsScope, out)
+	}
+	for prop, want := range map[string]string{"Delegate": "yes", "Slice": "flyd.slice", "ActiveState": "active"} {
+		out, err := exec.Command("systemctl", "show", "-P", prop, workloadsScope).Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got != want {
+			t.Errorf("%s: %s=%s (%v), want %s", workloadsScope, prop, got, err, want)
+		}
+	}
+	out, err := exec.Command("systemd-cgls", "--no-pager", "-u", "flyd.slice").CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte(workloadsScope)) || !regexp.MustCompile(`(?m)^\W*`+strconv.Itoa(pid)+` `).Match(out) {
+		t.Errorf("systemd-cgls -u flyd.slice (%v) does not show %s holding %d:\n%s", err, workloadsScope, pid, out)
+	}
+	if procs := strings.Fields(mustRead(t, filepath.Join("/sys/fs/cgroup", workloadsScopeDir, "cgroup.procs"))); len(procs) > 0 {
+		t.Errorf("%s's own cgroup holds processes %v: they belong in leaves", workloadsScope, procs)
+	}
+	for _, p := range strings.Fields(mustRead(t, filepath.Join("/sys/fs/cgroup", workloadsScopeDir, "_log-holder", "cgroup.procs"))) {
+		if cmdline, _ := os.ReadFile("/proc/" + p + "/cmdline"); !strings.Contains(string(cmdline), "\x00log-holder\x00") {
+			t.Errorf("the scope's leaf of the log holder holds pid %s (%q)", p, cmdline)
+		}
 	}
 }
 
@@ -168,9 +216,9 @@ func checkLimits(t *testing.T, cg string) {
 }
 
 // checkUnitHoldsDaemonOnly: systemd's cgroup of flyd.service, and every
-// cgroup below it, holds the daemon's process and its log holder's
-// (which KillMode=process leaves alone) and nothing else, so that what
-// systemd does to the unit never reaches a workload.
+// cgroup below it, holds the daemon's process and nothing else (the log
+// holder keeps the workloads' scope), so that what systemd does to the
+// unit never reaches a workload or the holder.
 func checkUnitHoldsDaemonOnly(t *testing.T) {
 	t.Helper()
 	main := systemctlShow(t, "MainPID")
@@ -187,9 +235,8 @@ func checkUnitHoldsDaemonOnly(t *testing.T) {
 		switch {
 		case pid == main:
 			daemon = true
-		case strings.Contains(string(cmdline), "\x00log-holder\x00"):
 		default:
-			t.Errorf("flyd.service's cgroup holds pid %s (%q), neither the daemon (%s) nor its log holder", pid, cmdline, main)
+			t.Errorf("flyd.service's cgroup holds pid %s (%q), not the daemon (%s)", pid, cmdline, main)
 		}
 	}
 	if !daemon {

@@ -292,3 +292,29 @@ func (p *Pipes) holderGone() {
 	}
 	p.log.Warn("the log holder was gone: a new one holds every pipe")
 }
+
+// HolderPID is the process of the holder this daemon speaks to, as the
+// kernel gave its credentials when the connection was made: for the
+// daemon to place it (in a delegated cgroup that the holder keeps alive).
+func (p *Pipes) HolderPID() (int, error) {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	if p.holder == nil {
+		return 0, errors.New("no log holder")
+	}
+	rc, err := p.holder.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return int(cred.Pid), nil
+}

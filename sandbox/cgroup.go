@@ -103,6 +103,36 @@ func newCgroups(parent string, l layout) (*Cgroups, error) {
 	return c, nil
 }
 
+// NewDelegatedCgroups is NewCgroups for a parent that a service manager
+// made and delegated to this process (a systemd scope with Delegate=yes):
+// on cgroup v2 alone, the parent must exist, and the memory, pids and cpu
+// controllers are enabled in it for its children and written nowhere
+// above it, where the manager is the one writer. Its processes must sit in
+// a leaf of it already (a cgroup with processes of its own cannot enable
+// controllers for its children).
+func NewDelegatedCgroups(parent string) (*Cgroups, error) {
+	l, err := discoverLayout("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	if l.version != 2 {
+		return nil, fmt.Errorf("delegated cgroup parent %q: the host's cgroups are not the unified v2 hierarchy: %w", parent, errdefs.ErrUnavailable)
+	}
+	p, err := cleanParent(parent)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(l.hier[0].mount, p)
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("delegated cgroup parent %q does not exist: %w", p, errdefs.ErrUnavailable)
+	}
+	c := &Cgroups{parent: p, l: l}
+	if c.ctrls, err = enableControllers(dir, ""); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // cleanParent admits a relative path of ordinary names: the parent is
 // joined to every mount point, and must not climb out of it or land on a
 // control file.

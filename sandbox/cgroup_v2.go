@@ -13,14 +13,18 @@ import (
 )
 
 // enableControllers turns on, in every cgroup from the mount down to the
-// parent, those of v2Controllers that are available there and not yet on,
+// parent (the mount alone for ""), those of v2Controllers that are available there and not yet on,
 // and returns the ones the parent's children get. Writing to a cgroup that
 // itself holds processes fails with EBUSY ("no internal processes"): under
 // systemd that is a service's own cgroup until the daemon moves into a
 // leaf of it.
 func enableControllers(mount, parent string) ([]string, error) {
+	segs := []string{""}
+	if parent != "" {
+		segs = append(segs, strings.Split(parent, "/")...)
+	}
 	dir := mount
-	for _, seg := range append([]string{""}, strings.Split(parent, "/")...) {
+	for _, seg := range segs {
 		dir = filepath.Join(dir, seg)
 		avail, err := readWords(filepath.Join(dir, "cgroup.controllers"))
 		if err != nil {

@@ -1,7 +1,8 @@
 // Command leftovers lists what flyd makes in the host's shared namespaces,
 // one line each: nftables tables named flyd*, links named fly-*, cgroups
-// named flyd* at the root of each hierarchy, and network namespaces bound
-// anywhere (flyd binds its own in run dirs). scripts/test runs it before
+// named flyd* at the root of each hierarchy, the daemons' systemd scopes
+// (flyd.slice/flyd*-workloads.scope) and flyd.slice itself, and network
+// namespaces bound anywhere (flyd binds its own in run dirs). scripts/test runs it before
 // and after the suite and fails on any line that was not there before:
 // tests leave nothing on the host.
 //
@@ -62,10 +63,22 @@ func main() {
 			}
 		}
 	}
+	slice := false
 	for _, p := range cgroupParents() {
-		if !held(filepath.Base(p)) {
+		name := instanceOf(p)
+		switch {
+		case p == sliceDir:
+			slice = true
+		case held(name):
+			if filepath.Dir(p) == sliceDir {
+				sliceHeld = true // a live daemon's scope keeps the slice
+			}
+		default:
 			out = append(out, "cgroup "+p)
 		}
+	}
+	if slice && !sliceHeld {
+		out = append(out, "cgroup "+sliceDir+" (flyd.slice)")
 	}
 	if f, err := os.Open("/proc/self/mountinfo"); err == nil {
 		s := bufio.NewScanner(f)
@@ -85,13 +98,33 @@ func main() {
 	}
 }
 
+// sliceDir is flyd.slice's cgroup, where systemd keeps each daemon's
+// scope on a cgroup v2 host it runs; sliceHeld is set once a live
+// daemon's scope is seen in it.
+const sliceDir = "/sys/fs/cgroup/flyd.slice"
+
+var sliceHeld bool
+
+// instanceOf is the daemon name (its nftables table's) that a cgroup
+// parent is named after: flyd-HASH for flyd-HASH and for its scope,
+// flyd-HASH-workloads.scope.
+func instanceOf(dir string) string {
+	return strings.TrimSuffix(filepath.Base(dir), "-workloads.scope")
+}
+
 // cgroupParents are the directories named flyd* at the root of each
-// cgroup hierarchy.
+// cgroup hierarchy, and the scopes in flyd.slice (on v2, where the second
+// pattern meets the cgroups of systemd's units: flyd.service is not one).
 func cgroupParents() []string {
 	var out []string
-	for _, pattern := range []string{"/sys/fs/cgroup/flyd*", "/sys/fs/cgroup/*/flyd*"} {
+	seen := map[string]bool{}
+	for _, pattern := range []string{"/sys/fs/cgroup/flyd*", "/sys/fs/cgroup/*/flyd*", sliceDir + "/flyd*-workloads.scope"} {
 		m, _ := filepath.Glob(pattern)
 		for _, p := range m {
+			if strings.HasSuffix(p, ".service") || seen[p] {
+				continue
+			}
+			seen[p] = true
 			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 				out = append(out, p)
 			}
@@ -123,7 +156,7 @@ func heldParents() func(name string) bool {
 		maj, min := (st.Dev>>8)&0xfff|(st.Dev>>32)&^0xfff, st.Dev&0xff|(st.Dev>>12)&^0xff
 		key := fmt.Sprintf("%02x:%02x:%s", maj, min, strconv.FormatUint(st.Ino, 10))
 		if locked[key] {
-			heldName[filepath.Base(p)] = true
+			heldName[instanceOf(p)] = true
 		}
 	}
 	return func(name string) bool { return heldName[name] }
