@@ -8,17 +8,17 @@ import (
 	"github.com/flyd-dev/flyd/journal"
 )
 
-// groupLinger bounds how long a member's change waits for the rest of
+// GroupLinger bounds how long a member's change waits for the rest of
 // its group: a member whose stop takes its grace period holds the others
 // back no longer than this.
-const groupLinger = 20 * time.Millisecond
+const GroupLinger = 20 * time.Millisecond
 
 // Group gathers the records of a batch's workloads (a batch stop: each
 // workload's state at rest) into one journal write. It has a member per
 // workload; each member either hands its change, which returns once it
 // is durable, or leaves. The change is written once every member still
 // expected has handed its change or left, or once the first change
-// waiting has waited groupLinger, whichever comes first; the changes
+// waiting has waited GroupLinger, whichever comes first; the changes
 // after that go in the next write.
 type Group struct {
 	s *Store
@@ -86,7 +86,7 @@ func (g *Group) add(c journal.Change) error {
 	case g.expected == 0:
 		g.writeLocked(w)
 	case len(w.changes) == 1:
-		time.AfterFunc(groupLinger, func() {
+		time.AfterFunc(GroupLinger, func() {
 			g.mu.Lock()
 			if g.next == w {
 				g.writeLocked(w)

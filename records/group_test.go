@@ -55,8 +55,8 @@ func TestGroupIsOneWrite(t *testing.T) {
 	if err := ms[0].SaveWorkload(Workload{Spec: groupSpec("late"), Rest: status.Stopped}); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d < groupLinger || d > 2*time.Second {
-		t.Errorf("a member whose group never completes waited %s, want about %s", d, groupLinger)
+	if d := time.Since(start); d < GroupLinger || d > 2*time.Second {
+		t.Errorf("a member whose group never completes waited %s, want about %s", d, GroupLinger)
 	}
 	ms[1].Leave()
 	before = st.Commits()
