@@ -269,11 +269,42 @@ func (d *run) openRegistry() error {
 func (d *run) openLogPipes() error {
 	if d.cgroupDefault {
 		d.place = systemdPlacement(d.ctx, instance.Name(d.cfg.RunDir), d.log)
+		if d.place != nil && d.earlierParentHolds() {
+			d.place = nil
+		}
 	}
 	if d.pipes = openLogPipes(d.ctx, d.cfg.RunDir, d.place, d.log); d.pipes != nil {
 		d.onClose(func() { d.pipes.Close() })
 	}
 	return nil
+}
+
+// earlierParentHolds reports whether workloads run in the cgroup parent
+// from the root that the daemon would use without systemd's scope: an
+// older flyd's, which placed them there under systemd too. Those are kept
+// where they run, and so is the parent: the daemon uses it as before, and
+// adopts them with their limits and their sockets' cgroups as they were.
+// A daemon that starts while none runs there removes it, and moves into
+// the scope.
+func (d *run) earlierParentHolds() bool {
+	p, err := sandbox.OpenEarlierParent(d.cfg.CgroupParent)
+	if err != nil || p == nil {
+		return false
+	}
+	defer p.Close() // held again by openCgroups when kept
+	busy, err := p.Populated()
+	if err != nil {
+		d.log.Warn("cannot tell whether workloads run in the cgroup parent from before: it is kept", zap.String("cgroup_parent", p.Dir()), zap.Error(err))
+		return true
+	}
+	if busy {
+		d.log.Info("workloads started by an earlier daemon run in its cgroup parent, outside systemd's tree: it is kept, until a daemon starts with none running there", zap.String("cgroup_parent", p.Dir()), zap.String("scope", d.place.unit))
+		return true
+	}
+	if err := p.Remove(); err != nil {
+		d.log.Warn("cannot remove the cgroup parent from before", zap.String("cgroup_parent", p.Dir()), zap.Error(err))
+	}
+	return false
 }
 
 // openCgroups makes and holds the workloads' parent cgroup: held before

@@ -64,13 +64,15 @@ func TestSystemdHost(t *testing.T) {
 		t.Errorf("%s: mode %v, gid %s; want 0660 and the group flyd (%s)", socket, fi.Mode().Perm(), gid, grp.Gid)
 	}
 
-	// Workloads: one with every limit, one that outgrows its memory.
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	prog := filepath.Join(dir, "testprog")
 	copyFile(t, progBin, prog)
+	checkUpgradeKeepsEarlierPlacement(t, socket, prog)
+
+	// Workloads: one with every limit, one that outgrows its memory.
 	limited := "name: limited\ncommand: [\"" + prog + "\", serve, \"127.0.0.1:0\"]\nresources: {memory_max: 96Mi, pids_max: 32, cpu_max: 0.5}\n"
 	hog := "name: hog\ncommand: [\"" + prog + "\", hog]\nresources: {memory_max: 64Mi}\nrestart: {policy: never}\n"
 	for name, text := range map[string]string{"limited.yaml": limited, "hog.yaml": hog} {
@@ -169,6 +171,62 @@ func TestSystemdHost(t *testing.T) {
 	}
 }
 
+// checkUpgradeKeepsEarlierPlacement: an install whose workloads run where
+// an older flyd put them, at /sys/fs/cgroup/flyd/NAME (as --cgroup-parent
+// flyd still does), is upgraded in place: the daemon, restarted without
+// --cgroup-parent, adopts them there with their pids and keeps the parent
+// while they run; the first daemon to start with none running there
+// removes it and uses its scope.
+func checkUpgradeKeepsEarlierPlacement(t *testing.T, socket, prog string) {
+	dropIn := "/etc/systemd/system/flyd.service.d"
+	if err := os.MkdirAll(dropIn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dropIn); _ = exec.Command("systemctl", "daemon-reload").Run() })
+	conf := "[Service]\nExecStart=\nExecStart=/usr/local/bin/flyd daemon --cgroup-parent flyd\n"
+	if err := os.WriteFile(filepath.Join(dropIn, "earlier.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	systemctl(t, "daemon-reload")
+	systemctl(t, "restart", "flyd")
+	checkReadyBeforeActive(t, socket)
+	spec := filepath.Join(filepath.Dir(prog), "earlier.yaml")
+	if err := os.WriteFile(spec, []byte("name: earlier\ncommand: [\""+prog+"\", serve, \"127.0.0.1:0\"]\nresources: {memory_max: 96Mi, pids_max: 32, cpu_max: 0.5}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	systemdCLI(t, socket, "apply", "-f", spec)
+	c := api.NewClient(socket)
+	defer c.Close()
+	w := waitUnit(t, c, "earlier", func(w *api.Workload) bool { return w.State == api.StateRunning && w.PID > 0 })
+	const earlierCg = "/flyd/earlier"
+	if cg := processCgroup(t, w.PID); cg != earlierCg {
+		t.Fatalf("with --cgroup-parent flyd, earlier runs in %s, want %s", cg, earlierCg)
+	}
+
+	// The upgrade: the unit as installed, no --cgroup-parent.
+	if err := os.RemoveAll(dropIn); err != nil {
+		t.Fatal(err)
+	}
+	systemctl(t, "daemon-reload")
+	systemctl(t, "restart", "flyd")
+	checkReadyBeforeActive(t, socket)
+	a := waitUnit(t, c, "earlier", func(w *api.Workload) bool { return w.State == api.StateRunning })
+	if a.PID != w.PID {
+		t.Fatalf("after the upgrade earlier has pid %d, want %d (adopted where it runs)", a.PID, w.PID)
+	}
+	if cg := processCgroup(t, a.PID); cg != earlierCg {
+		t.Errorf("after the upgrade earlier runs in %s, want %s (kept)", cg, earlierCg)
+	}
+	checkLimits(t, earlierCg)
+	systemdCLI(t, socket, "rm", "earlier")
+	if alive(w.PID) {
+		t.Fatalf("flyd rm left earlier's process %d", w.PID)
+	}
+	systemctl(t, "restart", "flyd")
+	checkReadyBeforeActive(t, socket)
+	mustExist(t, "/sys/fs/cgroup/flyd", false)
+}
+
 // The installed daemon's scope: its workloads' cgroups are its children.
 const (
 	workloadsScope    = "flyd-workloads.scope"
@@ -210,7 +268,7 @@ func checkLimits(t *testing.T, cg string) {
 	for _, f := range []struct{ file, want string }{{"memory.max", "100663296"}, {"pids.max", "32"}, {"cpu.max", "50000 100000"}} {
 		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", cg, f.file))
 		if got := strings.TrimSpace(string(b)); err != nil || got != f.want {
-			t.Errorf("limited's %s: %q (%v), want %q", f.file, got, err, f.want)
+			t.Errorf("%s/%s: %q (%v), want %q", cg, f.file, got, err, f.want)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,3 +61,63 @@ func enableControllers(mount, parent string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// EarlierParent is a cgroup parent on the unified v2 hierarchy that a
+// daemon used before and would not use now: the one from the root that an
+// older release (or --cgroup-parent) gave the workloads, where the daemon
+// now has systemd's scope. It is held as Claim holds a parent, so that the
+// parent of another daemon given the same name is never judged or removed.
+type EarlierParent struct {
+	dir  string
+	hold *os.File
+}
+
+// OpenEarlierParent finds parent on the v2 hierarchy and holds it; nil
+// when the host is not v2, there is no such cgroup, or another daemon
+// holds it. Close releases it.
+func OpenEarlierParent(parent string) (*EarlierParent, error) {
+	l, err := discoverLayout("/proc/self/mountinfo")
+	if err != nil || l.version != 2 {
+		return nil, nil
+	}
+	clean, err := cleanParent(parent)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(l.hier[0].mount, clean)
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cgroup parent %q: %w", clean, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("hold cgroup parent %q: %w", clean, err)
+	}
+	return &EarlierParent{dir: dir, hold: f}, nil
+}
+
+// Populated reports whether a process is in the parent or in any cgroup
+// under it (its cgroup.events' "populated").
+func (p *EarlierParent) Populated() (bool, error) {
+	n, ok, err := readKeyed(filepath.Join(p.dir, "cgroup.events"), "populated")
+	if err == nil && !ok {
+		err = fmt.Errorf("%s/cgroup.events has no populated line", p.dir)
+	}
+	return n != 0, err
+}
+
+// Remove removes the parent and the cgroups under it, deepest first; it
+// fails where one holds a process.
+func (p *EarlierParent) Remove() error { return removeEmptyTree(p.dir) }
+
+// Dir is the parent's directory.
+func (p *EarlierParent) Dir() string { return p.dir }
+
+// Close releases the hold.
+func (p *EarlierParent) Close() error { return p.hold.Close() }
