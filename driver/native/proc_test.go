@@ -1,8 +1,14 @@
 package native
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseStat(t *testing.T) {
@@ -40,5 +46,67 @@ func TestReadStatOfSelf(t *testing.T) {
 	}
 	if _, err := readStat(1 << 30); !os.IsNotExist(err) {
 		t.Fatalf("readStat of no process: %v, want not-exist", err)
+	}
+}
+
+// orphanZombie starts a shell that forks `sleep` and then becomes a
+// `sleep` that never waits: the forked one, once ended, stays a zombie
+// until its parent ends after parentFor, and init reaps it. It returns a
+// pidfd of the zombie-to-be once it has ended.
+func orphanZombie(t *testing.T, parentFor string) int {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "sleep 0.05 & echo $!; exec sleep "+parentFor)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(pfd, 5000); err != unix.EINTR {
+			break
+		}
+	}
+	if pfd[0].Revents&unix.POLLIN == 0 {
+		t.Fatalf("pid %d did not end within 5 s", pid)
+	}
+	return fd
+}
+
+// TestWaitReaped: the wait for another parent's child to be reaped ends
+// after the reap, never before it, and gives up at its limit.
+func TestWaitReaped(t *testing.T) {
+	fd := orphanZombie(t, "30")
+	began := time.Now()
+	if waitReaped(fd, 300*time.Millisecond) {
+		t.Fatal("waitReaped: reaped, while its parent still runs and never waits")
+	}
+	if took := time.Since(began); took < 300*time.Millisecond {
+		t.Fatalf("waitReaped gave up after %v, before its limit of 300ms", took)
+	}
+
+	fd = orphanZombie(t, "0.5")
+	began = time.Now()
+	if !waitReaped(fd, time.Minute) {
+		t.Fatal("waitReaped: not reaped within a minute of its parent's end")
+	}
+	if took := time.Since(began); took < 300*time.Millisecond {
+		t.Fatalf("waitReaped ended after %v, before the parent (0.5 s) ended", took)
+	}
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOHANG, nil); !errors.Is(err, unix.ECHILD) {
+		t.Errorf("the process is still waitable after waitReaped: %v", err)
 	}
 }
