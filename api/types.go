@@ -150,6 +150,9 @@ type Network struct {
 	Egress bool `json:"egress"`
 	// Published are its ports reached at a port of the host.
 	Published []Published `json:"published,omitempty"`
+	// Hosts is the file its runs have as /etc/hosts, naming its workloads,
+	// while one runs (`flyd exec` binds it too).
+	Hosts string `json:"hosts,omitempty"`
 }
 
 // Published is one published port of a network.

@@ -454,7 +454,7 @@ func (d *run) openSupervisor() error {
 // directory's watcher, the backend (its leases) and the API's server.
 func (d *run) openAPI() error {
 	cfg := d.cfg
-	docs, err := documents.New(documents.Config{Owners: d.st.Owners(), Events: d.bus, Logger: d.log.Named("documents"), Keepers: Keepers(d.plane, d.workspaces)})
+	docs, err := documents.New(documents.Config{Owners: d.st.Owners(), Events: d.bus, Logger: d.log.Named("documents"), Keepers: Keepers(d.plane, d.workspaces, d.sup.HostsFile)})
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func open(t *testing.T, dir string) *house {
 	// documents are read, an older daemon's files moved in.
 	net.Restore(nil, nil, nil)
 	docs, err := New(Config{Owners: st.Owners(), Events: bus, Keepers: withEveryKind(map[string]Keeper{
-		spec.KindNetwork: Networks(net), spec.KindPolicy: Policies(net), spec.KindWorkspace: workspace.Open(st, zap.NewNop()),
+		spec.KindNetwork: Networks(net, nil), spec.KindPolicy: Policies(net), spec.KindWorkspace: workspace.Open(st, zap.NewNop()),
 	})})
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestEveryKindHasItsKeeper(t *testing.T) {
 		t.Errorf("without the workspaces' keeper: %v", err)
 	}
 	keepers[spec.KindWorkspace] = workspace.Open(h.store, zap.NewNop())
-	keepers["volume"] = Networks(h.net)
+	keepers["volume"] = Networks(h.net, nil)
 	if _, err := New(Config{Owners: h.store.Owners(), Events: h.events, Keepers: keepers}); err == nil || !strings.Contains(err.Error(), `"volume", which is no document kind`) {
 		t.Errorf("with a keeper of no kind: %v", err)
 	}

@@ -13,10 +13,16 @@ import (
 
 // Networks is the network plane as the keeper of network documents: a
 // document gives its network its settings, from its first workload on
-// when the network has none yet.
-func Networks(p *netplane.Plane) Keeper { return networks{p} }
+// when the network has none yet. hostsOf, if not nil, names a network's
+// /etc/hosts for its runs while one runs.
+func Networks(p *netplane.Plane, hostsOf func(network string) string) Keeper {
+	return networks{p, hostsOf}
+}
 
-type networks struct{ p *netplane.Plane }
+type networks struct {
+	p       *netplane.Plane
+	hostsOf func(string) string
+}
 
 func (k networks) Put(ctx context.Context, doc spec.Document) (any, error) {
 	n, ok := doc.(*spec.Network)
@@ -46,6 +52,9 @@ func (k networks) List(ctx context.Context) (any, error) {
 	out := make([]api.Network, len(ns))
 	for i, n := range ns {
 		out[i] = api.FromNetwork(n)
+		if k.hostsOf != nil {
+			out[i].Hosts = k.hostsOf(n.Name)
+		}
 	}
 	return out, nil
 }

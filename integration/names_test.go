@@ -56,6 +56,14 @@ command: [sh, -c, 'cat /etc/hosts; echo end of hosts; exec sleep 600']
 	if got := d.waitLog(t, "nm.onhost", "end of hosts"); !strings.HasPrefix(got, string(own)) {
 		t.Errorf("a run of the host's network sees\n%s\nnot the host's /etc/hosts\n%s", got, own)
 	}
+	// `flyd exec` in the network has its names too, read-only, and leaves
+	// the host's file as it was.
+	if out := d.mustCLI(t, "-p", "nm", "exec", "--network", "net", "--", "sh", "-c", "getent hosts db; echo x >> /etc/hosts || echo read-only"); !strings.Contains(out, "127.0.0.1       db nm.db") || !strings.Contains(out, "read-only") {
+		t.Errorf("flyd exec --network net: getent hosts db says %q, want 127.0.0.1 for db and a read-only file", out)
+	}
+	if now, err := os.ReadFile("/etc/hosts"); err != nil || string(now) != string(own) {
+		t.Errorf("after flyd exec the host's /etc/hosts is %q (%v), was %q", now, err, own)
+	}
 
 	// A daemon killed and started again adopts the runs with their file,
 	// and removes one no run binds; a workload added to the network is

@@ -64,6 +64,20 @@ type hostsFiles struct {
 	written map[string][]byte
 }
 
+// HostsFile is network's /etc/hosts for its runs while one of them has
+// it, or "".
+func (h *Hook) HostsFile(network string) string {
+	if h == nil || h.hosts == nil {
+		return ""
+	}
+	h.hosts.mu.Lock()
+	defer h.hosts.mu.Unlock()
+	if h.hosts.refs[network] == 0 {
+		return ""
+	}
+	return h.hosts.path(network)
+}
+
 // path is network's hosts file.
 func (h *hostsFiles) path(network string) string { return filepath.Join(h.dir, network) }
 

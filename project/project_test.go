@@ -41,7 +41,7 @@ func openWith(t *testing.T, cfg supervisor.Config) (*supervisor.Supervisor, *Pro
 	cfg.Drivers, cfg.StopOnClose = []driver.Driver{native.Driver{}}, true
 	s, parts := supervisortest.OpenWithParts(t, cfg)
 	keepers := map[string]documents.Keeper{
-		spec.KindNetwork: documents.Networks(parts.Net), spec.KindPolicy: documents.Policies(parts.Net), spec.KindWorkspace: parts.Workspaces,
+		spec.KindNetwork: documents.Networks(parts.Net, nil), spec.KindPolicy: documents.Policies(parts.Net), spec.KindWorkspace: parts.Workspaces,
 	}
 	for _, k := range spec.DocKinds() {
 		if keepers[k.Name] == nil {

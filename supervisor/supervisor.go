@@ -375,6 +375,10 @@ func (s *Supervisor) publish(ev status.Event) {
 // Close stops watching: every workload is released to run on (or stopped,
 // with StopOnClose), its state flushed for the next daemon. The store, the
 // event bus and the network plane stay open for their owner to close.
+// HostsFile is the isolated network's /etc/hosts for its runs while one
+// of them has it, or "" (mounts.Hook.HostsFile).
+func (s *Supervisor) HostsFile(network string) string { return s.mountHook.HostsFile(network) }
+
 func (s *Supervisor) Close() {
 	all := s.all()
 	for _, w := range all {

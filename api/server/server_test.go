@@ -43,7 +43,7 @@ func serve(t *testing.T, allow func(server.Peer) bool) (*api.Client, string) {
 		StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"),
 		Drivers: []driver.Driver{native.Driver{}}, StopOnClose: true,
 	})
-	docs, err := documents.New(documents.Config{Owners: parts.Store.Owners(), Events: parts.Events, Keepers: daemon.Keepers(parts.Net, parts.Workspaces)})
+	docs, err := documents.New(documents.Config{Owners: parts.Store.Owners(), Events: parts.Events, Keepers: daemon.Keepers(parts.Net, parts.Workspaces, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

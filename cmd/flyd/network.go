@@ -89,10 +89,10 @@ func cmdExec(ctx context.Context, c *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var path string
+	var path, hosts string
 	for _, n := range ns {
 		if n.Name == *network {
-			path = n.Path
+			path, hosts = n.Path, n.Hosts
 		}
 	}
 	if path == "" {
@@ -103,7 +103,7 @@ func cmdExec(ctx context.Context, c *cli.Env, args []string) error {
 		return err
 	}
 	c.Client.Close()
-	if err := enterNetwork(*network, path); err != nil {
+	if err := enterNetwork(*network, path, hosts); err != nil {
 		return fmt.Errorf("entering network %s: %w", *network, err)
 	}
 	return syscall.Exec(prog, pos, os.Environ())
@@ -153,9 +153,11 @@ func cmdPort(ctx context.Context, c *cli.Env, args []string) error {
 // enterNetwork switches the calling goroutine's thread into the network
 // namespace at path for good, as the process is about to execve into the
 // command (sandbox.Network.Enter, which the client does not link: its
-// netlink alone was a third of the client's size). The thread stays
-// locked, even on error.
-func enterNetwork(name, path string) error {
+// netlink alone was a third of the client's size). With hosts, the
+// network's /etc/hosts while a run has it, the thread also gets a mount
+// namespace of its own where hosts is bound read-only at /etc/hosts, as
+// in the network's runs. The thread stays locked, even on error.
+func enterNetwork(name, path, hosts string) error {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("network %q does not exist: %w", name, errdefs.ErrNotFound)
@@ -174,6 +176,38 @@ func enterNetwork(name, path string) error {
 	runtime.LockOSThread()
 	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
 		return fmt.Errorf("enter network %q: %w", name, err)
+	}
+	if hosts == "" {
+		return nil
+	}
+	if err := bindHosts(hosts); err != nil {
+		return fmt.Errorf("network %q's /etc/hosts: %w", name, err)
+	}
+	return nil
+}
+
+// bindHosts gives the calling thread a mount namespace of its own, whose
+// mounts no longer reach the host's, with the file hosts bound read-only
+// at /etc/hosts. The file is opened without following a symlink, and the
+// bind is made from that descriptor.
+func bindHosts(hosts string) error {
+	fd, err := unix.Open(hosts, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("a mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	src := fmt.Sprintf("/proc/self/fd/%d", fd)
+	if err := unix.Mount(src, "/etc/hosts", "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", hosts, err)
+	}
+	if err := unix.Mount("", "/etc/hosts", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("make /etc/hosts read-only: %w", err)
 	}
 	return nil
 }
