@@ -94,6 +94,12 @@ command: [sleep, "600"]
 		}
 		return nil
 	})
+	// Named from its apply, before any run of it or of its network starts.
+	idle := d.writeSpec(t, "idle.yaml", "name: idle\nnetwork: net\ndisabled: true\ncommand: [sleep, \"600\"]\n")
+	d.mustCLI(t, "-p", "nm", "apply", "-f", idle)
+	if seen, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/hosts", client.PID)); err != nil || !strings.Contains(string(seen), "127.0.0.1\tidle nm.idle\n") {
+		t.Errorf("after the apply of idle, the client's /etc/hosts (%v) says\n%s", err, seen)
+	}
 	d.mustCLI(t, "down", "-p", "nm")
 	if _, err := os.Stat(hosts); !os.IsNotExist(err) {
 		t.Errorf("the network's hosts file outlives its down: %v", err)

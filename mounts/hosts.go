@@ -26,8 +26,8 @@ import (
 // read-only at /etc/hosts in each of its runs: a host run's mount
 // namespace (sandbox.StartWithMounts), a container's OCI mounts. It is
 // written at the network's first run, again whenever what it names
-// changes (a workload applied in the network or removed from it, seen at
-// the next run's start or end, or at the removal), and removed after the
+// changes (a workload applied in the network or removed from it: at the
+// apply, at the removal, at a run's start or end), and removed after the
 // network's last run ended.
 //
 // A bind holds the file, not its name: a new file renamed over it would

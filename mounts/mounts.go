@@ -198,6 +198,18 @@ func (h *Hook) Destroy(_ context.Context, workload string) {
 	}
 }
 
+// Named writes again the /etc/hosts of network, while runs bind it, for
+// the workloads applied in it now: a workload is named from its apply,
+// not from the next run's start in the network.
+func (h *Hook) Named(network string) {
+	if h.hosts == nil || network == "" || network == spec.NetworkHost {
+		return
+	}
+	if err := h.hosts.forget(network, ""); err != nil {
+		h.log.Warn("a network's /etc/hosts is not written again", zap.String("network", network), zap.Error(err))
+	}
+}
+
 // hostsOf is the network whose /etc/hosts r binds, as its record keeps
 // it: a file under the hook's directory alone.
 func (h *Hook) hostsOf(r *runhook.Run) string {

@@ -132,6 +132,13 @@ func (s *Supervisor) applyLevel(ctx context.Context, level []*spec.Workload, opt
 		}
 		outs[i] = Outcome{Name: level[i].Name, Workload: wl, Err: err}
 	})
+	networks := map[string]bool{}
+	for _, sp := range level {
+		if !networks[sp.Network] {
+			networks[sp.Network] = true
+			s.mountHook.Named(sp.Network)
+		}
+	}
 	return outs
 }
 

@@ -98,6 +98,7 @@ func (s *Supervisor) Apply(ctx context.Context, sp *spec.Workload, o ApplyOption
 	if err != nil {
 		return nil, err
 	}
+	defer s.mountHook.Named(sp.Network)
 	if sp.Replicated() {
 		return s.applyGroup(ctx, sp, o)
 	}
