@@ -188,20 +188,21 @@ func enterNetwork(name, path, hosts string) error {
 
 // bindHosts gives the calling thread a mount namespace of its own, whose
 // mounts no longer reach the host's, with the file hosts bound read-only
-// at /etc/hosts. The file is opened without following a symlink, and the
-// bind is made from that descriptor.
+// at /etc/hosts. The file is opened without following a symlink, in the
+// new namespace (a bind's source must be of it), and the bind is made
+// from that descriptor.
 func bindHosts(hosts string) error {
-	fd, err := unix.Open(hosts, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("a mount namespace: %w", err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	fd, err := unix.Open(hosts, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
 	src := fmt.Sprintf("/proc/self/fd/%d", fd)
 	if err := unix.Mount(src, "/etc/hosts", "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", hosts, err)
