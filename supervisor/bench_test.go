@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/flyd-dev/flyd/driver"
@@ -101,4 +102,50 @@ func benchAdopt(b *testing.B, n int) {
 	b.StopTimer()
 	s.cfg.StopOnClose = true
 	shut(s)
+}
+
+// BenchmarkMemoryPerWorkload is what the supervisor keeps live for each
+// of 500 running workloads without checks, applied in one batch: heap in
+// use and goroutine stacks, after a collection, against the supervisor
+// with none (bytes/wl).
+func BenchmarkMemoryPerWorkload(b *testing.B) {
+	const n = 500
+	ctx := context.Background()
+	changes := make([]Change, n)
+	for i := range changes {
+		w := &spec.Workload{Name: "w" + itoa(i), Command: []string{"/bin/sleep", "1000"}}
+		w.SetDefaults()
+		changes[i] = Change{Spec: w, Options: ApplyOptions{Start: true}}
+	}
+	inUse := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse + m.StackInuse
+	}
+	var per float64
+	for b.Loop() {
+		b.StopTimer()
+		d := dirs{b.TempDir() + "/state", b.TempDir() + "/run"}
+		s, err := newSupervisor(Config{StateDir: d.state, RunDir: d.run, Drivers: nativeDrivers(), StopOnClose: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := inUse()
+		b.StartTimer()
+		outs, err := s.ApplyAll(ctx, changes)
+		b.StopTimer()
+		for _, o := range outs {
+			if err == nil && o.Err != nil {
+				err = o.Err
+			}
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		per = float64(int64(inUse())-int64(before)) / n
+		shut(s)
+		b.StartTimer()
+	}
+	b.ReportMetric(per, "bytes/wl")
 }

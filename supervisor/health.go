@@ -36,7 +36,9 @@ func (w *workload) newHealth() *health.Hook {
 
 // stopHealth stops checking the run: its health is not known any more.
 func (w *workload) stopHealth() {
-	w.health.Stop()
+	if w.health != nil {
+		w.health.Stop()
+	}
 	w.update(func(v *status.Workload) { v.Healthy = nil })
 }
 

@@ -16,9 +16,18 @@ import (
 // record (saveRun) keeps what they keep for a later daemon; the registry
 // follows the workload's state (publishInstances), not a run.
 
-// hooks are w's runs' hooks, in the order they acquire.
+// hooks are w's runs' hooks, in the order they acquire. The health hook
+// is made for the first spec that has checks, and kept from then on: a
+// workload without checks costs none of its memory.
 func (w *workload) hooks() runhook.Chain {
-	return append(w.s.hooks[:len(w.s.hooks):len(w.s.hooks)], w.health)
+	shared := w.s.hooks[:len(w.s.hooks):len(w.s.hooks)]
+	if w.health == nil && w.spec.Health == nil {
+		return shared
+	}
+	if w.health == nil {
+		w.health = w.newHealth()
+	}
+	return append(shared, w.health)
 }
 
 // prestart acquires what a run needs (runhook.Chain: when a hook fails,

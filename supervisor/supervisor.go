@@ -313,7 +313,6 @@ func (s *Supervisor) register(sp *spec.Workload, ports []status.PortMapping, ini
 		log:     workloadLog{s.log, sp.Name},
 	}
 	w.sched = schedule.New(w.showNext)
-	w.health = w.newHealth()
 	initial.Name, initial.Since, initial.Group = sp.Name, time.Now(), sp.ReplicaOf
 	w.view.Store(&initial)
 	w.setSpec(sp, ports)

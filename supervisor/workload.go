@@ -70,7 +70,8 @@ type workload struct {
 	adoptTries int
 	failures   backoff.Window
 	gone       bool
-	// health keeps the checks of the current run (health.go).
+	// health keeps the checks of the current run (health.go); nil until
+	// a spec of the workload has checks (hooks).
 	health *health.Hook
 	// createErr is the outcome of create, read by the Put that created
 	// the workload.
