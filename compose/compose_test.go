@@ -414,6 +414,7 @@ func TestComposeErrorsLocated(t *testing.T) {
 			"compose.yaml":          "services:\n  a:\n    image: x\n    healthcheck: {interval: 1s}\n",
 			"compose.override.yaml": "services:\n  a:\n    healthcheck:\n      interval: forever\n",
 		}, `compose.override.yaml:4: services.a.healthcheck.interval: time: invalid duration "forever"`},
+		{map[string]string{"compose.yaml": "services:\n  a:\n    image: x\n  b:\n    image: x\n    ports:\n      - 8080:80\n      - \"127.0.1:8081:81\"\n"}, `compose.yaml:8: services.b.ports.1: Invalid ip address: 127.0.1`},
 	} {
 		dir := write(t, tc.files)
 		_, _, err := load(t, dir, Options{})

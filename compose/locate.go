@@ -3,8 +3,10 @@ package compose
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,9 +17,11 @@ import (
 // (services.web.ports, 'services[web].healthcheck.interval') and, for
 // its schema, by the file; these find the path and say its file and line.
 var (
-	schemaErr    = regexp.MustCompile(`^validating (.+?): ((?:services|networks|volumes|secrets|configs)\S*) (.*)$`)
-	decodeErr    = regexp.MustCompile(`^'([^']+)' (.*)$`)
-	interpolErr  = regexp.MustCompile(`^error while interpolating (\S+): (.*)$`)
+	schemaErr   = regexp.MustCompile(`^validating (.+?): ((?:services|networks|volumes|secrets|configs)\S*) (.*)$`)
+	decodeErr   = regexp.MustCompile(`^'([^']+)' (.*)$`)
+	interpolErr = regexp.MustCompile(`^error while interpolating (\S+): (.*)$`)
+	// A port's address is refused without its path.
+	portIPErr    = regexp.MustCompile(`^Invalid ip address:? (\S+)`)
 	bracketIndex = regexp.MustCompile(`\[([^\]]+)\]`)
 )
 
@@ -43,12 +47,34 @@ func located(err error, files []string) error {
 	default:
 		if i := interpolErr.FindStringSubmatch(msg); i != nil {
 			out = append(out, at(files, i[1], i[2]))
+		} else if i := portIPErr.FindStringSubmatch(msg); i != nil {
+			if p := portWith(files, i[1]); p != "" {
+				out = append(out, at(files, p, msg))
+			}
 		}
 	}
 	if len(out) == 0 {
 		return fmt.Errorf("%s: %w", strings.Join(relAll(files), ", "), err)
 	}
 	return errors.New(strings.Join(out, "\n"))
+}
+
+// portWith is the path (services.NAME.ports.I) of the first port written
+// as a string with the address ip, in the last of files that has one.
+func portWith(files []string, ip string) string {
+	raw := readRaw(files)
+	for i := len(raw) - 1; i >= 0; i-- {
+		names := slices.Sorted(maps.Keys(raw[i].services))
+		for _, name := range names {
+			ports, _ := raw[i].services[name]["ports"].([]any)
+			for j, p := range ports {
+				if s, ok := p.(string); ok && strings.HasPrefix(s, ip+":") {
+					return fmt.Sprintf("services.%s.ports.%d", name, j)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // at is "FILE:LINE: PATH: why" for the last of files that has path, or
