@@ -3,6 +3,7 @@ package specload
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,7 +52,15 @@ import (
 // documents of one kind and name within one path (a file, or the files of
 // a directory) are an error, as they are when it is read alone.
 func (c Client) ReadPaths(paths []string) (*spec.Documents, error) {
-	if len(paths) == 1 {
+	return c.ReadPathsOver(nil, "", paths)
+}
+
+// ReadPathsOver is ReadPaths after base, the workloads an earlier -f gave
+// (a compose project's, named by baseName in messages): a workload of
+// paths with the name of one of base is merged into it as into an earlier
+// path's, and the result holds base's documents first, each where it was.
+func (c Client) ReadPathsOver(base *spec.Documents, baseName string, paths []string) (*spec.Documents, error) {
+	if base == nil && len(paths) == 1 {
 		return c.ReadPath(paths[0])
 	}
 	sets := make([]pathSet, len(paths))
@@ -70,8 +79,11 @@ func (c Client) ReadPaths(paths []string) (*spec.Documents, error) {
 			data[i] = append(data[i], b)
 		}
 	}
-	if !c.overlap(sets, data) {
+	if !c.overlap(base, sets, data) {
 		out := &spec.Documents{}
+		if base != nil {
+			out.Add(base)
+		}
 		for i, s := range sets {
 			d, err := c.parseSet(s, data[i])
 			if err != nil {
@@ -81,14 +93,20 @@ func (c Client) ReadPaths(paths []string) (*spec.Documents, error) {
 		}
 		return out, nil
 	}
-	return c.merged(sets, data)
+	return c.merged(base, baseName, sets, data)
 }
 
 // overlap says whether a document of one set has the kind and name of one
-// of an earlier set, as read without reporting anything: what does not
-// read is left to the parser, which says why.
-func (c Client) overlap(sets []pathSet, data [][][]byte) bool {
+// of an earlier set, or of base's workloads, as read without reporting
+// anything: what does not read is left to the parser, which says why.
+func (c Client) overlap(base *spec.Documents, sets []pathSet, data [][][]byte) bool {
 	seen := map[string]int{}
+	bp := baseProject(base)
+	if base != nil {
+		for _, w := range base.Workloads {
+			seen[workloadKey(w)] = -1
+		}
+	}
 	for i, s := range sets {
 		o, err := c.options(s.dir)
 		if err != nil {
@@ -103,7 +121,7 @@ func (c Client) overlap(sets []pathSet, data [][][]byte) bool {
 				k := docKey(d, func(v string) string {
 					out, _ := Expand(v, o.Vars, func(string) error { return nil })
 					return out
-				})
+				}, bp)
 				if k == "" {
 					continue
 				}
@@ -146,12 +164,13 @@ func yamlDocs(data []byte) ([]*yaml.Node, error) {
 }
 
 // docKey is what a document is merged by: its kind's name (workload for
-// every runtime's) and its full name; "" when it has no name to read.
-func docKey(d *yaml.Node, expand func(string) string) string {
+// every runtime's) and its full name, in project when it states none; ""
+// when it has no name to read.
+func docKey(d *yaml.Node, expand func(string) string, project string) string {
 	if d.Kind != yaml.MappingNode {
 		return ""
 	}
-	var kind, name, project string
+	var kind, name, stated string
 	for i := 0; i+1 < len(d.Content); i += 2 {
 		v := d.Content[i+1]
 		if v.Kind != yaml.ScalarNode {
@@ -163,7 +182,7 @@ func docKey(d *yaml.Node, expand func(string) string) string {
 		case "name":
 			name = expand(v.Value)
 		case "project":
-			project = expand(v.Value)
+			stated = expand(v.Value)
 		}
 	}
 	if name == "" {
@@ -172,7 +191,22 @@ func docKey(d *yaml.Node, expand func(string) string) string {
 	if _, ok := spec.DocKindOf(kind); !ok {
 		kind = "workload"
 	}
-	return kind + " " + spec.FullName(cmp.Or(project, spec.ProjectOf(name)), spec.BareName(name))
+	return kind + " " + spec.FullName(cmp.Or(stated, spec.ProjectOf(name), project), spec.BareName(name))
+}
+
+// baseProject is the project of base's workloads when they share one:
+// where the documents of the paths read after it go when they state none.
+func baseProject(base *spec.Documents) string {
+	if base == nil || len(base.Workloads) == 0 {
+		return ""
+	}
+	p := cmp.Or(base.Workloads[0].Project, spec.ProjectOf(base.Workloads[0].Name))
+	for _, w := range base.Workloads[1:] {
+		if cmp.Or(w.Project, spec.ProjectOf(w.Name)) != p {
+			return ""
+		}
+	}
+	return p
 }
 
 // from is where a node was written.
@@ -188,6 +222,41 @@ type mergedDoc struct {
 	doc  *yaml.Node
 	at   *from
 	line int
+	// given is base's (ReadPathsOver) as it came: a workload no path
+	// changes, or its other documents; nil once written as doc.
+	given any
+}
+
+// workloadKey is docKey of a workload as given.
+func workloadKey(w *spec.Workload) string {
+	return "workload " + spec.FullName(cmp.Or(w.Project, spec.ProjectOf(w.Name)), spec.BareName(w.Name))
+}
+
+// nodeOf is v written as a document to merge into: its JSON, the wire
+// form that parses back as it was.
+func nodeOf(v any) (*yaml.Node, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil {
+		return nil, err
+	}
+	if len(n.Content) != 1 {
+		return nil, errors.New("not one document")
+	}
+	// Written again in block style, a field a line, as a file's are: an
+	// error's line then names one field.
+	var block func(*yaml.Node)
+	block = func(n *yaml.Node) {
+		n.Style &^= yaml.FlowStyle
+		for _, c := range n.Content {
+			block(c)
+		}
+	}
+	block(n.Content[0])
+	return n.Content[0], nil
 }
 
 // merging holds what a merge knows of its nodes: the file each was
@@ -197,10 +266,21 @@ type merging struct {
 	where map[*yaml.Node]*from
 }
 
-func (c Client) merged(sets []pathSet, data [][][]byte) (*spec.Documents, error) {
+func (c Client) merged(base *spec.Documents, baseName string, sets []pathSet, data [][][]byte) (*spec.Documents, error) {
 	m := &merging{c: c, where: map[*yaml.Node]*from{}}
 	var docs []*mergedDoc
 	byKey := map[string]*mergedDoc{}
+	bp := baseProject(base)
+	if base != nil {
+		wd, _ := filepath.Abs(".")
+		at := &from{file: baseName, dir: wd}
+		for _, w := range base.Workloads {
+			md := &mergedDoc{key: workloadKey(w), at: at, given: w}
+			byKey[md.key] = md
+			docs = append(docs, md)
+		}
+		docs = append(docs, &mergedDoc{at: at, given: &spec.Documents{Docs: base.Docs}})
+	}
 	for i, s := range sets {
 		o, err := c.options(s.dir)
 		if err != nil {
@@ -218,7 +298,7 @@ func (c Client) merged(sets []pathSet, data [][][]byte) (*spec.Documents, error)
 				if err != nil {
 					return nil, err
 				}
-				k := docKey(d, func(v string) string { return v })
+				k := docKey(d, func(v string) string { return v }, bp)
 				if k == "" {
 					docs = append(docs, &mergedDoc{doc: d, at: at, line: d.Line})
 					continue
@@ -233,6 +313,13 @@ func (c Client) merged(sets []pathSet, data [][][]byte) (*spec.Documents, error)
 				}
 				inSet[k] = &mergedDoc{at: at, line: d.Line}
 				if into, ok := byKey[k]; ok {
+					if into.doc == nil {
+						// base's workload, as written again to be merged.
+						if into.doc, err = nodeOf(into.given); err != nil {
+							return nil, fmt.Errorf("%s: workload %s: %w", into.at.file, into.given.(*spec.Workload).Name, err)
+						}
+						into.given = nil
+					}
 					into.doc = m.value(into.doc, d, "", strings.HasPrefix(k, "workload "))
 					continue
 				}
@@ -244,6 +331,14 @@ func (c Client) merged(sets []pathSet, data [][][]byte) (*spec.Documents, error)
 	}
 	out := &spec.Documents{}
 	for _, md := range docs {
+		switch g := md.given.(type) {
+		case *spec.Workload:
+			out.Workloads = append(out.Workloads, g)
+			continue
+		case *spec.Documents:
+			out.Add(g)
+			continue
+		}
 		d, err := m.parse(md)
 		if err != nil {
 			return nil, err

@@ -221,3 +221,51 @@ func TestReadPathsApart(t *testing.T) {
 		t.Errorf("workloads %q", names)
 	}
 }
+
+// TestReadPathsOverCompose: a flyd file read after a compose project's
+// workloads changes the service of its name by the same rules, in the
+// project the compose files gave it; the workloads it does not name come
+// through untouched, and one it alone defines is added.
+func TestReadPathsOverCompose(t *testing.T) {
+	dir := t.TempDir()
+	base, err := spec.ParseAll([]byte("name: web\ncommand: [/bin/web, --port, \"8080\"]\nenv: {A: '1'}\nendpoints: [{name: http, port: 8080}]\n---\nname: db\ncommand: [/bin/db]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range base.Workloads {
+		w.SetDefaults()
+	}
+	if err := base.SetProject("shop"); err != nil {
+		t.Fatal(err)
+	}
+	db := base.Workloads[1]
+	over := write(t, filepath.Join(dir, "flyd.yaml"), "name: web\nenv: {B: '2'}\nresources: {memory_max: 64Mi}\n---\nname: extra\ncommand: [/bin/extra]\n")
+	got, err := Client{}.ReadPathsOver(base, "compose.yaml", []string{over})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Workloads) != 3 {
+		t.Fatalf("%d workloads, want web, db and extra: %+v", len(got.Workloads), got.Workloads)
+	}
+	web := got.Workloads[0]
+	if web.Name != "web" || web.Project != "shop" || !slices.Equal(web.Command, []string{"/bin/web", "--port", "8080"}) ||
+		web.Env["A"] != "1" || web.Env["B"] != "2" || web.Resources == nil || web.Resources.MemoryMax == 0 || len(web.Endpoints) != 1 {
+		t.Errorf("web merged: %+v", web)
+	}
+	if got.Workloads[1] != db {
+		t.Errorf("db, which the file does not name, is not the compose project's own: %+v", got.Workloads[1])
+	}
+	if got.Workloads[2].Name != "extra" {
+		t.Errorf("the file's own workload: %+v", got.Workloads[2])
+	}
+	// Without a name in common, the documents are put together as they are.
+	apart := write(t, filepath.Join(dir, "apart.yaml"), "name: other\ncommand: [/bin/other]\n")
+	if got, err := (Client{}).ReadPathsOver(base, "compose.yaml", []string{apart}); err != nil || len(got.Workloads) != 3 || got.Workloads[0] != base.Workloads[0] {
+		t.Errorf("apart: %v, %+v", err, got)
+	}
+	// The merged workload is parsed as strictly as a file's.
+	bad := write(t, filepath.Join(dir, "bad.yaml"), "name: web\nresources: {memory_max: lots}\n")
+	if _, err := (Client{}).ReadPathsOver(base, "compose.yaml", []string{bad}); err == nil || !strings.Contains(err.Error(), "bad.yaml: line 2: resources.memory_max") {
+		t.Errorf("a bad field over a compose service: %v", err)
+	}
+}

@@ -45,6 +45,7 @@ func loadSelected(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Doc
 		Warn:     func(msg string) { fmt.Fprintf(c.Stderr, "warning: %s\n", msg) },
 	}
 	all := &spec.Documents{}
+	composeFiles := ""
 	for _, g := range flydTogether(composeGroups(files)) {
 		var d *spec.Documents
 		if g.compose != nil {
@@ -53,6 +54,17 @@ func loadSelected(c *cli.Env, files, envFiles, profileFlags []string) (*spec.Doc
 				return nil, nil, err
 			}
 			d = &spec.Documents{Workloads: p.Documents.Workloads, Docs: p.Documents.Docs}
+			composeFiles = g.name()
+		} else if composeFiles != "" {
+			// After compose's: a workload of these files changes the
+			// service of its name, as an override file would.
+			if all, err = r.ReadPathsOver(all, composeFiles, g.paths); err != nil {
+				return nil, nil, err
+			}
+			if err := inProject(all, c.Project); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", g.name(), err)
+			}
+			continue
 		} else if d, err = r.ReadPaths(g.paths); err != nil {
 			return nil, nil, err
 		}
