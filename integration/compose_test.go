@@ -87,6 +87,18 @@ func TestComposeFileTwoProjects(t *testing.T) {
 	if strings.Contains(cfg, "name: debug") {
 		t.Errorf("flyd config shows the debug service, whose profile is not asked for:\n%s", cfg)
 	}
+	// A flyd file after the compose files changes a service as an
+	// override file would, in the compose project.
+	over := d.writeSpec(t, "flyd-over.yaml", "name: web\nenv: {FLYD: over}\nrestart: {max_restarts: 7}\n")
+	cfg = d.mustCLI(t, "config", "-f", dir, "-f", over)
+	for _, want := range []string{"name: web\nproject: shop\nkind: native\n", "EXTRA: from-override", "FLYD: over", "max_restarts: 7"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("flyd config -f DIR -f flyd-over.yaml has no %q:\n%s", want, cfg)
+		}
+	}
+	if n := strings.Count(cfg, "name: web\n"); n != 1 {
+		t.Errorf("flyd config -f DIR -f flyd-over.yaml shows web %d times:\n%s", n, cfg)
+	}
 
 	for _, p := range []string{"shop-a", "shop-b"} {
 		out := d.mustCLI(t, "up", "-p", p, "-f", dir, "--wait")
