@@ -198,10 +198,12 @@ def table(path, n, r, nx=0, nc=0, scale=""):
         ms = lambda ns: ns / 1e6  # noqa: E731
         out.append(f"| isolated network made and deleted, ms: island / linked to the host | "
                    f"{g('go.NetworkLifecycle/island.ns/op', '{:.2f}', ms)} / {g('go.NetworkLifecycle/connected.ns/op', '{:.2f}', ms)} |")
-        out.append(f"| 64-byte round trip µs, host loopback direct / through a published port into a network | "
-                   f"{g('go.RoundTrip/direct.ns/op', '{:.1f}', us)} / {g('go.RoundTrip/published.ns/op', '{:.1f}', us)} |")
-        out.append(f"| echo throughput MB/s, host loopback direct / through a published port / to the network's own address (the host's NAT skipped) | "
-                   f"{g('go.Throughput/direct.MB/s', '{:,.0f}')} / {g('go.Throughput/published.MB/s', '{:,.0f}')} / {g('go.Throughput/inner.MB/s', '{:,.0f}')} |")
+        out.append(f"| 64-byte round trip µs, host loopback direct / through a published port into a network, nftables / at connect() | "
+                   f"{g('go.RoundTrip/direct.ns/op', '{:.1f}', us)} / {g('go.RoundTrip/published.ns/op', '{:.1f}', us)}"
+                   f" / {g('go.RoundTrip/published-bpf.ns/op', '{:.1f}', us)} |")
+        out.append(f"| echo throughput MB/s, host loopback direct / through a published port, nftables / at connect() / to the network's own address (the host's NAT skipped) | "
+                   f"{g('go.Throughput/direct.MB/s', '{:,.0f}')} / {g('go.Throughput/published.MB/s', '{:,.0f}')}"
+                   f" / {g('go.Throughput/published-bpf.MB/s', '{:,.0f}')} / {g('go.Throughput/inner.MB/s', '{:,.0f}')} |")
     if nx or nc:
         out.append("")
         out.append("| nix and containerd | value |")
