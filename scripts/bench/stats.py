@@ -166,6 +166,7 @@ def table(path, n, r, nx=0, nc=0, scale=""):
     out.append(f"| apply-to-running latency p90 ms | {g('flyd.lat.p90')} |")
     out.append(f"| apply-to-running latency p99 ms | {g('flyd.lat.p99')} |")
     out.append(f"| daemon restart with {n} running, until all adopted (same pids), ms | {g('flyd.restart', '{:.1f}')} |")
+    out.append(f"| the log holder's PSS with {n} running (not in flyd's above), MiB | {g('flyd.holderpss', '{:.1f}')} |")
     out.append(f"| `flyd apply -f DIR` CLI call alone, ms/workload | {g('flyd.applycli')} |")
     out.append(f"| `flyd stop --all` CLI call alone, ms/workload | {g('flyd.stopcli')} |")
     out.append(f"| `flyd rm --all` of {n} stopped, ms/workload | {g('flyd.rm')} |")
