@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/flyd-dev/flyd/internal/trust"
 	"github.com/flyd-dev/flyd/logpipe"
 	"github.com/flyd-dev/flyd/reaper"
 	"github.com/flyd-dev/flyd/sandbox"
@@ -33,7 +34,34 @@ func openLogPipes(ctx context.Context, runDir string, place *placement, log *zap
 	return p
 }
 
-// startHolder runs `flyd-daemon log-holder` in a session of its own:
+// holderProgram is the log holder's program, beside the daemon's.
+const holderProgram = "flyd-log-holder"
+
+// holderCommand is the holder's command line: flyd-log-holder beside the
+// daemon's program, which links the holder alone; where it is missing
+// (a build of the daemon's program alone), or could be changed by someone
+// who could not change the daemon's program (trust.Program), the daemon's
+// own program, which holds the same holder (`flyd-daemon log-holder`).
+func holderCommand(socket string, log *zap.Logger) ([]string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	if real, err := filepath.EvalSymlinks(self); err == nil {
+		self = real
+	}
+	p := filepath.Join(filepath.Dir(self), holderProgram)
+	if _, err := os.Stat(p); err == nil {
+		err := trust.Program(p, self)
+		if err == nil {
+			return []string{p, "--socket", socket}, nil
+		}
+		log.Warn("not running the log holder's program beside the daemon's: the daemon's own holds the logs instead", zap.Error(err))
+	}
+	return []string{self, "log-holder", "--socket", socket}, nil
+}
+
+// startHolder runs the log holder (holderCommand) in a session of its own:
 // neither a terminal's signals nor the end of the daemon reach it, and
 // it holds no descriptor of the daemon's but its socket's. Under
 // systemd's placement (place) it is born in its leaf of the workloads'
@@ -50,13 +78,13 @@ func startHolder(ctx context.Context, socket string, place *placement, log *zap.
 				return err
 			}
 		}
-		exe, err := os.Executable()
+		argv, err := holderCommand(socket, log)
 		if err != nil {
 			return err
 		}
 		var cmd *exec.Cmd
 		spawn := func(leaf string) error {
-			cmd = exec.Command(exe, "log-holder", "--socket", socket)
+			cmd = exec.Command(argv[0], argv[1:]...)
 			cmd.Dir = "/"
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			if leaf != "" {

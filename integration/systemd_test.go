@@ -256,7 +256,7 @@ func checkScope(t *testing.T, pid int) {
 		t.Errorf("%s's own cgroup holds processes %v: they belong in leaves", workloadsScope, procs)
 	}
 	for _, p := range strings.Fields(mustRead(t, filepath.Join("/sys/fs/cgroup", workloadsScopeDir, "_log-holder", "cgroup.procs"))) {
-		if cmdline, _ := os.ReadFile("/proc/" + p + "/cmdline"); !strings.Contains(string(cmdline), "\x00log-holder\x00") {
+		if cmdline, _ := os.ReadFile("/proc/" + p + "/cmdline"); !strings.Contains(string(cmdline), "/flyd-log-holder\x00--socket\x00") {
 			t.Errorf("the scope's leaf of the log holder holds pid %s (%q)", p, cmdline)
 		}
 	}

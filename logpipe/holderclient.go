@@ -8,6 +8,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/logpipe/holder"
 )
 
 // The daemon's side of the holder: one connection, one exchange at a
@@ -17,7 +19,7 @@ import (
 // a burst of starts or of ends is a few exchanges, not one each.
 
 // change is one change to what the holder keeps: a read end to hold
-// (opPut, with fd) or a key to close (opDrop).
+// (holder.OpPut, with fd) or a key to close (holder.OpDrop).
 type change struct {
 	op  byte
 	key string
@@ -56,7 +58,7 @@ func (p *Pipes) exchange(cs ...change) error {
 // dropLater has the holder close key's read end without waiting for it:
 // the reading loop is not held up by the holder.
 func (p *Pipes) dropLater(key string) {
-	p.tell(change{op: opDrop, key: key, fd: -1})
+	p.tell(change{op: holder.OpDrop, key: key, fd: -1})
 	if p.flushing.CompareAndSwap(false, true) {
 		go func() {
 			p.hmu.Lock()
@@ -92,7 +94,7 @@ func (p *Pipes) sendQueued() {
 	var keys []string
 	var fds []int
 	for _, c := range r.changes {
-		if c.op == opPut {
+		if c.op == holder.OpPut {
 			keys, fds = append(keys, c.key), append(fds, c.fd)
 		}
 	}
@@ -107,7 +109,7 @@ func (p *Pipes) sendQueued() {
 func (p *Pipes) send(cs []change) error {
 	for len(cs) > 0 {
 		n, size := 0, 1
-		for n < len(cs) && n < maxFds && cs[n].op == cs[0].op && size+len(cs[n].key)+1 <= maxMsg {
+		for n < len(cs) && n < holder.MaxFds && cs[n].op == cs[0].op && size+len(cs[n].key)+1 <= holder.MaxMsg {
 			size += len(cs[n].key) + 1
 			n++
 		}
@@ -115,7 +117,7 @@ func (p *Pipes) send(cs []change) error {
 		var fds []int
 		for i, c := range cs[:n] {
 			keys[i] = c.key
-			if c.op == opPut {
+			if c.op == holder.OpPut {
 				fds = append(fds, c.fd)
 			}
 		}
@@ -170,7 +172,7 @@ func (p *Pipes) dial() (*net.UnixConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := peerAllowed(c); err != nil {
+	if err := holder.PeerAllowed(c); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -196,17 +198,17 @@ func (p *Pipes) ask(op byte, keys []string, fds []int) error {
 		return errors.New("no log holder")
 	}
 	p.asked.Add(1)
-	if err := send(p.holder, op, keys, fds); err != nil {
+	if err := holder.Send(p.holder, op, keys, fds); err != nil {
 		return err
 	}
-	rop, rkeys, rfds, err := recv(p.holder, time.Now().Add(ioTimeout))
-	closeAll(rfds)
+	rop, rkeys, rfds, err := holder.Recv(p.holder, time.Now().Add(holder.IOTimeout))
+	holder.CloseAll(rfds)
 	switch {
 	case err != nil:
 		return err
-	case rop == opErr && len(rkeys) > 0:
+	case rop == holder.OpErr && len(rkeys) > 0:
 		return fmt.Errorf("log holder: %s", rkeys[0])
-	case rop != opOK:
+	case rop != holder.OpOK:
 		return fmt.Errorf("log holder answered %q", rop)
 	}
 	return nil
@@ -215,8 +217,8 @@ func (p *Pipes) ask(op byte, keys []string, fds []int) error {
 // put hands read ends to the holder, in batches. The caller holds hmu.
 func (p *Pipes) put(keys []string, fds []int) error {
 	for len(keys) > 0 {
-		n := min(len(keys), maxFds)
-		if err := p.ask(opPut, keys[:n], fds[:n]); err != nil {
+		n := min(len(keys), holder.MaxFds)
+		if err := p.ask(holder.OpPut, keys[:n], fds[:n]); err != nil {
 			return err
 		}
 		keys, fds = keys[n:], fds[n:]
@@ -226,16 +228,16 @@ func (p *Pipes) put(keys []string, fds []int) error {
 
 // fetch takes back every read end the holder keeps, into held.
 func (p *Pipes) fetch() error {
-	if err := send(p.holder, opFetch, nil, nil); err != nil {
+	if err := holder.Send(p.holder, holder.OpFetch, nil, nil); err != nil {
 		return err
 	}
 	for {
-		op, keys, fds, err := recv(p.holder, time.Now().Add(ioTimeout))
+		op, keys, fds, err := holder.Recv(p.holder, time.Now().Add(holder.IOTimeout))
 		if err != nil {
 			return err
 		}
 		switch op {
-		case opFds:
+		case holder.OpFds:
 			for i, k := range keys {
 				unix.CloseOnExec(fds[i])
 				if old, ok := p.held[k]; ok {
@@ -243,10 +245,10 @@ func (p *Pipes) fetch() error {
 				}
 				p.held[k] = fds[i]
 			}
-		case opEnd:
+		case holder.OpEnd:
 			return nil
 		default:
-			closeAll(fds)
+			holder.CloseAll(fds)
 			return fmt.Errorf("log holder answered %q to a fetch", op)
 		}
 	}

@@ -9,15 +9,17 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/flyd-dev/flyd/logpipe/holder"
 )
 
 // A test's holder is this test binary again, as the daemon's is
-// flyd-daemon again.
+// flyd-log-holder.
 const holderEnv = "FLYD_LOGPIPE_TEST_HOLDER"
 
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(holderEnv); sock != "" {
-		if err := Serve(context.Background(), sock); err != nil {
+		if err := holder.Serve(context.Background(), sock); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -13,6 +13,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/flyd-dev/flyd/logpipe/holder"
 )
 
 // Size is the buffer a pipe is given (F_SETPIPE_SZ, bounded by
@@ -199,7 +201,7 @@ func (p *Pipes) Adopt(sinkOf func(key string) Sink) {
 	if len(drop) > 0 {
 		cs := make([]change, len(drop))
 		for i, k := range drop {
-			cs[i] = change{op: opDrop, key: k, fd: -1}
+			cs[i] = change{op: holder.OpDrop, key: k, fd: -1}
 		}
 		_ = p.exchange(cs...)
 	}
@@ -220,13 +222,13 @@ func (p *Pipes) New(key string, sink Sink) (*os.File, error) {
 		unix.Close(w)
 		return nil, err
 	}
-	if err := p.exchange(change{op: opPut, key: key, fd: r}); err != nil {
+	if err := p.exchange(change{op: holder.OpPut, key: key, fd: r}); err != nil {
 		unix.Close(r)
 		unix.Close(w)
 		return nil, fmt.Errorf("log pipe: %w", err)
 	}
 	if err := p.add(key, r, sink); err != nil {
-		_ = p.exchange(change{op: opDrop, key: key, fd: -1})
+		_ = p.exchange(change{op: holder.OpDrop, key: key, fd: -1})
 		unix.Close(r)
 		unix.Close(w)
 		return nil, err

@@ -6,7 +6,7 @@ import (
 	"flag"
 
 	"github.com/flyd-dev/flyd/cmd/internal/cli"
-	"github.com/flyd-dev/flyd/logpipe"
+	"github.com/flyd-dev/flyd/logpipe/holder"
 )
 
 func init() {
@@ -26,5 +26,5 @@ func cmdLogHolder(ctx context.Context, c *cli.Env, args []string) error {
 	if *socket == "" || fs.NArg() > 0 {
 		return cli.Usagef("log-holder takes --socket PATH and nothing else")
 	}
-	return logpipe.Serve(ctx, *socket)
+	return holder.Serve(ctx, *socket)
 }

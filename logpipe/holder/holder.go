@@ -1,4 +1,4 @@
-package logpipe
+package holder
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 var idleExit = time.Minute
 
 // Serve is the holder: it listens on socket (0600) and keeps the read
-// ends daemons send it until told to drop them. It returns once idle
+// ends daemons Send it until told to drop them. It returns once idle
 // (see idleExit), when socket no longer names its socket (the run dir
 // was removed or taken over), or when ctx is done; it removes its socket
 // first, so that no daemon reaches a holder on its way out.
@@ -61,7 +61,7 @@ func Serve(ctx context.Context, socket string) error {
 			}
 			continue
 		}
-		if peerAllowed(c) != nil {
+		if PeerAllowed(c) != nil {
 			c.Close()
 			continue
 		}
@@ -161,31 +161,31 @@ func (h *holder) idle() bool {
 
 func (h *holder) serve(c *net.UnixConn) {
 	for {
-		op, keys, fds, err := recv(c, time.Time{})
+		op, keys, fds, err := Recv(c, time.Time{})
 		if err != nil {
 			return
 		}
 		var reply error
 		switch op {
-		case opPut:
+		case OpPut:
 			reply = h.put(keys, fds)
-		case opDrop:
-			closeAll(fds)
+		case OpDrop:
+			CloseAll(fds)
 			h.drop(keys)
-		case opFetch:
-			closeAll(fds)
+		case OpFetch:
+			CloseAll(fds)
 			if err := h.fetch(c); err != nil {
 				return
 			}
 			continue
 		default:
-			closeAll(fds)
+			CloseAll(fds)
 			reply = fmt.Errorf("unknown operation %q", op)
 		}
 		if reply != nil {
-			err = send(c, opErr, []string{reply.Error()}, nil)
+			err = Send(c, OpErr, []string{reply.Error()}, nil)
 		} else {
-			err = send(c, opOK, nil, nil)
+			err = Send(c, OpOK, nil, nil)
 		}
 		if err != nil {
 			return
@@ -195,7 +195,7 @@ func (h *holder) serve(c *net.UnixConn) {
 
 func (h *holder) put(keys []string, fds []int) error {
 	if len(keys) != len(fds) {
-		closeAll(fds)
+		CloseAll(fds)
 		return fmt.Errorf("%d keys and %d descriptors", len(keys), len(fds))
 	}
 	h.mu.Lock()
@@ -231,13 +231,13 @@ func (h *holder) fetch(c *net.UnixConn) error {
 	}
 	h.mu.Unlock()
 	// Sent while the holder keeps them: a drop meanwhile would close one
-	// under the send, so drops wait (the daemon asks one thing at a time).
+	// under the Send, so drops wait (the daemon asks one thing at a time).
 	for len(keys) > 0 {
-		n := min(len(keys), maxFds)
-		if err := send(c, opFds, keys[:n], fds[:n]); err != nil {
+		n := min(len(keys), MaxFds)
+		if err := Send(c, OpFds, keys[:n], fds[:n]); err != nil {
 			return err
 		}
 		keys, fds = keys[n:], fds[n:]
 	}
-	return send(c, opEnd, nil, nil)
+	return Send(c, OpEnd, nil, nil)
 }

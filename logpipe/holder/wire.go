@@ -1,4 +1,4 @@
-package logpipe
+package holder
 
 import (
 	"errors"
@@ -16,55 +16,55 @@ import (
 // of those keys, in order, as SCM_RIGHTS. The daemon asks, the holder
 // answers each message.
 const (
-	opPut   = 'P' // hold these read ends (replacing a key held already)
-	opDrop  = 'D' // close these
-	opFetch = 'G' // send every read end: opFds messages, then opEnd
-	opFds   = 'F'
-	opEnd   = 'Z'
-	opOK    = 'K'
-	opErr   = 'E' // the rest is the reason
+	OpPut   = 'P' // hold these read ends (replacing a key held already)
+	OpDrop  = 'D' // close these
+	OpFetch = 'G' // Send every read end: OpFds messages, then OpEnd
+	OpFds   = 'F'
+	OpEnd   = 'Z'
+	OpOK    = 'K'
+	OpErr   = 'E' // the rest is the reason
 )
 
-// maxFds is the most descriptors one message carries: the kernel's
+// MaxFds is the most descriptors one message carries: the kernel's
 // SCM_MAX_FD is 253.
-const maxFds = 253
+const MaxFds = 253
 
-// maxMsg bounds a message: maxFds keys of a workload name and a nonce.
-const maxMsg = 64 << 10
+// MaxMsg bounds a message: MaxFds keys of a workload name and a nonce.
+const MaxMsg = 64 << 10
 
-// ioTimeout bounds an exchange with the holder: it answers at once or
+// IOTimeout bounds an exchange with the holder: it answers at once or
 // is taken for gone.
-const ioTimeout = 10 * time.Second
+const IOTimeout = 10 * time.Second
 
-func send(c *net.UnixConn, op byte, keys []string, fds []int) error {
+func Send(c *net.UnixConn, op byte, keys []string, fds []int) error {
 	b := append([]byte{op}, strings.Join(keys, "\n")...)
-	if len(b) > maxMsg {
+	if len(b) > MaxMsg {
 		return fmt.Errorf("log holder message of %d bytes", len(b))
 	}
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(ioTimeout))
+	_ = c.SetWriteDeadline(time.Now().Add(IOTimeout))
 	_, _, err := c.WriteMsgUnix(b, oob, nil)
 	return err
 }
 
-// recvBufs are recv's buffers, used again: a message may take maxMsg,
+// recvBufs are Recv's buffers, used again: a message may take MaxMsg,
 // and one made for each exchange was most of what a batch start left to
 // the collector.
 var recvBufs = sync.Pool{New: func() any { return new(recvBuf) }}
 
 type recvBuf struct {
-	msg [maxMsg + 1]byte
-	oob [(maxFds*4 + 64)]byte
+	msg [MaxMsg + 1]byte
+	oob [(MaxFds*4 + 64)]byte
 }
 
-// recv reads one message; its descriptors are the caller's to close.
-func recv(c *net.UnixConn, deadline time.Time) (op byte, keys []string, fds []int, err error) {
+// Recv reads one message; its descriptors are the caller's to close.
+func Recv(c *net.UnixConn, deadline time.Time) (op byte, keys []string, fds []int, err error) {
 	rb := recvBufs.Get().(*recvBuf)
 	defer recvBufs.Put(rb)
-	buf, oob := rb.msg[:], rb.oob[:unix.CmsgSpace(maxFds*4)]
+	buf, oob := rb.msg[:], rb.oob[:unix.CmsgSpace(MaxFds*4)]
 	_ = c.SetReadDeadline(deadline)
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
 	if err != nil {
@@ -82,32 +82,32 @@ func recv(c *net.UnixConn, deadline time.Time) (op byte, keys []string, fds []in
 		}
 	}
 	if n == 0 {
-		closeAll(fds)
+		CloseAll(fds)
 		return 0, nil, nil, errors.New("log holder: connection closed")
 	}
 	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
-		closeAll(fds)
+		CloseAll(fds)
 		return 0, nil, nil, errors.New("log holder: message truncated")
 	}
 	if n > 1 {
 		keys = strings.Split(string(buf[1:n]), "\n")
 	}
 	if len(fds) > 0 && len(fds) != len(keys) {
-		closeAll(fds)
+		CloseAll(fds)
 		return 0, nil, nil, fmt.Errorf("log holder: %d keys and %d descriptors", len(keys), len(fds))
 	}
 	return buf[0], keys, fds, nil
 }
 
-func closeAll(fds []int) {
+func CloseAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
 }
 
-// peerAllowed is the holder's and the daemon's check of each other:
+// PeerAllowed is the holder's and the daemon's check of each other:
 // root, or the same user.
-func peerAllowed(c *net.UnixConn) error {
+func PeerAllowed(c *net.UnixConn) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err
