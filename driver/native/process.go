@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -132,12 +131,6 @@ func (p *process) Reaped() <-chan struct{} { return p.reaped }
 // reapWait bounds the wait for an adopted run's main process to be reaped.
 const reapWait = 10 * time.Second
 
-// reapWakes is set once a pidfd's poller was woken by the reap of its
-// process (POLLHUP before the poll's timeout), which Linux does since 6.x:
-// from then on waitReaped looks seldom, since the reap itself ends the
-// wait.
-var reapWakes atomic.Bool
-
 // waitReaped waits, for at most limit, until the process of the pidfd is
 // reaped. An adopted run's main process is not the daemon's child: its
 // parent (init, once the daemon that started it died) reaps it when it
@@ -147,13 +140,12 @@ var reapWakes atomic.Bool
 // cannot pass for it. A run adopted by the process that started it (a
 // supervisor reopened in the same process) is reaped here.
 //
-// Between looks it polls the pidfd for POLLHUP alone. A kernel that
-// raises it at the reap and wakes the poller ends the wait there, and
-// is then given long pauses; on another the poll is the pause between
-// looks, up to 50 ms, as init may take a second or more to reap.
+// It sleeps between looks: a poll of the pidfd, which newer kernels wake
+// at the reap, would hold a thread of the runtime's for each stop in a
+// batch, and costs more CPU than the looks it saves.
 func waitReaped(fd int, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
-	for wait := time.Millisecond; ; wait = min(2*wait, reapPauseMax()) {
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		var info unix.Siginfo
 		if unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOHANG, nil) == nil && info.Signo != 0 {
 			return true
@@ -161,31 +153,11 @@ func waitReaped(fd int, limit time.Duration) bool {
 		if err := unix.PidfdSendSignal(fd, 0, nil, 0); errors.Is(err, unix.ESRCH) {
 			return true
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
+		if time.Now().After(deadline) {
 			return false
 		}
-		pause := max(min(wait, left), time.Millisecond)
-		pfd := []unix.PollFd{{Fd: int32(fd)}}
-		began := time.Now()
-		n, err := unix.Poll(pfd, int(pause/time.Millisecond))
-		if n == 1 && err == nil && pfd[0].Revents&unix.POLLHUP != 0 {
-			// Woken before the timeout: by the reap, not by a last look
-			// at the timeout's end.
-			if took := time.Since(began); took < pause*9/10 && took >= time.Millisecond {
-				reapWakes.Store(true)
-			}
-			return true
-		}
+		time.Sleep(wait)
 	}
-}
-
-// reapPauseMax is the longest pause between waitReaped's looks.
-func reapPauseMax() time.Duration {
-	if reapWakes.Load() {
-		return time.Second
-	}
-	return 50 * time.Millisecond
 }
 
 func (p *process) State() driver.State   { return p.st }
