@@ -102,7 +102,7 @@ func build(dir string) error {
 		args = append(args, "-race")
 		env = append(env, "CGO_ENABLED=1")
 	}
-	cmd := exec.Command(goBin, append(args, "./cmd/flyd", "./cmd/flyd-daemon", "./cmd/flyd-log-holder", "./integration/testprog")...)
+	cmd := exec.Command(goBin, append(args, "./cmd/flyd", "./cmd/flyd-daemon", "./cmd/flyd-log-holder", "./cmd/flyd-compose", "./integration/testprog")...)
 	cmd.Dir = root
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()

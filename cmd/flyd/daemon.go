@@ -22,6 +22,10 @@ import (
 // then in ../libexec/flyd/ (what scripts/install lays out).
 const daemonProgram = "flyd-daemon"
 
+// composeProgram reads compose files (cmd/flyd-compose): compose's loader
+// is linked there alone. It is looked for where daemonProgram is.
+const composeProgram = "flyd-compose"
+
 func init() {
 	// The main goroutine stays on the process's first thread, so that
 	// execDaemon execs from it: what the kernel keeps per thread and a
@@ -91,7 +95,12 @@ func termHidden(env []string) []string {
 	return append(out, "TERM=dumb", callersTerm+"="+term)
 }
 
-func findDaemon() (string, error) {
+func findDaemon() (string, error) { return findProgram(daemonProgram, "daemon") }
+
+// findProgram is the program name (what: what it is, for messages) beside
+// this executable, or in ../libexec/flyd/, refused when someone who could
+// not change this executable could change it (trust.Program).
+func findProgram(name, what string) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -100,16 +109,16 @@ func findDaemon() (string, error) {
 		return "", err
 	}
 	dir := filepath.Dir(self)
-	tried := []string{filepath.Join(dir, daemonProgram), filepath.Join(dir, "..", "libexec", "flyd", daemonProgram)}
+	tried := []string{filepath.Join(dir, name), filepath.Join(dir, "..", "libexec", "flyd", name)}
 	for _, p := range tried {
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err := trust.Program(p, self); err != nil {
-			return "", fmt.Errorf("refusing the daemon program: %w", err)
+			return "", fmt.Errorf("refusing the %s program: %w", what, err)
 		}
 		return p, nil
 	}
-	return "", fmt.Errorf("the daemon program %s is in neither %s nor %s (scripts/install puts it in the second; a build puts both programs in one dir: go build -o bin/ ./cmd/flyd ./cmd/flyd-daemon)",
-		daemonProgram, dir, filepath.Dir(tried[1]))
+	return "", fmt.Errorf("the %s program %s is in neither %s nor %s (scripts/install puts it in the second; a build puts flyd's programs in one dir: go build -o bin/ ./cmd/...)",
+		what, name, dir, filepath.Dir(tried[1]))
 }

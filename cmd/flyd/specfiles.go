@@ -175,7 +175,7 @@ func composeGroups(files []string) []fileGroup {
 	return out
 }
 
-// composed is a compose project as the daemon program reads it: its
+// composed is a compose project as the compose program reads it: its
 // name, and flyd's documents.
 type composed struct {
 	Name      string        `json:"name"`
@@ -184,7 +184,7 @@ type composed struct {
 
 // loadCompose reads compose files as a compose project, in -p's project
 // when there is one; what it reads without effect is warned of on
-// stderr. The daemon program reads them (its hidden compose-documents):
+// stderr. The compose program, flyd-compose, reads them (its compose-documents):
 // compose's loader, and what it links, would cost every call of this
 // client its start-up.
 func loadCompose(c *cli.Env, files, envFiles []string) (*composed, error) {
@@ -213,11 +213,11 @@ func readComposeModel(warnings io.Writer, name string, files, envFiles, profiles
 	return composeDocuments(warnings, name, files, envFiles, profiles)
 }
 
-// composeDocuments runs the daemon program's compose-documents on the
+// composeDocuments runs flyd-compose's compose-documents on the
 // files: flyd's documents, JSON, or with profiles not nil the compose
 // model, YAML. Its warnings are written to warnings.
 func composeDocuments(warnings io.Writer, name string, files, envFiles, profiles []string) ([]byte, error) {
-	path, err := findDaemon()
+	path, err := findProgram(composeProgram, "compose")
 	if err != nil {
 		return nil, err
 	}
