@@ -233,8 +233,23 @@ func workloadKey(w *spec.Workload) string {
 }
 
 // nodeOf is v written as a document to merge into: its JSON, the wire
-// form that parses back as it was.
+// form that parses back as it was, in block style, a field a line as a
+// file's are, so that an error's line names one field.
 func nodeOf(v any) (*yaml.Node, error) {
+	n, err := BlockNode(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(n.Content) != 1 {
+		return nil, errors.New("not one document")
+	}
+	return n.Content[0], nil
+}
+
+// BlockNode is v's JSON as a YAML document in block style, its keys in
+// the JSON's order, without the flow style and quotes JSON gave its
+// nodes: an encoder quotes what needs it.
+func BlockNode(v any) (*yaml.Node, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -243,20 +258,15 @@ func nodeOf(v any) (*yaml.Node, error) {
 	if err := yaml.Unmarshal(data, &n); err != nil {
 		return nil, err
 	}
-	if len(n.Content) != 1 {
-		return nil, errors.New("not one document")
-	}
-	// Written again in block style, a field a line, as a file's are: an
-	// error's line then names one field.
 	var block func(*yaml.Node)
 	block = func(n *yaml.Node) {
-		n.Style &^= yaml.FlowStyle
+		n.Style = 0
 		for _, c := range n.Content {
 			block(c)
 		}
 	}
-	block(n.Content[0])
-	return n.Content[0], nil
+	block(&n)
+	return &n, nil
 }
 
 // merging holds what a merge knows of its nodes: the file each was

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -103,31 +102,18 @@ func printComposeModel(c *cli.Env, pf *projectFlags) error {
 	return err
 }
 
-// yamlOf is v's JSON written as block YAML, its keys in the JSON's order.
+// yamlOf is v's JSON written as block YAML, its keys in the JSON's order
+// (specload.BlockNode).
 func yamlOf(v any) ([]byte, error) {
-	data, err := json.Marshal(v)
+	n, err := specload.BlockNode(v)
 	if err != nil {
 		return nil, err
 	}
-	var n yaml.Node
-	if err := yaml.Unmarshal(data, &n); err != nil {
-		return nil, err
-	}
-	blockStyle(&n)
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(&n); err != nil {
+	if err := enc.Encode(n); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), enc.Close()
-}
-
-// blockStyle drops the flow style and quotes JSON gave n's nodes; the
-// encoder quotes what needs it.
-func blockStyle(n *yaml.Node) {
-	n.Style = 0
-	for _, c := range n.Content {
-		blockStyle(c)
-	}
 }
