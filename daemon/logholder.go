@@ -50,15 +50,20 @@ func holderCommand(socket string, log *zap.Logger) ([]string, error) {
 	if real, err := filepath.EvalSymlinks(self); err == nil {
 		self = real
 	}
+	return holderCommandOf(self, socket, log), nil
+}
+
+// holderCommandOf is holderCommand for the daemon's program self.
+func holderCommandOf(self, socket string, log *zap.Logger) []string {
 	p := filepath.Join(filepath.Dir(self), holderProgram)
 	if _, err := os.Stat(p); err == nil {
 		err := trust.Program(p, self)
 		if err == nil {
-			return []string{p, "--socket", socket}, nil
+			return []string{p, "--socket", socket}
 		}
 		log.Warn("not running the log holder's program beside the daemon's: the daemon's own holds the logs instead", zap.Error(err))
 	}
-	return []string{self, "log-holder", "--socket", socket}, nil
+	return []string{self, "log-holder", "--socket", socket}
 }
 
 // startHolder runs the log holder (holderCommand) in a session of its own:
