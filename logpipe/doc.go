@@ -9,7 +9,7 @@
 // without bound.
 //
 // A read end must outlive the daemon, or a restarting daemon would leave
-// writers to EPIPE. A small process of flyd's own, the holder (Serve),
+// writers to EPIPE. A small process of flyd's own, the holder (package holder, run as flyd-log-holder),
 // keeps a copy of every read end, received over a Unix socket in the run
 // dir; a starting daemon takes them back from it. The holder keeps no
 // workload alive (a read end keeps no writer from exiting), is in no

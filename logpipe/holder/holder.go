@@ -1,3 +1,8 @@
+// Package holder is the log holder, the process that keeps the read ends
+// of the workloads' log pipes while no daemon runs, and the protocol its
+// daemon speaks to it (package logpipe is the daemon's side). It links
+// the standard library and x/sys/unix alone: cmd/flyd-log-holder, which
+// lives as long as the workloads, is this package and nothing more.
 package holder
 
 import (

@@ -18,7 +18,7 @@ import (
 const (
 	OpPut   = 'P' // hold these read ends (replacing a key held already)
 	OpDrop  = 'D' // close these
-	OpFetch = 'G' // Send every read end: OpFds messages, then OpEnd
+	OpFetch = 'G' // send every read end: OpFds messages, then OpEnd
 	OpFds   = 'F'
 	OpEnd   = 'Z'
 	OpOK    = 'K'
@@ -36,6 +36,7 @@ const MaxMsg = 64 << 10
 // is taken for gone.
 const IOTimeout = 10 * time.Second
 
+// Send writes one message: op, the keys, and their descriptors.
 func Send(c *net.UnixConn, op byte, keys []string, fds []int) error {
 	b := append([]byte{op}, strings.Join(keys, "\n")...)
 	if len(b) > MaxMsg {
@@ -99,6 +100,7 @@ func Recv(c *net.UnixConn, deadline time.Time) (op byte, keys []string, fds []in
 	return buf[0], keys, fds, nil
 }
 
+// CloseAll closes the descriptors a message brought.
 func CloseAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
